@@ -1,0 +1,74 @@
+/* sbx __complete: words for the shell completions, asked of the binary (podman style). */
+#define _GNU_SOURCE
+#include "cmd/cmd.h"
+
+#include <getopt.h>
+
+/* long and short options of a command, from its help text */
+static void print_options(const struct sbx_command *c)
+{
+	const char *h = c->help;
+
+	while (h && *h) {
+		const char *eol = strchr(h, '\n');
+		size_t len = eol ? (size_t)(eol - h) : strlen(h);
+		_cleanup_free_ char *line = xstrndup(h, len);
+		for (char *p = line; *p; p++) {
+			if (p[0] == '-' && (p == line || p[-1] == ' ' || p[-1] == ',') &&
+			    ((p[1] == '-' && p[2] && p[2] != ' ') || (p[1] && p[1] != '-' && p[1] != ' '))) {
+				char *e = p;
+				while (*e && *e != ' ' && *e != ',' && *e != '=')
+					e++;
+				printf("%.*s\n", (int)(e - p), p);
+				p = e - 1;
+			}
+			if (p - line > 24)
+				break; /* past the option column */
+		}
+		h += len + (eol ? 1 : 0);
+	}
+	if (c->summary) {
+		printf("-h\n--help\n");
+	}
+}
+
+int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	if (argc < 2)
+		return cmd_usage_error("__complete", "missing word kind");
+	const char *what = argv[1];
+	if (streq(what, "commands")) {
+		for (const struct sbx_command *c = sbx_commands; c->name; c++)
+			if (c->summary)
+				puts(c->name);
+	} else if (streq(what, "providers")) {
+		for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++)
+			puts((*p)->name);
+	} else if (streq(what, "sandboxes")) {
+		char **ids;
+		size_t n;
+		struct sbx_err err = { 0 };
+		if (sbx_store_list_ids(&ctx->store, &ids, &n, &err) < 0)
+			return 0; /* completions stay quiet */
+		for (size_t i = 0; i < n; i++) {
+			_cleanup_free_ char *p = xasprintf("%s/sandboxes/%s/sandbox.json",
+							   ctx->store.root, ids[i]);
+			struct sbx_record *rec;
+			if (sbx_store_load(&ctx->store, ids[i], &rec, &err) < 0)
+				continue;
+			puts(rec->name ? rec->name : rec->id);
+			sbx_record_free(rec);
+		}
+		sbx_strv_free(ids);
+	} else if (streq(what, "options")) {
+		if (argc < 3)
+			return cmd_usage_error("__complete", "missing command");
+		const struct sbx_command *c = cmd_find(argv[2]);
+		if (!c)
+			return 0;
+		print_options(c);
+	} else {
+		return cmd_usage_error("__complete", "unknown word kind '%s'", what);
+	}
+	return 0;
+}

@@ -1,0 +1,188 @@
+/* sbx create: make a sandbox and print its id (or its record with --json). */
+#define _GNU_SOURCE
+#include "cmd/cmd.h"
+
+#include <errno.h>
+
+#include "core/json.h"
+
+void strv_push(char ***v, size_t *n, char *s)
+{
+	*v = xrealloc(*v, (*n + 2) * sizeof(char *));
+	(*v)[(*n)++] = s;
+	(*v)[*n] = NULL;
+}
+
+static bool env_key_valid(const char *k, size_t n)
+{
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (k[i] == '=' || k[i] == 0 || k[i] == ' ')
+			return false;
+	return true;
+}
+
+int env_arg(char ***v, size_t *n, const char *arg, const char *cmd)
+{
+	const char *eq = strchr(arg, '=');
+
+	if (!env_key_valid(arg, eq ? (size_t)(eq - arg) : strlen(arg)))
+		return cmd_usage_error(cmd, "invalid variable '%s': use K=V or K", arg), -1;
+	if (eq) {
+		strv_push(v, n, xstrdup(arg));
+		return 0;
+	}
+	const char *val = getenv(arg);
+	if (val) /* docker: an unset K is simply not passed */
+		strv_push(v, n, xasprintf("%s=%s", arg, val));
+	return 0;
+}
+
+int env_file(char ***v, size_t *n, const char *path, const char *cmd)
+{
+	_cleanup_free_ char *text = sbx_read_file(path, 1 << 20, NULL);
+	char *save = NULL;
+	int lineno = 0;
+
+	if (!text) {
+		fprintf(stderr, "sbx: error: cannot read env file '%s': %s\n", path, strerror(errno));
+		return -1;
+	}
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		lineno++;
+		size_t l = strlen(line);
+		if (l && line[l - 1] == '\r')
+			line[--l] = 0;
+		while (*line == ' ' || *line == '\t')
+			line++;
+		if (!*line || *line == '#')
+			continue;
+		if (env_arg(v, n, line, cmd) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int parse_volume(struct create_args *a, const char *arg, const char *cmd)
+{
+	_cleanup_free_ char *s = xstrdup(arg);
+	char *dest = strchr(s, ':');
+	bool ro = false;
+
+	if (!dest)
+		return cmd_usage_error(cmd, "invalid volume '%s': use HOST:DEST[:ro]", arg), -1;
+	*dest++ = 0;
+	char *mode = strchr(dest, ':');
+	if (mode) {
+		*mode++ = 0;
+		if (streq(mode, "ro"))
+			ro = true;
+		else if (!streq(mode, "rw"))
+			return cmd_usage_error(cmd, "invalid volume mode '%s': use ro or rw", mode),
+			       -1;
+	}
+	if (s[0] != '/' || dest[0] != '/')
+		return cmd_usage_error(cmd, "invalid volume '%s': both paths must be absolute", arg),
+		       -1;
+	char *real = realpath(s, NULL);
+	if (!real) {
+		fprintf(stderr, "sbx: error: cannot use volume '%s': %s\n", s, strerror(errno));
+		return -1;
+	}
+	a->o.volumes = xrealloc(a->o.volumes, (a->o.n_volumes + 1) * sizeof(struct sbx_volume));
+	a->o.volumes[a->o.n_volumes++] = (struct sbx_volume){ real, xstrdup(dest), ro };
+	return 0;
+}
+
+int create_parse_opt(struct create_args *a, int c, const char *arg, const char *cmd)
+{
+	switch (c) {
+	case OPT_NAME:
+		a->o.name = arg;
+		return 1;
+	case 'e':
+		return env_arg(&a->env_store, &a->n_env, arg, cmd) < 0 ? -1 : 1;
+	case OPT_ENV_FILE:
+		return env_file(&a->env_store, &a->n_env, arg, cmd) < 0 ? -1 : 1;
+	case 'w':
+		if (arg[0] != '/')
+			return cmd_usage_error(cmd, "workdir must be an absolute path, not '%s'", arg),
+			       -1;
+		a->o.workdir = arg;
+		return 1;
+	case 'v':
+		return parse_volume(a, arg, cmd) < 0 ? -1 : 1;
+	case OPT_LABEL:
+		if (!strchr(arg, '=') || arg[0] == '=')
+			return cmd_usage_error(cmd, "invalid label '%s': use K=V", arg), -1;
+		strv_push(&a->label_store, &a->n_labels, xstrdup(arg));
+		return 1;
+	case OPT_PROVIDER:
+		a->o.provider = arg;
+		return 1;
+	}
+	return 0;
+}
+
+void create_args_release(struct create_args *a)
+{
+	sbx_strv_free(a->env_store);
+	sbx_strv_free(a->label_store);
+	for (size_t i = 0; i < a->o.n_volumes; i++) {
+		free(a->o.volumes[i].host);
+		free(a->o.volumes[i].dest);
+	}
+	free(a->o.volumes);
+}
+
+int cmd_create(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		CREATE_LONGOPTS,
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct create_args a = { 0 };
+	struct sbx_err err = { 0 };
+	struct sbx_record *rec = NULL;
+	int c, ret = 0;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+h" CREATE_SHORTOPTS, opts, NULL)) != -1) {
+		if (c == 'h') {
+			create_args_release(&a);
+			return cmd_print_help("create");
+		}
+		if (c == OPT_JSON) {
+			a.json = true;
+			continue;
+		}
+		int r = c == '?' ? 0 : create_parse_opt(&a, c, optarg, "create");
+		if (r == 1)
+			continue;
+		create_args_release(&a);
+		return r < 0 ? 125 : cmd_bad_option("create", argc, argv);
+	}
+	if (optind < argc) {
+		create_args_release(&a);
+		return cmd_usage_error("create", "unexpected argument '%s'", argv[optind]);
+	}
+	a.o.env = a.env_store;
+	a.o.labels = a.label_store;
+	if (sbx_sandbox_create(ctx, &a.o, &rec, &err) < 0) {
+		ret = cmd_report(&err);
+	} else if (a.json) {
+		json_t *j = sbx_record_to_json(rec);
+		char *s = sbx_json_dump(j, true);
+		puts(s);
+		free(s);
+		json_decref(j);
+	} else {
+		puts(rec->id);
+	}
+	sbx_record_free(rec);
+	create_args_release(&a);
+	return ret;
+}

@@ -1,0 +1,105 @@
+/* sbx exec: run a command inside a sandbox and exit with its status. */
+#define _GNU_SOURCE
+#include "cmd/cmd.h"
+
+#include <signal.h>
+
+int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "interactive", no_argument, NULL, 'i' },
+		{ "env", required_argument, NULL, 'e' },
+		{ "env-file", required_argument, NULL, OPT_ENV_FILE },
+		{ "workdir", required_argument, NULL, 'w' },
+		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sbx_exec_opts o = { 0 };
+	struct sbx_err err = { 0 };
+	char **env = NULL;
+	size_t n_env = 0;
+	const char *shell = NULL;
+	int c, status = 0, ret;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+hie:w:c:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			sbx_strv_free(env);
+			return cmd_print_help("exec");
+		case 'i':
+			o.interactive = true;
+			break;
+		case 'e':
+			if (env_arg(&env, &n_env, optarg, "exec") < 0)
+				goto usage;
+			break;
+		case OPT_ENV_FILE:
+			if (env_file(&env, &n_env, optarg, "exec") < 0)
+				goto usage;
+			break;
+		case 'w':
+			if (optarg[0] != '/') {
+				cmd_usage_error("exec", "workdir must be an absolute path, not '%s'",
+						optarg);
+				goto usage;
+			}
+			o.workdir = optarg;
+			break;
+		case 'c':
+			shell = optarg;
+			break;
+		case OPT_TIMEOUT:
+			o.timeout_ms = sbx_parse_duration_ms(optarg);
+			if (o.timeout_ms <= 0) {
+				cmd_usage_error("exec", "invalid duration '%s' (use e.g. 30s, 5m, 1h)",
+						optarg);
+				goto usage;
+			}
+			break;
+		default:
+			cmd_bad_option("exec", argc, argv);
+			goto usage;
+		}
+	}
+	if (optind >= argc) {
+		cmd_usage_error("exec", "missing sandbox");
+		goto usage;
+	}
+	const char *sb = argv[optind++];
+	if (!shell && optind < argc && streq(argv[optind], "-c")) {
+		if (optind + 1 >= argc) {
+			cmd_usage_error("exec", "option '-c' needs a value");
+			goto usage;
+		}
+		shell = argv[optind + 1];
+		optind += 2;
+	}
+	if (optind < argc && streq(argv[optind], "--"))
+		optind++;
+	char *sh[] = { "/bin/sh", "-c", (char *)shell, NULL };
+	if (shell) {
+		if (optind < argc) {
+			cmd_usage_error("exec", "give either -c STRING or a command, not both");
+			goto usage;
+		}
+		o.argv = sh;
+	} else {
+		if (optind >= argc) {
+			cmd_usage_error("exec", "missing command");
+			goto usage;
+		}
+		o.argv = argv + optind;
+	}
+	o.env = env;
+	if (sbx_sandbox_exec(ctx, sb, &o, &status, &err) < 0)
+		ret = cmd_report(&err);
+	else
+		ret = status;
+	sbx_strv_free(env);
+	return ret;
+usage:
+	sbx_strv_free(env);
+	return 125;
+}

@@ -1,0 +1,115 @@
+/* sbx ls and sbx inspect: list sandboxes, show one record. */
+#define _GNU_SOURCE
+#include "cmd/cmd.h"
+
+#include <time.h>
+
+#include "core/json.h"
+#include "core/log.h"
+
+static void print_ago(char *buf, size_t n, long long created)
+{
+	long long d = (long long)time(NULL) - created;
+
+	if (d < 0)
+		d = 0;
+	if (d < 60)
+		snprintf(buf, n, "%lld second%s ago", d, d == 1 ? "" : "s");
+	else if (d < 3600)
+		snprintf(buf, n, "%lld minute%s ago", d / 60, d / 60 == 1 ? "" : "s");
+	else if (d < 86400)
+		snprintf(buf, n, "%lld hour%s ago", d / 3600, d / 3600 == 1 ? "" : "s");
+	else
+		snprintf(buf, n, "%lld day%s ago", d / 86400, d / 86400 == 1 ? "" : "s");
+}
+
+int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool json = false, quiet = false;
+	struct sbx_listing l;
+	struct sbx_err err = { 0 };
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+hq", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': return cmd_print_help("ls");
+		case 'q': quiet = true; break;
+		case OPT_JSON: json = true; break;
+		default: return cmd_bad_option("ls", argc, argv);
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error("ls", "unexpected argument '%s'", argv[optind]);
+	if (sbx_sandbox_list(ctx, &l, &err) < 0)
+		return cmd_report(&err);
+	for (size_t i = 0; i < l.n_bad; i++)
+		sbx_warn("cannot read sandbox record '%s', skipping it (remove it with 'sbx rm -f')",
+			 l.bad[i]);
+	if (json) {
+		json_t *a = json_array();
+		for (size_t i = 0; i < l.n; i++)
+			json_array_append_new(a, sbx_record_to_json(l.recs[i]));
+		char *s = sbx_json_dump(a, true);
+		puts(s);
+		free(s);
+		json_decref(a);
+	} else if (quiet) {
+		for (size_t i = 0; i < l.n; i++)
+			puts(l.recs[i]->id);
+	} else {
+		printf("%-12s  %-20s  %-8s  %-9s  %s\n", "ID", "NAME", "PROVIDER", "STATE", "CREATED");
+		for (size_t i = 0; i < l.n; i++) {
+			struct sbx_record *r = l.recs[i];
+			char ago[64];
+			print_ago(ago, sizeof(ago), r->created);
+			printf("%-12s  %-20s  %-8s  %-9s  %s\n", r->id, r->name ? r->name : "-",
+			       r->provider, sbx_state_name(r->state), ago);
+		}
+	}
+	sbx_listing_release(&l);
+	return 0;
+}
+
+int cmd_inspect(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sbx_err err = { 0 };
+	struct sbx_record *rec;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		if (c == 'h')
+			return cmd_print_help("inspect");
+		return cmd_bad_option("inspect", argc, argv);
+	}
+	if (optind >= argc)
+		return cmd_usage_error("inspect", "missing sandbox");
+	if (optind + 1 < argc)
+		return cmd_usage_error("inspect", "unexpected argument '%s'", argv[optind + 1]);
+	if (sbx_sandbox_get(ctx, argv[optind], &rec, &err) < 0)
+		return cmd_report(&err);
+	json_t *j = sbx_record_to_json(rec);
+	/* the local provider's pid of init, at the top level where scripts look for it */
+	json_t *pid = rec->extra ? json_object_get(rec->extra, "init_pid") : NULL;
+	if (pid && rec->state == SBX_STATE_RUNNING)
+		json_object_set(j, "pid", pid);
+	else
+		json_object_set_new(j, "pid", json_null());
+	char *s = sbx_json_dump(j, true);
+	puts(s);
+	free(s);
+	json_decref(j);
+	sbx_record_free(rec);
+	return 0;
+}

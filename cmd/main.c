@@ -1,0 +1,256 @@
+/* main(): global options, the command table, exit statuses, the stdout check. */
+#define _GNU_SOURCE
+#include "cmd/cmd.h"
+
+#include <errno.h>
+#include <stdarg.h>
+
+#include "core/log.h"
+
+#ifndef SBX_VERSION
+#define SBX_VERSION "0.1.0"
+#endif
+#ifndef SBX_COMMIT
+#define SBX_COMMIT "unknown"
+#endif
+
+const struct sbx_command sbx_commands[] = {
+	{ "create", cmd_create, "Create a sandbox and print its id",
+	  "sbx create [OPTIONS]",
+	  "  --name NAME            a unique name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, at most 63)\n"
+	  "  -e, --env K=V|K        set a variable for every exec (K alone: the caller's value)\n"
+	  "      --env-file FILE    read K=V lines from FILE ('#' comments)\n"
+	  "  -w, --workdir DIR      default working directory (default /workspace)\n"
+	  "  -v, --volume HOST:DEST[:ro]\n"
+	  "                         bind a host path into the sandbox\n"
+	  "      --label K=V        attach a label\n"
+	  "      --provider NAME    backend (default local)\n"
+	  "      --json             print the record as JSON instead of the id\n" },
+	{ "exec", cmd_exec, "Run a command in a sandbox",
+	  "sbx exec [OPTIONS] SB [--] CMD [ARG...]\n       sbx exec [OPTIONS] SB -c 'SHELL STRING'",
+	  "  -i, --interactive      keep stdin open to the command (default: /dev/null)\n"
+	  "  -e, --env K=V|K        set a variable (K alone: the caller's value)\n"
+	  "      --env-file FILE    read K=V lines from FILE\n"
+	  "  -w, --workdir DIR      working directory inside\n"
+	  "      --timeout DUR      kill the command's process group after DUR (exit 124)\n"
+	  "  -c STRING              run STRING with /bin/sh -c\n" },
+	{ "ls", cmd_ls, "List sandboxes",
+	  "sbx ls [OPTIONS]",
+	  "      --json             print a JSON array of records\n"
+	  "  -q, --quiet            print ids only\n" },
+	{ "inspect", cmd_inspect, "Show a sandbox's record as JSON",
+	  "sbx inspect SB",
+	  "" },
+	{ "rm", cmd_rm, "Remove sandboxes",
+	  "sbx rm [OPTIONS] SB...",
+	  "  -f, --force            remove running sandboxes too, and records that cannot be read\n" },
+	{ "run", cmd_run, "Create a sandbox, run a command in it, remove it",
+	  "sbx run [CREATE OPTIONS] [--timeout DUR] [-i] -- CMD [ARG...]",
+	  "  -i, --interactive      keep stdin open to the command\n"
+	  "      --timeout DUR      kill the command after DUR (exit 124)\n"
+	  "  and every option of 'sbx create' but --json\n" },
+	{ "version", cmd_version, "Show which sbx this is",
+	  "sbx version",
+	  "" },
+	{ "help", cmd_help, "Show help for a command",
+	  "sbx help [COMMAND]",
+	  "" },
+	{ "__complete", cmd_complete, NULL, "sbx __complete commands|sandboxes|providers|options CMD",
+	  "" },
+	{ NULL, NULL, NULL, NULL, NULL },
+};
+
+const struct sbx_command *cmd_find(const char *name)
+{
+	for (const struct sbx_command *c = sbx_commands; c->name; c++)
+		if (streq(c->name, name))
+			return c;
+	return NULL;
+}
+
+static void main_usage(FILE *f)
+{
+	fputs("Usage: sbx [--debug] COMMAND [ARGS...]\n\n"
+	      "Disposable sandboxes for agents, scripts and developers.\n\n"
+	      "Commands:\n", f);
+	for (const struct sbx_command *c = sbx_commands; c->name; c++)
+		if (c->summary)
+			fprintf(f, "  %-10s %s\n", c->name, c->summary);
+	fputs("\nGlobal options:\n"
+	      "      --debug            print debug messages (also SBX_DEBUG=1)\n"
+	      "  -h, --help             show this help\n"
+	      "  -V, --version          show the version\n\n"
+	      "Run 'sbx COMMAND --help' for a command's options.\n", f);
+}
+
+int cmd_exit_code(const struct sbx_err *err)
+{
+	switch (err->kind) {
+	case SBX_E_CMD_NOEXEC: return 126;
+	case SBX_E_CMD_NOTFOUND: return 127;
+	default: return 125;
+	}
+}
+
+int cmd_report(const struct sbx_err *err)
+{
+	fprintf(stderr, "sbx: error: %s\n", err->msg[0] ? err->msg : "unknown error");
+	return cmd_exit_code(err);
+}
+
+int cmd_usage_error(const char *cmd, const char *fmt, ...)
+{
+	const struct sbx_command *c = cmd_find(cmd);
+	va_list ap;
+
+	fputs("sbx: error: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (c)
+		fprintf(stderr, "Usage: %s\n", c->usage);
+	fprintf(stderr, "Run 'sbx %s --help' for more information.\n", cmd);
+	return 125;
+}
+
+int cmd_bad_option(const char *cmd, int argc, char **argv)
+{
+	const char *arg = optind - 1 < argc && optind > 0 ? argv[optind - 1] : "?";
+
+	if (optopt && strchr("ewvcu", optopt) && arg[0] == '-' && arg[1] == optopt && !arg[2])
+		return cmd_usage_error(cmd, "option '%s' needs a value", arg);
+	if (startswith(arg, "--")) {
+		/* getopt_long reports both unknown options and missing values here */
+		const char *eq = strchr(arg, '=');
+		if (!eq && optopt)
+			return cmd_usage_error(cmd, "option '%s' needs a value", arg);
+		return cmd_usage_error(cmd, "unknown option '%s'", arg);
+	}
+	if (optopt)
+		return cmd_usage_error(cmd, "unknown option '-%c'", optopt);
+	return cmd_usage_error(cmd, "unknown option '%s'", arg);
+}
+
+int cmd_print_help(const char *cmd)
+{
+	const struct sbx_command *c = cmd_find(cmd);
+
+	printf("Usage: %s\n\n%s.\n", c->usage, c->summary ? c->summary : "Internal");
+	if (c->help && *c->help)
+		printf("\nOptions:\n%s", c->help);
+	printf("  -h, --help             show this help\n");
+	printf("\nSee sbx-%s(1).\n", cmd);
+	return 0;
+}
+
+int cmd_version(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	if (argc > 1 && (streq(argv[1], "-h") || streq(argv[1], "--help")))
+		return cmd_print_help("version");
+	if (argc > 1)
+		return cmd_usage_error("version", "unexpected argument '%s'", argv[1]);
+	printf("sbx %s (commit %s)\n", SBX_VERSION, SBX_COMMIT);
+	printf("sbx: disposable sandboxes for coding agents (local Linux namespaces, hosted "
+	       "providers)\n");
+	printf("providers:");
+	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++)
+		printf(" %s", (*p)->name);
+	printf("\n");
+	(void)ctx;
+	return 0;
+}
+
+int cmd_help(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	(void)ctx;
+	if (argc < 2) {
+		main_usage(stdout);
+		return 0;
+	}
+	if (streq(argv[1], "-h") || streq(argv[1], "--help"))
+		return cmd_print_help("help");
+	const struct sbx_command *c = cmd_find(argv[1]);
+	if (!c || !c->summary) {
+		fprintf(stderr, "sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
+				"commands.\n", argv[1]);
+		return 125;
+	}
+	return cmd_print_help(c->name);
+}
+
+static int finish(int code)
+{
+	/* git's run_builtin check: a result nobody received is a failure */
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		if (errno != EPIPE) {
+			fprintf(stderr, "sbx: error: cannot write to standard output: %s\n",
+				strerror(errno));
+			return 125;
+		}
+	}
+	if (fclose(stdout) != 0 && errno != EPIPE && code == 0) {
+		fprintf(stderr, "sbx: error: cannot write to standard output: %s\n", strerror(errno));
+		return 125;
+	}
+	return code;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "debug", no_argument, NULL, 'D' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sbx_ctx ctx = { 0 };
+	int c;
+	const char *d = getenv("SBX_DEBUG");
+
+	if (d && *d && !streq(d, "0"))
+		sbx_debug_enabled = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'D': sbx_debug_enabled = 1; break;
+		case 'h': main_usage(stdout); return finish(0);
+		case 'V': return finish(cmd_version(1, argv, &ctx));
+		default:
+			fprintf(stderr, "sbx: error: unknown option '%s'\nRun 'sbx --help' for more "
+					"information.\n", argv[optind - 1]);
+			return 125;
+		}
+	}
+	if (optind >= argc) {
+		main_usage(stderr);
+		fprintf(stderr, "sbx: error: no command given\n");
+		return 125;
+	}
+	ctx.debug = sbx_debug_enabled;
+	const struct sbx_command *cmd = cmd_find(argv[optind]);
+	if (!cmd) {
+		fprintf(stderr, "sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
+				"commands.\n", argv[optind]);
+		return 125;
+	}
+	/* commands that need no store */
+	bool needs_store = !streq(cmd->name, "version") && !streq(cmd->name, "help");
+	int sub_argc = argc - optind;
+	char **sub_argv = argv + optind;
+	/* --help works even where the store cannot be opened */
+	if (sub_argc > 1 && (streq(sub_argv[1], "--help") || streq(sub_argv[1], "-h")) &&
+	    cmd->summary)
+		return finish(cmd_print_help(cmd->name));
+	if (needs_store) {
+		struct sbx_err err = { 0 };
+		if (sbx_store_open(&ctx.store, &err) < 0)
+			return cmd_report(&err);
+	}
+	_cleanup_free_ char *name = xasprintf("sbx %s", cmd->name);
+	sub_argv[0] = name;
+	optind = 0;
+	int r = cmd->fn(sub_argc, sub_argv, &ctx);
+	sbx_store_release(&ctx.store);
+	return finish(r);
+}

@@ -1,0 +1,35 @@
+/* sbx rm: remove sandboxes, carrying on past failures. */
+#define _GNU_SOURCE
+#include "cmd/cmd.h"
+
+int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "force", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool force = false;
+	int c, ret = 0;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+hf", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': return cmd_print_help("rm");
+		case 'f': force = true; break;
+		default: return cmd_bad_option("rm", argc, argv);
+		}
+	}
+	if (optind >= argc)
+		return cmd_usage_error("rm", "missing sandbox");
+	for (int i = optind; i < argc; i++) {
+		struct sbx_err err = { 0 };
+		if (sbx_sandbox_rm(ctx, argv[i], force, &err) < 0) {
+			cmd_report(&err);
+			ret = 125;
+		} else {
+			puts(argv[i]);
+		}
+	}
+	return ret;
+}

@@ -1,0 +1,95 @@
+/* sbx run: create, exec and rm in one call (the ephemeral pattern). */
+#define _GNU_SOURCE
+#include "cmd/cmd.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "core/log.h"
+
+int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		CREATE_LONGOPTS,
+		{ "interactive", no_argument, NULL, 'i' },
+		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct create_args a = { 0 };
+	struct sbx_exec_opts x = { 0 };
+	struct sbx_err err = { 0 };
+	struct sbx_record *rec = NULL;
+	int c, status = 0, ret;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+hi" CREATE_SHORTOPTS, opts, NULL)) != -1) {
+		if (c == 'h') {
+			create_args_release(&a);
+			return cmd_print_help("run");
+		}
+		if (c == 'i') {
+			x.interactive = true;
+			continue;
+		}
+		if (c == OPT_TIMEOUT) {
+			x.timeout_ms = sbx_parse_duration_ms(optarg);
+			if (x.timeout_ms <= 0) {
+				create_args_release(&a);
+				return cmd_usage_error("run", "invalid duration '%s' (use e.g. 30s, 5m)",
+						       optarg);
+			}
+			continue;
+		}
+		int r = c == '?' ? 0 : create_parse_opt(&a, c, optarg, "run");
+		if (r == 1)
+			continue;
+		create_args_release(&a);
+		return r < 0 ? 125 : cmd_bad_option("run", argc, argv);
+	}
+	if (optind < argc && streq(argv[optind], "--"))
+		optind++;
+	if (optind >= argc) {
+		create_args_release(&a);
+		return cmd_usage_error("run", "missing command");
+	}
+	x.argv = argv + optind;
+	a.o.env = a.env_store;
+	a.o.labels = a.label_store;
+	if (sbx_sandbox_create(ctx, &a.o, &rec, &err) < 0) {
+		create_args_release(&a);
+		return cmd_report(&err);
+	}
+	/* exec joins the sandbox's namespaces, so it runs in a child; this process stays on the
+	 * host to remove the sandbox afterwards */
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		int r = sbx_sandbox_exec(ctx, rec->id, &x, &status, &err);
+		if (r < 0)
+			_exit(cmd_report(&err));
+		fflush(NULL);
+		_exit(status);
+	}
+	signal(SIGINT, SIG_IGN); /* the exec child forwards them; we must live to clean up */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	int st = 0;
+	if (pid < 0) {
+		ret = 125;
+		fprintf(stderr, "sbx: error: cannot start the command\n");
+	} else {
+		while (waitpid(pid, &st, 0) < 0)
+			;
+		ret = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	}
+	struct sbx_err e2 = { 0 };
+	if (sbx_sandbox_rm(ctx, rec->id, true, &e2) < 0) {
+		cmd_report(&e2);
+		if (ret == 0)
+			ret = 125;
+	}
+	sbx_record_free(rec);
+	create_args_release(&a);
+	return ret;
+}

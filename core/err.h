@@ -1,0 +1,36 @@
+/* Error values carried from the core and providers up to cmd/, which alone prints them. */
+#ifndef SBX_CORE_ERR_H
+#define SBX_CORE_ERR_H
+
+#include "core/util.h"
+
+enum sbx_errkind {
+	SBX_E_NONE,
+	SBX_E_USAGE,
+	SBX_E_NOTFOUND,
+	SBX_E_EXISTS,
+	SBX_E_STATE,
+	SBX_E_UNSUPPORTED,
+	SBX_E_SYSTEM,
+	SBX_E_NETWORK,
+	SBX_E_REMOTE,
+	SBX_E_CONFIG,
+	SBX_E_CMD_NOEXEC,
+	SBX_E_CMD_NOTFOUND,
+};
+
+struct sbx_err {
+	enum sbx_errkind kind;
+	int errnum;
+	long http_status;
+	char msg[512];
+};
+
+_printf_(3, 4) int sbx_err_set(struct sbx_err *err, enum sbx_errkind kind, const char *fmt, ...);
+/* saves errno first, appends ": strerror" */
+_printf_(2, 3) int sbx_err_errno(struct sbx_err *err, const char *fmt, ...);
+/* "context: old message" */
+_printf_(2, 3) int sbx_err_prefix(struct sbx_err *err, const char *fmt, ...);
+void sbx_err_clear(struct sbx_err *err);
+
+#endif

@@ -1,0 +1,47 @@
+/* jansson helpers. */
+#include "core/json.h"
+
+json_t *sbx_json_parse(const char *text, size_t len, const char *what, struct sbx_err *err)
+{
+	json_error_t je;
+	json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+
+	if (!j) {
+		sbx_err_set(err, SBX_E_CONFIG, "cannot parse %s: %s at line %d column %d", what, je.text,
+			    je.line, je.column);
+		return NULL;
+	}
+	return j;
+}
+
+const char *sbx_json_str(const json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+int sbx_json_get_str(const json_t *obj, const char *key, const char **ret, struct sbx_err *err)
+{
+	const char *s = sbx_json_str(obj, key);
+
+	if (!s)
+		return sbx_err_set(err, SBX_E_CONFIG, "missing or non-string key '%s'", key);
+	*ret = s;
+	return 0;
+}
+
+long long sbx_json_int(const json_t *obj, const char *key, long long dflt)
+{
+	json_t *v = json_object_get(obj, key);
+	return json_is_integer(v) ? (long long)json_integer_value(v) : dflt;
+}
+
+char *sbx_json_dump(const json_t *j, bool pretty)
+{
+	size_t flags = JSON_SORT_KEYS | JSON_ENCODE_ANY | (pretty ? JSON_INDENT(2) : JSON_COMPACT);
+	char *s = json_dumps(j, flags);
+
+	if (!s)
+		s = xstrdup("null");
+	return s;
+}

@@ -1,0 +1,248 @@
+/* Orchestration of sandbox operations over the store and the providers. */
+#define _GNU_SOURCE
+#include "core/sandbox.h"
+
+#include <errno.h>
+#include <sys/file.h>
+#include <time.h>
+
+#include "core/json.h"
+#include "core/log.h"
+#include "core/test-hook.h"
+
+static json_t *strv_json(char **v)
+{
+	json_t *a = json_array();
+	for (; v && *v; v++)
+		json_array_append_new(a, json_string(*v));
+	return a;
+}
+
+static json_t *options_json(const struct sbx_create_opts *o)
+{
+	json_t *j = json_object();
+	json_t *labels = json_object();
+
+	json_object_set_new(j, "env", strv_json(o->env));
+	json_object_set_new(j, "workdir", json_string(o->workdir ? o->workdir : "/workspace"));
+	json_t *vols = json_array();
+	for (size_t i = 0; i < o->n_volumes; i++) {
+		json_t *v = json_object();
+		json_object_set_new(v, "host", json_string(o->volumes[i].host));
+		json_object_set_new(v, "dest", json_string(o->volumes[i].dest));
+		json_object_set_new(v, "read_only", json_boolean(o->volumes[i].ro));
+		json_array_append_new(vols, v);
+	}
+	json_object_set_new(j, "volumes", vols);
+	for (char **l = o->labels; l && *l; l++) {
+		const char *eq = strchr(*l, '=');
+		_cleanup_free_ char *k = eq ? xstrndup(*l, (size_t)(eq - *l)) : xstrdup(*l);
+		json_object_set_new(labels, k, json_string(eq ? eq + 1 : ""));
+	}
+	json_object_set_new(j, "labels", labels);
+	return j;
+}
+
+static const struct sbx_provider *provider_of(const struct sbx_record *rec, struct sbx_err *err)
+{
+	const struct sbx_provider *p = sbx_provider_find(rec->provider);
+
+	if (!p)
+		sbx_err_set(err, SBX_E_CONFIG,
+			    "sandbox '%s' uses provider '%s', which this sbx was built without",
+			    rec->id, rec->provider);
+	return p;
+}
+
+int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
+		       struct sbx_record **ret_rec, struct sbx_err *err)
+{
+	const char *pname = o->provider ? o->provider : "local";
+	const struct sbx_provider *p = sbx_provider_find(pname);
+	_cleanup_free_ char *id = NULL;
+
+	if (!p)
+		return sbx_err_set(err, SBX_E_USAGE, "unknown provider '%s' (run 'sbx __complete "
+				   "providers' to list them)", pname);
+	if (o->name && !sbx_name_valid(o->name))
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "invalid name '%s': use letters, digits, '_', '.' and '-', "
+				   "starting with a letter or digit, at most %d characters",
+				   o->name, SBX_NAME_MAX);
+	if (sbx_store_claim(&ctx->store, o->name, &id, err) < 0)
+		return -1;
+
+	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, id, true, err);
+	_cleanup_record_ struct sbx_record *rec = sbx_record_new();
+	rec->id = xstrdup(id);
+	rec->name = o->name ? xstrdup(o->name) : NULL;
+	rec->provider = xstrdup(p->name);
+	rec->state = SBX_STATE_CREATING;
+	rec->created = time(NULL);
+	rec->options = options_json(o);
+	rec->dir = sbx_store_dir(&ctx->store, id);
+	if (lk < 0 || sbx_store_save(&ctx->store, rec, err) < 0)
+		goto fail;
+	sbx_test_hook("create-record-saved");
+	if (p->create(ctx, o, rec, err) < 0)
+		goto fail;
+	sbx_test_hook("create-provider-done");
+	rec->state = SBX_STATE_RUNNING;
+	if (sbx_store_save(&ctx->store, rec, err) < 0)
+		goto fail;
+	*ret_rec = TAKE_PTR(rec);
+	return 0;
+fail:
+	{
+		struct sbx_err e2 = { 0 };
+		if (p->rm)
+			(void)p->rm(ctx, rec, true, &e2);
+		(void)sbx_store_remove(&ctx->store, id, o->name, &e2);
+	}
+	return -1;
+}
+
+/* the state by looking: ask the provider; a record stuck in 'creating' whose creator is gone
+ * (its lock is free) is an error */
+static void refresh(struct sbx_ctx *ctx, struct sbx_record *rec)
+{
+	const struct sbx_provider *p = sbx_provider_find(rec->provider);
+	enum sbx_state was = rec->state;
+	struct sbx_err err = { 0 };
+
+	if (p && p->inspect && p->inspect(ctx, rec, &err) < 0) {
+		rec->state = SBX_STATE_ERROR;
+		free(rec->state_reason);
+		rec->state_reason = xstrdup(err.msg);
+		return;
+	}
+	if (was == SBX_STATE_CREATING && rec->state != SBX_STATE_RUNNING) {
+		_cleanup_free_ char *lp = xasprintf("%s/lock", rec->dir);
+		_cleanup_close_ int fd = open(lp, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
+			rec->state = SBX_STATE_CREATING;
+		} else {
+			rec->state = SBX_STATE_ERROR;
+			free(rec->state_reason);
+			rec->state_reason = xstrdup("creation did not finish; remove it with 'sbx rm'");
+		}
+	}
+}
+
+int sbx_sandbox_get(struct sbx_ctx *ctx, const char *sb, struct sbx_record **ret_rec,
+		    struct sbx_err *err)
+{
+	_cleanup_free_ char *id = NULL;
+	struct sbx_record *rec;
+
+	if (sbx_store_resolve(&ctx->store, sb, &id, err) < 0)
+		return -1;
+	if (sbx_store_load(&ctx->store, id, &rec, err) < 0)
+		return -1;
+	refresh(ctx, rec);
+	*ret_rec = rec;
+	return 0;
+}
+
+int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_opts *o,
+		     int *ret_status, struct sbx_err *err)
+{
+	_cleanup_free_ char *id = NULL;
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	const struct sbx_provider *p;
+
+	if (sbx_store_resolve(&ctx->store, sb, &id, err) < 0)
+		return -1;
+	if (sbx_store_load(&ctx->store, id, &rec, err) < 0)
+		return -1;
+	if (!(p = provider_of(rec, err)))
+		return -1;
+	if (!p->exec)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support exec",
+				   p->name);
+	return p->exec(ctx, rec, o, ret_status, err);
+}
+
+int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_err *err)
+{
+	_cleanup_free_ char *id = NULL;
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	const struct sbx_provider *p;
+
+	if (sbx_store_resolve(&ctx->store, sb, &id, err) < 0)
+		return -1;
+	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, id, true, err);
+	if (lk < 0)
+		return -1;
+	if (sbx_store_load(&ctx->store, id, &rec, err) < 0) {
+		if (err->kind == SBX_E_NOTFOUND && !force) {
+			/* a directory without a record: an interrupted create or rm */
+			return sbx_err_set(err, SBX_E_STATE,
+					   "sandbox '%s' has no record (an interrupted create or rm); "
+					   "remove it with 'sbx rm -f %s'", id, id);
+		}
+		if (!force)
+			return sbx_err_prefix(err, "cannot remove '%s' (use -f to remove it anyway)",
+					      sb);
+		/* unreadable record: clean what the local provider left, by what is on disk */
+		rec = sbx_record_new();
+		rec->id = xstrdup(id);
+		rec->provider = xstrdup("local");
+		rec->dir = sbx_store_dir(&ctx->store, id);
+		sbx_err_clear(err);
+	}
+	if (!(p = provider_of(rec, err)))
+		return -1;
+	refresh(ctx, rec);
+	if (rec->state == SBX_STATE_RUNNING && !force)
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' is running; stop it first or use 'sbx rm -f %s'",
+				   rec->name ? rec->name : rec->id, rec->name ? rec->name : rec->id);
+	if (p->rm && p->rm(ctx, rec, force, err) < 0)
+		return -1;
+	sbx_test_hook("rm-provider-done");
+	return sbx_store_remove(&ctx->store, id, rec->name, err);
+}
+
+int sbx_sandbox_list(struct sbx_ctx *ctx, struct sbx_listing *ret, struct sbx_err *err)
+{
+	char **ids;
+	size_t n;
+
+	memset(ret, 0, sizeof(*ret));
+	if (sbx_store_list_ids(&ctx->store, &ids, &n, err) < 0)
+		return -1;
+	ret->recs = xcalloc(n + 1, sizeof(*ret->recs));
+	ret->bad = xcalloc(n + 1, sizeof(*ret->bad));
+	for (size_t i = 0; i < n; i++) {
+		struct sbx_record *rec;
+		struct sbx_err e = { 0 };
+		if (sbx_store_load(&ctx->store, ids[i], &rec, &e) < 0) {
+			_cleanup_free_ char *p = xasprintf("%s/sandboxes/%s/sandbox.json",
+							   ctx->store.root, ids[i]);
+			if (e.kind == SBX_E_NOTFOUND && access(p, F_OK) < 0) {
+				/* removed while we listed, or not yet written */
+				_cleanup_free_ char *d = sbx_store_dir(&ctx->store, ids[i]);
+				if (access(d, F_OK) < 0)
+					continue;
+			}
+			ret->bad[ret->n_bad++] = xstrdup(p);
+			continue;
+		}
+		refresh(ctx, rec);
+		ret->recs[ret->n++] = rec;
+	}
+	sbx_strv_free(ids);
+	return 0;
+}
+
+void sbx_listing_release(struct sbx_listing *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		sbx_record_free(l->recs[i]);
+	for (size_t i = 0; i < l->n_bad; i++)
+		free(l->bad[i]);
+	free(l->recs);
+	free(l->bad);
+	memset(l, 0, sizeof(*l));
+}

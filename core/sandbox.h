@@ -1,0 +1,26 @@
+/* Orchestration: SB -> record -> lock -> provider op -> save. The API cmd/ calls. */
+#ifndef SBX_CORE_SANDBOX_H
+#define SBX_CORE_SANDBOX_H
+
+#include "providers/provider.h"
+
+int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *opts,
+		       struct sbx_record **ret_rec, struct sbx_err *err);
+/* *ret_status: the command's exit status (or 128+N, or 124 on timeout) */
+int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_opts *opts,
+		     int *ret_status, struct sbx_err *err);
+int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_err *err);
+/* the record with its state confirmed by looking */
+int sbx_sandbox_get(struct sbx_ctx *ctx, const char *sb, struct sbx_record **ret_rec,
+		    struct sbx_err *err);
+
+struct sbx_listing {
+	struct sbx_record **recs;
+	size_t n;
+	char **bad;	/* paths of records that could not be read */
+	size_t n_bad;
+};
+int sbx_sandbox_list(struct sbx_ctx *ctx, struct sbx_listing *ret, struct sbx_err *err);
+void sbx_listing_release(struct sbx_listing *l);
+
+#endif

@@ -1,0 +1,312 @@
+/* Allocation, parsing and file helpers shared by every layer. */
+#define _GNU_SOURCE
+#include "core/util.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <time.h>
+
+void sbx_bug(const char *file, int line, const char *msg)
+{
+	fprintf(stderr, "sbx: BUG at %s:%d: %s\n", file, line, msg);
+	abort();
+}
+
+static _noreturn_ void oom(void)
+{
+	static const char m[] = "sbx: out of memory\n";
+	(void)!write(2, m, sizeof(m) - 1);
+	_exit(125);
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xcalloc(size_t n, size_t m)
+{
+	void *p = calloc(n ? n : 1, m ? m : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+	if (!p)
+		oom();
+	return p;
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *p;
+	int r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&p, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		oom();
+	return p;
+}
+
+int sbx_parse_int(const char *s, long long min, long long max, long long *ret)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s || isspace((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*ret = v;
+	return 0;
+}
+
+long long sbx_parse_duration_ms(const char *s)
+{
+	char *end;
+	double v;
+	double mult = 1000;
+
+	if (!s || !*s || isspace((unsigned char)*s) || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v != v)
+		return -1;
+	if (streq(end, "") || streq(end, "s"))
+		mult = 1000;
+	else if (streq(end, "ms"))
+		mult = 1;
+	else if (streq(end, "m"))
+		mult = 60 * 1000;
+	else if (streq(end, "h"))
+		mult = 3600 * 1000;
+	else if (streq(end, "d"))
+		mult = 86400 * 1000;
+	else
+		return -1;
+	v *= mult;
+	if (v < 0 || v > 1e15)
+		return -1;
+	return (long long)v;
+}
+
+long long sbx_parse_bytes(const char *s)
+{
+	char *end;
+	double v;
+	double mult = 1;
+
+	if (!s || !*s || isspace((unsigned char)*s) || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v != v)
+		return -1;
+	switch (tolower((unsigned char)*end)) {
+	case 0: mult = 1; break;
+	case 'b': mult = 1; break;
+	case 'k': mult = 1024.0; break;
+	case 'm': mult = 1024.0 * 1024; break;
+	case 'g': mult = 1024.0 * 1024 * 1024; break;
+	case 't': mult = 1024.0 * 1024 * 1024 * 1024; break;
+	default: return -1;
+	}
+	if (*end) {
+		end++;
+		if (*end && tolower((unsigned char)*end) == 'b' && mult > 1)
+			end++;
+		if (*end)
+			return -1;
+	}
+	v *= mult;
+	if (v < 0 || v > 9e18)
+		return -1;
+	return (long long)v;
+}
+
+int sbx_write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+char *sbx_read_fileat(int dirfd, const char *path, size_t max, size_t *ret_len)
+{
+	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+	size_t cap = 4096, len = 0;
+	char *buf;
+
+	if (fd < 0)
+		return NULL;
+	buf = xmalloc(cap);
+	for (;;) {
+		ssize_t r;
+		if (len + 1 >= cap) {
+			if (cap > max) {
+				free(buf);
+				errno = EFBIG;
+				return NULL;
+			}
+			cap *= 2;
+			buf = xrealloc(buf, cap);
+		}
+		r = read(fd, buf + len, cap - len - 1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			free(buf);
+			errno = e;
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	if (len > max) {
+		free(buf);
+		errno = EFBIG;
+		return NULL;
+	}
+	buf[len] = 0;
+	if (ret_len)
+		*ret_len = len;
+	return buf;
+}
+
+char *sbx_read_file(const char *path, size_t max, size_t *ret_len)
+{
+	return sbx_read_fileat(AT_FDCWD, path, max, ret_len);
+}
+
+int sbx_mkdir_p(const char *path, mode_t mode)
+{
+	_cleanup_free_ char *p = xstrdup(path);
+
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = 0;
+		if (mkdir(p, mode) < 0 && errno != EEXIST)
+			return -1;
+		*s = '/';
+	}
+	if (mkdir(p, mode) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static int rm_rf_at(int dirfd, const char *name, dev_t dev)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+			return -1;
+		return 0;
+	}
+	if (st.st_dev != dev) {
+		errno = EBUSY; /* a mount point: never descend into another filesystem */
+		return -1;
+	}
+	if ((st.st_mode & 0700) != 0700)
+		(void)fchmodat(dirfd, name, (st.st_mode & 07777) | 0700, 0);
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -1;
+	}
+	int ret = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		if (rm_rf_at(fd, de->d_name, dev) < 0)
+			ret = -1;
+	}
+	int e = errno;
+	closedir(d);
+	if (ret < 0) {
+		errno = e;
+		return -1;
+	}
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		return -1;
+	return 0;
+}
+
+int sbx_rm_rf(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -1;
+	return rm_rf_at(AT_FDCWD, path, st.st_dev);
+}
+
+char *sbx_time_rfc3339(long long t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	char buf[64];
+
+	gmtime_r(&tt, &tm);
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return xstrdup(buf);
+}
+
+long long sbx_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

@@ -1,0 +1,455 @@
+/* The local sandbox's supervisor (host side) and init (PID 1 inside): namespaces and mounts. */
+#define _GNU_SOURCE
+#include "providers/local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/mount.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "core/store.h"
+#include "core/test-hook.h"
+
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
+
+/* --- init: runs inside the new namespaces ------------------------------------------------ */
+
+static int ready_fd = -1;
+
+static _noreturn_ _printf_(1, 2) void init_fail(const char *fmt, ...)
+{
+	char buf[400];
+	int e = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n > 0 && (size_t)n < sizeof(buf) && e)
+		snprintf(buf + n, sizeof(buf) - (size_t)n, ": %s", strerror(e));
+	if (ready_fd >= 0)
+		(void)sbx_write_all(ready_fd, buf, strlen(buf));
+	_exit(1);
+}
+
+/* a detached copy of the tree at path (open_tree), to be attached with attach_tree() */
+static int clone_tree(const char *path)
+{
+	return (int)syscall(SYS_open_tree, AT_FDCWD, path,
+			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+}
+
+static int attach_tree(int fd, const char *target)
+{
+	return (int)syscall(SYS_move_mount, fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH);
+}
+
+static int make_readonly(const char *path)
+{
+	struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY };
+
+	if (syscall(SYS_mount_setattr, AT_FDCWD, path, AT_RECURSIVE, &a, sizeof(a)) == 0)
+		return 0;
+	if (errno != ENOSYS)
+		return -1;
+	/* older kernels: remount the top mount only */
+	return mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+}
+
+/* a real directory at path (a symlink planted there is replaced) */
+static void ensure_dir(const char *path, mode_t mode)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return;
+		if (unlink(path) < 0)
+			init_fail("cannot replace '%s'", path);
+	}
+	if (mkdir(path, mode) < 0 && errno != EEXIST)
+		init_fail("cannot create '%s'", path);
+}
+
+static void ensure_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		init_fail("cannot create '%s'", path);
+	close(fd);
+}
+
+static void bind_ro(const char *src, const char *dst)
+{
+	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+		init_fail("cannot bind '%s'", src);
+	if (make_readonly(dst) < 0)
+		init_fail("cannot make '%s' read-only", dst);
+}
+
+#define R "/tmp"	/* where the new root is assembled, in our private mount namespace */
+
+static void setup_dev(void)
+{
+	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom", "tty" };
+	char p[64], s[64];
+
+	ensure_dir(R "/dev", 0755);
+	if (mount("tmpfs", R "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=65536k") < 0)
+		init_fail("cannot mount /dev");
+	for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+		snprintf(p, sizeof(p), R "/dev/%s", nodes[i]);
+		snprintf(s, sizeof(s), "/dev/%s", nodes[i]);
+		ensure_file(p);
+		if (mount(s, p, NULL, MS_BIND, NULL) < 0)
+			init_fail("cannot bind %s", s);
+	}
+	ensure_dir(R "/dev/pts", 0755);
+	if (mount("devpts", R "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") < 0)
+		init_fail("cannot mount /dev/pts");
+	if (symlink("pts/ptmx", R "/dev/ptmx") < 0)
+		init_fail("cannot create /dev/ptmx");
+	ensure_dir(R "/dev/shm", 01777);
+	if (mount("shm", R "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=65536k") < 0)
+		init_fail("cannot mount /dev/shm");
+	(void)symlink("/proc/self/fd", R "/dev/fd");
+	(void)symlink("/proc/self/fd/0", R "/dev/stdin");
+	(void)symlink("/proc/self/fd/1", R "/dev/stdout");
+	(void)symlink("/proc/self/fd/2", R "/dev/stderr");
+	(void)mount(NULL, R "/dev", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+		    "mode=0755,size=65536k");
+}
+
+static void loopback_up(void)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct ifreq ifr = { 0 };
+
+	if (fd < 0)
+		init_fail("cannot open a socket to set up loopback");
+	strcpy(ifr.ifr_name, "lo");
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		init_fail("cannot read loopback flags");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		init_fail("cannot bring up loopback");
+	close(fd);
+}
+
+static void mkdir_p_inside(const char *path)
+{
+	if (sbx_mkdir_p(path, 0755) < 0)
+		init_fail("cannot create '%s' inside the sandbox", path);
+}
+
+static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *volfds,
+				 int sync_fd)
+{
+	char c;
+	char p[PATH_MAX];
+
+	prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
+	if (read(sync_fd, &c, 1) != 1)
+		_exit(1); /* the supervisor went away */
+	close(sync_fd);
+	if (s->map_range && setgroups(0, NULL) < 0)
+		init_fail("cannot drop supplementary groups");
+	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+		init_fail("cannot become root in the user namespace");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		init_fail("cannot make mounts private");
+
+	/* the sandbox's own root directory: run by root, the supervisor cloned it (sandbox root
+	 * cannot traverse root's home); otherwise the path is ours to reach */
+	snprintf(p, sizeof(p), "%s/root", s->dir);
+	if (rootfd < 0 && (rootfd = clone_tree(p)) < 0)
+		init_fail("cannot open the sandbox root '%s'", p);
+	if (attach_tree(rootfd, R) < 0)
+		init_fail("cannot attach the sandbox root");
+	close(rootfd);
+	/* volume sources, detached now, attached after the pivot */
+	for (size_t i = 0; i < s->n_volumes; i++)
+		if (volfds[i] < 0 && (volfds[i] = clone_tree(s->volumes[i].host)) < 0)
+			init_fail("cannot open volume '%s'", s->volumes[i].host);
+	if (mount(NULL, R, NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		init_fail("cannot make the sandbox root private");
+
+	/* the host's system view, read-only */
+	static const char *const sys[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
+					   "etc" };
+	for (size_t i = 0; i < ARRAY_SIZE(sys); i++) {
+		char host[64], dst[64];
+		struct stat st;
+
+		snprintf(host, sizeof(host), "/%s", sys[i]);
+		snprintf(dst, sizeof(dst), R "/%s", sys[i]);
+		if (lstat(host, &st) < 0 || S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode))
+			continue; /* symlinks were copied into the root at create */
+		ensure_dir(dst, 0755);
+		bind_ro(host, dst);
+	}
+	ensure_dir(R "/proc", 0555);
+	if (mount("proc", R "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		init_fail("cannot mount /proc");
+	setup_dev();
+	ensure_dir(R "/sys", 0555);
+	if (mount("sysfs", R "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+		  NULL) < 0)
+		(void)0; /* no sysfs: an empty /sys, as under bubblewrap */
+
+	if (sethostname(s->hostname, strlen(s->hostname)) < 0)
+		init_fail("cannot set the hostname");
+	loopback_up();
+
+	if (chdir(R) < 0)
+		init_fail("cannot enter the sandbox root");
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		init_fail("cannot pivot into the sandbox root");
+	if (umount2(".", MNT_DETACH) < 0)
+		init_fail("cannot detach the host's root");
+	if (chdir("/") < 0)
+		init_fail("cannot enter /");
+
+	/* volumes, after the pivot: destinations resolve inside the sandbox only */
+	for (size_t i = 0; i < s->n_volumes; i++) {
+		const struct sbx_volume *v = &s->volumes[i];
+		struct stat st;
+
+		if (fstat(volfds[i], &st) < 0)
+			init_fail("cannot use volume '%s'", v->host);
+		if (S_ISDIR(st.st_mode)) {
+			mkdir_p_inside(v->dest);
+		} else {
+			_cleanup_free_ char *parent = xstrdup(v->dest);
+			*strrchr(parent, '/') = 0;
+			if (*parent)
+				mkdir_p_inside(parent);
+			int fd = open(v->dest, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+			if (fd < 0)
+				init_fail("cannot create mount point '%s'", v->dest);
+			close(fd);
+		}
+		if (attach_tree(volfds[i], v->dest) < 0)
+			init_fail("cannot mount volume '%s' on '%s'", v->host, v->dest);
+		if (v->ro && make_readonly(v->dest) < 0)
+			init_fail("cannot make volume '%s' read-only", v->dest);
+		close(volfds[i]);
+	}
+	mkdir_p_inside(s->workdir);
+
+	if (local_seccomp_install(s->bpf, s->bpf_len) < 0)
+		init_fail("cannot install the seccomp filter");
+
+	sbx_test_hook("init-ready");
+	if (sbx_write_all(ready_fd, "", 1) < 0)
+		_exit(1);
+	close(ready_fd);
+	/* nothing of the host stays open in PID 1 */
+	syscall(SYS_close_range, 0, ~0U, 0);
+
+	sigset_t all;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		siginfo_t si;
+		int sig = sigwaitinfo(&all, &si);
+		if (sig == SIGCHLD || sig < 0) {
+			while (waitpid(-1, NULL, WNOHANG) > 0)
+				;
+		} else if (sig == SIGTERM || sig == SIGINT) {
+			/* a graceful stop: pass it on, then leave */
+			kill(-1, SIGTERM);
+			_exit(0);
+		}
+	}
+}
+
+/* --- supervisor: host side ---------------------------------------------------------------- */
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	int r = sbx_write_all(fd, text, strlen(text));
+	int e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+
+static int write_maps(const struct local_setup *s, pid_t pid)
+{
+	char path[64], map[128];
+
+	if (!s->map_range) {
+		snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
+		if (write_file(path, "deny") < 0 && errno != ENOENT)
+			return -1;
+	}
+	snprintf(map, sizeof(map), "0 %u %lu\n", (unsigned)s->uid, s->map_count);
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+	if (write_file(path, map) < 0)
+		return -1;
+	snprintf(map, sizeof(map), "0 %u %lu\n", (unsigned)s->gid, s->map_count);
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+	return write_file(path, map);
+}
+
+static void report(int fd, struct local_report *r)
+{
+	/* if the creating CLI is gone, nobody will own this sandbox: take it down */
+	if (sbx_write_all(fd, r, sizeof(*r)) < 0 && r->ok) {
+		kill(r->pids.init_pid, SIGKILL);
+		_exit(1);
+	}
+	close(fd);
+}
+
+static _noreturn_ _printf_(3, 4) void sup_fail(int report_fd, pid_t init, const char *fmt, ...)
+{
+	struct local_report r = { 0 };
+	int e = errno;
+	va_list ap;
+
+	va_start(ap, fmt);
+	int n = vsnprintf(r.msg, sizeof(r.msg), fmt, ap);
+	va_end(ap);
+	if (e && n > 0 && (size_t)n < sizeof(r.msg))
+		snprintf(r.msg + n, sizeof(r.msg) - (size_t)n, ": %s", strerror(e));
+	if (init > 0)
+		kill(init, SIGKILL);
+	report(report_fd, &r);
+	_exit(1);
+}
+
+void local_supervisor(const struct local_setup *s, int report_fd)
+{
+	int sync_p[2], ready_p[2];
+	char p[PATH_MAX];
+
+	setsid();
+	prctl(PR_SET_NAME, "sbx-supervisor", 0, 0, 0);
+	/* descriptors the caller passed down (a harness's pipes) must not be held open for the
+	 * sandbox's lifetime */
+	if (report_fd > 3)
+		syscall(SYS_close_range, 3, (unsigned)report_fd - 1, 0);
+	syscall(SYS_close_range, (unsigned)report_fd + 1, ~0U, 0);
+	signal(SIGPIPE, SIG_IGN);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		close(null);
+	}
+	/* run by root, sandbox root maps to an unprivileged uid that cannot traverse root's
+	 * home: detach copies of the trees it needs here, while we still can */
+	int rootfd = -1;
+	int *volfds = xcalloc(s->n_volumes + 1, sizeof(int));
+	for (size_t i = 0; i < s->n_volumes; i++)
+		volfds[i] = -1;
+	if (s->map_range) {
+		snprintf(p, sizeof(p), "%s/root", s->dir);
+		if ((rootfd = clone_tree(p)) < 0)
+			sup_fail(report_fd, 0, "cannot open '%s'", p);
+		for (size_t i = 0; i < s->n_volumes; i++)
+			if ((volfds[i] = clone_tree(s->volumes[i].host)) < 0)
+				sup_fail(report_fd, 0, "cannot open volume '%s'",
+					 s->volumes[i].host);
+	}
+	if (pipe2(sync_p, O_CLOEXEC) < 0 || pipe2(ready_p, O_CLOEXEC) < 0)
+		sup_fail(report_fd, 0, "cannot create pipes");
+
+	pid_t sup = getpid();
+	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
+					 CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
+					 CLONE_NEWCGROUP | SIGCHLD,
+				   NULL, NULL, NULL, NULL);
+	if (pid < 0)
+		sup_fail(report_fd, 0, "cannot create the sandbox's namespaces");
+	if (pid == 0) {
+		/* getppid() is 0 in a new pid namespace: a supervisor that died before this
+		 * point shows as EOF on the sync pipe instead */
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		close(report_fd);
+		close(sync_p[1]);
+		close(ready_p[0]);
+		ready_fd = ready_p[1];
+		init_main(s, rootfd, volfds, sync_p[0]);
+	}
+	close(sync_p[0]);
+	close(ready_p[1]);
+	if (rootfd >= 0)
+		close(rootfd);
+	for (size_t i = 0; i < s->n_volumes; i++)
+		if (volfds[i] >= 0)
+			close(volfds[i]);
+	free(volfds);
+
+	if (write_maps(s, pid) < 0)
+		sup_fail(report_fd, pid, "cannot write the user namespace's id maps");
+	if (sbx_write_all(sync_p[1], "", 1) < 0)
+		sup_fail(report_fd, pid, "sandbox init did not start");
+	close(sync_p[1]);
+
+	char msg[400];
+	ssize_t n;
+	do
+		n = read(ready_p[0], msg, sizeof(msg) - 1);
+	while (n < 0 && errno == EINTR);
+	close(ready_p[0]);
+	if (n != 1 || msg[0] != 0) {
+		errno = 0;
+		if (n > 0) {
+			msg[n] = 0;
+			sup_fail(report_fd, pid, "sandbox set-up failed: %s", msg);
+		}
+		sup_fail(report_fd, pid, "sandbox init exited during set-up");
+	}
+
+	struct local_report r = { .ok = 1 };
+	r.pids.init_pid = pid;
+	r.pids.sup_pid = sup;
+	if (local_starttime(pid, &r.pids.init_start) < 0 || local_starttime(sup, &r.pids.sup_start) < 0)
+		sup_fail(report_fd, pid, "cannot read process start times");
+	char text[128];
+	snprintf(text, sizeof(text), "%d %llu %d %llu\n", (int)pid, r.pids.init_start, (int)sup,
+		 r.pids.sup_start);
+	snprintf(p, sizeof(p), "%s/pids", s->dir);
+	struct sbx_err err = { 0 };
+	if (sbx_write_atomic(p, text, strlen(text), false, &err) < 0) {
+		errno = 0;
+		sup_fail(report_fd, pid, "%s", err.msg);
+	}
+	sbx_test_hook("supervisor-ready");
+	report(report_fd, &r);
+
+	/* hold the sandbox until init ends */
+	for (;;) {
+		int st;
+		pid_t w = waitpid(pid, &st, 0);
+		if (w == pid || (w < 0 && errno != EINTR))
+			break;
+	}
+	_exit(0);
+}

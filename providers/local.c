@@ -1,0 +1,581 @@
+/* The local provider: Linux namespaces on this host, no daemon, no root needed. */
+#define _GNU_SOURCE
+#include "providers/local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+
+#include "core/json.h"
+#include "core/log.h"
+#include "core/test-hook.h"
+
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+
+#define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | \
+		CLONE_NEWIPC | CLONE_NEWCGROUP)
+
+static const char default_path[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+int local_starttime(pid_t pid, unsigned long long *ret)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	/* comm may hold spaces and ')': fields resume after the last ')' */
+	char *s = strrchr(buf, ')');
+	if (!s)
+		return -1;
+	s++;
+	/* state is field 3; starttime is field 22 */
+	for (int field = 3; field < 22; field++) {
+		s = strchr(s + 1, ' ');
+		if (!s)
+			return -1;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s + 1, &end, 10);
+	if (errno || end == s + 1)
+		return -1;
+	*ret = v;
+	return 0;
+}
+
+int local_alive(pid_t pid, unsigned long long start)
+{
+	unsigned long long st;
+
+	if (pid <= 0)
+		return 0;
+	if (local_starttime(pid, &st) < 0)
+		return 0;
+	if (st != start)
+		return 0;
+	/* a zombie is not alive */
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *s = strrchr(buf, ')');
+	return s && s[1] == ' ' && s[2] != 'Z' && s[2] != 'X';
+}
+
+int local_read_pids(const char *dir, struct local_pids *ret)
+{
+	char path[PATH_MAX], buf[256];
+	snprintf(path, sizeof(path), "%s/pids", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	int ip, sp;
+	if (sscanf(buf, "%d %llu %d %llu", &ip, &ret->init_start, &sp, &ret->sup_start) != 4)
+		return -1;
+	ret->init_pid = ip;
+	ret->sup_pid = sp;
+	return 0;
+}
+
+/* --- create -------------------------------------------------------------------------------- */
+
+/* the sandbox's root directory: empty, with the top-level names a system expects */
+static int prepare_root(const char *dir, const struct local_setup *s, struct sbx_err *err)
+{
+	static const struct { const char *name; mode_t mode; } dirs[] = {
+		{ "workspace", 0755 }, { "tmp", 01777 }, { "root", 0700 }, { "home", 0755 },
+		{ "var", 0755 },       { "var/tmp", 01777 }, { "run", 0755 }, { "mnt", 0755 },
+		{ "opt", 0755 },       { "srv", 0755 },  { "proc", 0555 }, { "dev", 0755 },
+		{ "sys", 0555 },
+	};
+	static const char *const sys[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
+					   "etc" };
+	_cleanup_free_ char *root = xasprintf("%s/root", dir);
+	char p[PATH_MAX];
+
+	if (mkdir(root, 0755) < 0)
+		return sbx_err_errno(err, "cannot create '%s'", root);
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		snprintf(p, sizeof(p), "%s/%s", root, dirs[i].name);
+		if (mkdir(p, dirs[i].mode) < 0 || chmod(p, dirs[i].mode) < 0)
+			return sbx_err_errno(err, "cannot create '%s'", p);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(sys); i++) {
+		char host[64], target[PATH_MAX];
+		struct stat st;
+		snprintf(host, sizeof(host), "/%s", sys[i]);
+		snprintf(p, sizeof(p), "%s/%s", root, sys[i]);
+		if (lstat(host, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlink(host, target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = 0;
+			if (symlink(target, p) < 0)
+				return sbx_err_errno(err, "cannot create '%s'", p);
+		} else if (S_ISDIR(st.st_mode)) {
+			if (mkdir(p, 0755) < 0)
+				return sbx_err_errno(err, "cannot create '%s'", p);
+		}
+	}
+	if (s->map_range) {
+		/* sandbox root owns its root directory */
+		if (lchown(root, s->uid, s->gid) < 0)
+			return sbx_err_errno(err, "cannot hand '%s' to the sandbox", root);
+		for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+			snprintf(p, sizeof(p), "%s/%s", root, dirs[i].name);
+			if (lchown(p, s->uid, s->gid) < 0)
+				return sbx_err_errno(err, "cannot hand '%s' to the sandbox", p);
+		}
+		for (size_t i = 0; i < ARRAY_SIZE(sys); i++) {
+			snprintf(p, sizeof(p), "%s/%s", root, sys[i]);
+			(void)lchown(p, s->uid, s->gid);
+		}
+	}
+	return 0;
+}
+
+static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struct sbx_record *rec,
+			struct sbx_err *err)
+{
+	struct local_setup s = {
+		.dir = rec->dir,
+		.hostname = rec->name ? rec->name : rec->id,
+		.workdir = o->workdir ? o->workdir : "/workspace",
+		.volumes = o->volumes,
+		.n_volumes = o->n_volumes,
+	};
+	_cleanup_free_ void *bpf = NULL;
+	size_t bpf_len = 0;
+
+	if (geteuid() == 0) {
+		s.map_range = true;
+		s.uid = LOCAL_UID_BASE;
+		s.gid = LOCAL_UID_BASE;
+		s.map_count = LOCAL_UID_COUNT;
+	} else {
+		s.uid = geteuid();
+		s.gid = getegid();
+		s.map_count = 1;
+	}
+	if (prepare_root(rec->dir, &s, err) < 0)
+		return -1;
+	if (local_seccomp_build(&bpf, &bpf_len, err) < 0)
+		return -1;
+	s.bpf = bpf;
+	s.bpf_len = bpf_len;
+	{
+		_cleanup_free_ char *p = xasprintf("%s/seccomp.bpf", rec->dir);
+		if (sbx_write_atomic(p, bpf, bpf_len, false, err) < 0)
+			return -1;
+	}
+	sbx_test_hook("create-prepared");
+
+	int rp[2];
+	if (pipe2(rp, O_CLOEXEC) < 0)
+		return sbx_err_errno(err, "cannot create a pipe");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(rp[0]);
+		close(rp[1]);
+		return sbx_err_errno(err, "cannot start the supervisor");
+	}
+	if (pid == 0) {
+		close(rp[0]);
+		local_supervisor(&s, rp[1]);
+	}
+	close(rp[1]);
+
+	struct local_report r;
+	size_t got = 0;
+	while (got < sizeof(r)) {
+		ssize_t n = read(rp[0], (char *)&r + got, sizeof(r) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(rp[0]);
+	/* the supervisor is detached (setsid); reap the intermediate only if it already died */
+	(void)waitpid(pid, NULL, WNOHANG);
+	if (got != sizeof(r))
+		return sbx_err_set(err, SBX_E_SYSTEM,
+				   "cannot create sandbox: its supervisor exited during set-up");
+	if (!r.ok) {
+		r.msg[sizeof(r.msg) - 1] = 0;
+		return sbx_err_set(err, SBX_E_SYSTEM, "cannot create sandbox: %s", r.msg);
+	}
+	json_t *x = json_object();
+	json_object_set_new(x, "init_pid", json_integer(r.pids.init_pid));
+	json_object_set_new(x, "supervisor_pid", json_integer(r.pids.sup_pid));
+	json_object_set_new(x, "uid_base", json_integer(s.uid));
+	json_object_set_new(x, "uid_count", json_integer((json_int_t)s.map_count));
+	if (rec->extra)
+		json_decref(rec->extra);
+	rec->extra = x;
+	rec->state = SBX_STATE_RUNNING;
+	(void)ctx;
+	return 0;
+}
+
+/* --- state --------------------------------------------------------------------------------- */
+
+static enum sbx_state look(const struct sbx_record *rec, struct local_pids *pids)
+{
+	if (local_read_pids(rec->dir, pids) < 0)
+		return SBX_STATE_STOPPED;
+	if (local_alive(pids->init_pid, pids->init_start) &&
+	    local_alive(pids->sup_pid, pids->sup_start))
+		return SBX_STATE_RUNNING;
+	return SBX_STATE_STOPPED;
+}
+
+static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
+{
+	struct local_pids pids;
+
+	rec->state = look(rec, &pids);
+	if (rec->state == SBX_STATE_RUNNING && rec->extra)
+		json_object_set_new(rec->extra, "init_pid", json_integer(pids.init_pid));
+	return 0;
+}
+
+/* --- exec ---------------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t child_pid;
+static volatile sig_atomic_t timed_out;
+
+static void forward_signal(int sig)
+{
+	if (child_pid > 0)
+		kill(child_pid, sig);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	timed_out = 1;
+	if (child_pid > 0) {
+		kill(-child_pid, SIGKILL);
+		kill(child_pid, SIGKILL);
+	}
+}
+
+/* "K=V" list with later keys replacing earlier ones */
+static void env_set(char ***env, size_t *n, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+
+	for (size_t i = 0; i < *n; i++) {
+		if (strncmp((*env)[i], kv, klen) == 0 && (*env)[i][klen] == '=') {
+			free((*env)[i]);
+			(*env)[i] = xstrdup(kv);
+			return;
+		}
+	}
+	*env = xrealloc(*env, (*n + 2) * sizeof(char *));
+	(*env)[(*n)++] = xstrdup(kv);
+	(*env)[*n] = NULL;
+}
+
+struct exec_failure {
+	int stage; /* 1 chdir, 2 setup, 3 exec */
+	int errnum;
+};
+
+static _noreturn_ void child_fail(int fd, int stage)
+{
+	struct exec_failure f = { stage, errno };
+	(void)!write(fd, &f, sizeof(f));
+	_exit(SBX_EXIT_FAILURE);
+}
+
+static int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
+		      const struct sbx_exec_opts *o, int *ret_status, struct sbx_err *err)
+{
+	const char *label = rec->name ? rec->name : rec->id;
+	struct local_pids pids;
+
+	if (local_read_pids(rec->dir, &pids) < 0)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running (stopped); remove "
+				   "it with 'sbx rm %s'", label, label);
+	int pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
+	if (pidfd < 0 || !local_alive(pids.init_pid, pids.init_start) ||
+	    !local_alive(pids.sup_pid, pids.sup_start)) {
+		if (pidfd >= 0)
+			close(pidfd);
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running (stopped); remove "
+				   "it with 'sbx rm %s'", label, label);
+	}
+
+	/* everything read from the host must be read before joining the sandbox */
+	_cleanup_free_ char *bpfpath = xasprintf("%s/seccomp.bpf", rec->dir);
+	size_t bpf_len = 0;
+	_cleanup_free_ char *bpf = sbx_read_file(bpfpath, 1 << 20, &bpf_len);
+	if (!bpf) {
+		close(pidfd);
+		return sbx_err_errno(err, "cannot read '%s'", bpfpath);
+	}
+	char **env = NULL;
+	size_t n_env = 0;
+	_cleanup_free_ char *pathkv = xasprintf("PATH=%s", default_path);
+	_cleanup_free_ char *hostkv = xasprintf("HOSTNAME=%s", label);
+	env_set(&env, &n_env, pathkv);
+	env_set(&env, &n_env, "HOME=/root");
+	env_set(&env, &n_env, hostkv);
+	json_t *renv = json_object_get(rec->options, "env");
+	size_t i;
+	json_t *v;
+	json_array_foreach(renv, i, v)
+		if (json_is_string(v))
+			env_set(&env, &n_env, json_string_value(v));
+	for (char **e = o->env; e && *e; e++)
+		env_set(&env, &n_env, *e);
+	const char *workdir = o->workdir ? o->workdir : sbx_json_str(rec->options, "workdir");
+	if (!workdir)
+		workdir = "/workspace";
+	int nullfd = -1;
+	if (!o->interactive) {
+		nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (nullfd < 0) {
+			close(pidfd);
+			sbx_strv_free(env);
+			return sbx_err_errno(err, "cannot open /dev/null");
+		}
+	}
+
+	bool map_range = geteuid() == 0;
+	if (setns(pidfd, NS_ALL) < 0) {
+		/* kernels before 5.8: one namespace at a time */
+		static const struct { const char *n; int f; } ns[] = {
+			{ "user", CLONE_NEWUSER }, { "mnt", CLONE_NEWNS }, { "pid", CLONE_NEWPID },
+			{ "net", CLONE_NEWNET },  { "uts", CLONE_NEWUTS }, { "ipc", CLONE_NEWIPC },
+			{ "cgroup", CLONE_NEWCGROUP },
+		};
+		int fds[ARRAY_SIZE(ns)];
+		for (size_t k = 0; k < ARRAY_SIZE(ns); k++) {
+			char p[64];
+			snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)pids.init_pid, ns[k].n);
+			fds[k] = open(p, O_RDONLY | O_CLOEXEC);
+		}
+		for (size_t k = 0; k < ARRAY_SIZE(ns); k++) {
+			if (fds[k] < 0 || setns(fds[k], ns[k].f) < 0) {
+				sbx_err_errno(err, "cannot join sandbox '%s' (%s namespace)", label,
+					      ns[k].n);
+				for (size_t m = 0; m < ARRAY_SIZE(ns); m++)
+					if (fds[m] >= 0)
+						close(fds[m]);
+				close(pidfd);
+				sbx_strv_free(env);
+				return -1;
+			}
+		}
+		for (size_t k = 0; k < ARRAY_SIZE(ns); k++)
+			close(fds[k]);
+	}
+	close(pidfd);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if ((map_range && setgroups(0, NULL) < 0) || setresgid(0, 0, 0) < 0 ||
+	    setresuid(0, 0, 0) < 0) {
+		sbx_strv_free(env);
+		return sbx_err_errno(err, "cannot become root in sandbox '%s'", label);
+	}
+	sbx_test_hook("exec-joined");
+
+	int ep[2];
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		sbx_strv_free(env);
+		return sbx_err_errno(err, "cannot create a pipe");
+	}
+	static const int fwd[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+	struct sigaction sa = { .sa_handler = forward_signal };
+	sigemptyset(&sa.sa_mask);
+	for (size_t k = 0; k < ARRAY_SIZE(fwd); k++)
+		sigaction(fwd[k], &sa, NULL);
+	struct sigaction al = { .sa_handler = on_alarm };
+	sigemptyset(&al.sa_mask);
+	sigaction(SIGALRM, &al, NULL);
+
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(ep[0]);
+		close(ep[1]);
+		sbx_strv_free(env);
+		return sbx_err_errno(err, "cannot start the command");
+	}
+	if (pid == 0) {
+		close(ep[0]);
+		for (size_t k = 0; k < ARRAY_SIZE(fwd); k++)
+			signal(fwd[k], SIG_DFL);
+		signal(SIGALRM, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		setsid();
+		if (nullfd >= 0 && dup2(nullfd, 0) < 0)
+			child_fail(ep[1], 2);
+		/* the caller's other descriptors stay outside */
+		syscall(SYS_close_range, 3, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */);
+		if (chdir(workdir) < 0)
+			child_fail(ep[1], 1);
+		if (local_caps_drop() < 0)
+			child_fail(ep[1], 2);
+		if (local_seccomp_install(bpf, bpf_len) < 0)
+			child_fail(ep[1], 2);
+		environ = env;
+		execvp(o->argv[0], o->argv);
+		child_fail(ep[1], 3);
+	}
+	child_pid = pid;
+	close(ep[1]);
+	if (nullfd >= 0)
+		close(nullfd);
+	sbx_strv_free(env);
+	if (o->timeout_ms > 0) {
+		struct itimerval it = { 0 };
+		it.it_value.tv_sec = o->timeout_ms / 1000;
+		it.it_value.tv_usec = (o->timeout_ms % 1000) * 1000;
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
+
+	struct exec_failure f;
+	ssize_t n;
+	do
+		n = read(ep[0], &f, sizeof(f));
+	while (n < 0 && errno == EINTR);
+	close(ep[0]);
+
+	int st;
+	pid_t w;
+	do
+		w = waitpid(pid, &st, 0);
+	while (w < 0 && errno == EINTR);
+	child_pid = 0;
+	if (w < 0)
+		return sbx_err_errno(err, "cannot wait for the command");
+
+	if (n == (ssize_t)sizeof(f)) {
+		errno = f.errnum;
+		if (f.stage == 1)
+			return sbx_err_errno(err, "cannot change to directory '%s' in sandbox '%s'",
+					     workdir, label);
+		if (f.stage == 2)
+			return sbx_err_errno(err, "cannot set up the command in sandbox '%s'", label);
+		if (f.errnum == ENOENT) {
+			sbx_err_set(err, SBX_E_CMD_NOTFOUND,
+				    "'%s': command not found in sandbox '%s'", o->argv[0], label);
+			return -1;
+		}
+		sbx_err_errno(err, "'%s': cannot execute in sandbox '%s'", o->argv[0], label);
+		err->kind = SBX_E_CMD_NOEXEC;
+		return -1;
+	}
+	if (timed_out) {
+		*ret_status = SBX_EXIT_TIMEOUT;
+		return 0;
+	}
+	if (WIFEXITED(st))
+		*ret_status = WEXITSTATUS(st);
+	else if (WIFSIGNALED(st))
+		*ret_status = 128 + WTERMSIG(st);
+	else
+		*ret_status = SBX_EXIT_FAILURE;
+	(void)ctx;
+	return 0;
+}
+
+/* --- rm ------------------------------------------------------------------------------------ */
+
+static int wait_gone(int pidfd, int ms)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	int r;
+
+	do
+		r = poll(&p, 1, ms);
+	while (r < 0 && errno == EINTR);
+	return r > 0 ? 0 : -1;
+}
+
+static int kill_checked(pid_t pid, unsigned long long start, const char *what, const char *label,
+			struct sbx_err *err)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	if (pidfd < 0)
+		return 0; /* already gone */
+	if (!local_alive(pid, start)) {
+		close(pidfd);
+		return 0; /* gone, or the pid was reused: not ours to kill */
+	}
+	if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH) {
+		sbx_err_errno(err, "cannot stop the %s of sandbox '%s'", what, label);
+		close(pidfd);
+		return -1;
+	}
+	int r = wait_gone(pidfd, 10000);
+	close(pidfd);
+	if (r < 0)
+		return sbx_err_set(err, SBX_E_SYSTEM, "the %s of sandbox '%s' did not exit", what,
+				   label);
+	return 0;
+}
+
+static int local_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struct sbx_err *err)
+{
+	const char *label = rec->name ? rec->name : rec->id;
+	struct local_pids pids;
+
+	if (local_read_pids(rec->dir, &pids) < 0)
+		return 0; /* nothing runs */
+	/* killing init ends every process of the pid namespace; the supervisor follows */
+	if (kill_checked(pids.init_pid, pids.init_start, "init", label, err) < 0)
+		return -1;
+	sbx_test_hook("rm-killed");
+	if (kill_checked(pids.sup_pid, pids.sup_start, "supervisor", label, err) < 0)
+		return -1;
+	(void)ctx;
+	(void)force;
+	return 0;
+}
+
+const struct sbx_provider sbx_provider_local = {
+	.name = "local",
+	.summary = "Linux namespaces on this host",
+	.create = local_create,
+	.exec = local_exec,
+	.rm = local_rm,
+	.inspect = local_inspect,
+};

@@ -1,0 +1,63 @@
+/* The provider vtable: one backend per struct, NULL slot = unsupported. */
+#ifndef SBX_PROVIDERS_PROVIDER_H
+#define SBX_PROVIDERS_PROVIDER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "core/err.h"
+#include "core/store.h"
+
+struct sbx_ctx {
+	struct sbx_store store;
+	bool debug;
+};
+
+struct sbx_volume {
+	char *host;
+	char *dest;
+	bool ro;
+};
+
+struct sbx_create_opts {
+	const char *name;
+	const char *provider;
+	char **env;		/* "K=V", NULL-terminated */
+	const char *workdir;	/* default /workspace */
+	struct sbx_volume *volumes;
+	size_t n_volumes;
+	char **labels;		/* "K=V", NULL-terminated */
+};
+
+struct sbx_exec_opts {
+	char **argv;		/* NULL-terminated */
+	char **env;		/* "K=V" added for this exec, NULL-terminated */
+	const char *workdir;	/* NULL: the sandbox's default */
+	bool interactive;	/* -i: keep stdin */
+	long long timeout_ms;	/* 0: none */
+};
+
+/* exec statuses beyond the command's own */
+#define SBX_EXIT_TIMEOUT 124
+#define SBX_EXIT_FAILURE 125
+#define SBX_EXIT_NOEXEC 126
+#define SBX_EXIT_NOTFOUND 127
+
+struct sbx_provider {
+	const char *name, *summary;
+	int (*create)(struct sbx_ctx *, const struct sbx_create_opts *, struct sbx_record *,
+		      struct sbx_err *);
+	int (*exec)(struct sbx_ctx *, const struct sbx_record *, const struct sbx_exec_opts *,
+		    int *ret_status, struct sbx_err *);
+	int (*rm)(struct sbx_ctx *, struct sbx_record *, bool force, struct sbx_err *);
+	/* refresh rec->state (and state_reason) by looking */
+	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
+};
+
+extern const struct sbx_provider sbx_provider_local;
+
+const struct sbx_provider *sbx_provider_find(const char *name);
+/* NULL-terminated */
+const struct sbx_provider *const *sbx_provider_all(void);
+
+#endif

@@ -1,0 +1,20 @@
+/* The compiled-in providers. */
+#include "providers/provider.h"
+
+static const struct sbx_provider *const providers[] = {
+	&sbx_provider_local,
+	NULL,
+};
+
+const struct sbx_provider *sbx_provider_find(const char *name)
+{
+	for (size_t i = 0; providers[i]; i++)
+		if (streq(providers[i]->name, name))
+			return providers[i];
+	return NULL;
+}
+
+const struct sbx_provider *const *sbx_provider_all(void)
+{
+	return providers;
+}
