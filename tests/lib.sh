@@ -1,0 +1,139 @@
+# Test library for sbx's shell tests (git's t/ style). Source it, then:
+#   test_expect_success 'description' 'body'   body runs in a subshell, bounded in time
+#   expect_code N cmd...                       exact exit status (never a bare '! cmd')
+#   test_skip_unless PREREQ                    skips the rest of the file, counted, with a reason
+#   test_done                                  prints "# tNNNN-name.sh: X ok, Y not ok, Z skipped"
+# Environment from tests/run.sh: SBX (the binary), TEST_USER_LABEL (root or uid N).
+# shellcheck shell=bash
+
+set -u
+TEST_NAME=$(basename "$0")
+TEST_TIMEOUT=${TEST_TIMEOUT:-60}
+test_count=0
+test_ok=0
+test_fail=0
+test_skipped=0
+
+: "${SBX:?SBX must point at the sbx binary (run tests through tests/run.sh)}"
+TEST_DIR=$(cd "$(dirname "$0")" && pwd)
+TRASH=$(mktemp -d "${TMPDIR:-/tmp}/trash.${TEST_NAME%.sh}.XXXXXX")
+chmod 755 "$TRASH"
+export HOME="$TRASH/home" SBX_HOME="$TRASH/home/.sbx" LANG=C LC_ALL=C TZ=UTC
+unset SBX_DEBUG SBX_TEST_CRASH_AT
+mkdir -p "$HOME"
+cd "$TRASH" || exit 1
+
+sbx() { "$SBX" "$@"; }
+
+say() { printf '%s\n' "$*"; }
+
+# expect_code N cmd...: runs cmd, fails unless it exits exactly N
+expect_code() {
+	local want=$1 got
+	shift
+	"$@"
+	got=$?
+	if [ "$got" != "$want" ]; then
+		say "expect_code: '$*' exited $got, wanted $want" >&2
+		return 1
+	fi
+	return 0
+}
+
+# expect_stderr_line PATTERN FILE: FILE is exactly one line matching PATTERN (grep -E)
+expect_one_error_line() {
+	local file=$1 pattern=$2
+	if [ "$(wc -l <"$file")" -ne 1 ]; then
+		say "expected one line on stderr, got:" >&2
+		cat "$file" >&2
+		return 1
+	fi
+	grep -Eq "$pattern" "$file" || {
+		say "stderr does not match '$pattern':" >&2
+		cat "$file" >&2
+		return 1
+	}
+}
+
+test_cleanup() {
+	# every sandbox this file made goes, pass or fail: no process or mount outlives a test
+	if [ -d "$SBX_HOME/sandboxes" ]; then
+		for d in "$SBX_HOME"/sandboxes/*/; do
+			[ -d "$d" ] || continue
+			"$SBX" rm -f "$(basename "$d")" >/dev/null 2>&1
+		done
+	fi
+	cd / || true
+	if [ "$test_fail" -eq 0 ]; then
+		rm -rf "$TRASH" 2>/dev/null || { chmod -R u+rwX "$TRASH" 2>/dev/null; rm -rf "$TRASH"; }
+	else
+		say "# trash kept for inspection: $TRASH"
+	fi
+}
+trap test_cleanup EXIT
+
+test_expect_success() {
+	local desc=$1 body=$2 rc log
+	if [ -n "${TEST_SKIP_ALL:-}" ]; then
+		test_skip "$desc" "$TEST_SKIP_ALL"
+		return 0
+	fi
+	test_count=$((test_count + 1))
+	log="$TRASH/.test-$test_count.log"
+	# own process group (set -m), so the watchdog can end the whole body
+	set -m
+	( cd "$TRASH" && eval "$body" ) >"$log" 2>&1 </dev/null &
+	local pid=$!
+	( sleep "$TEST_TIMEOUT" && say "# timed out after ${TEST_TIMEOUT}s" >>"$log" &&
+		kill -KILL -- -"$pid" ) >/dev/null 2>&1 &
+	local wd=$!
+	set +m
+	wait "$pid"
+	rc=$?
+	kill -KILL -- -"$wd" 2>/dev/null
+	wait "$wd" 2>/dev/null
+	if [ "$rc" -eq 0 ]; then
+		test_ok=$((test_ok + 1))
+		say "ok $test_count - $desc"
+	else
+		test_fail=$((test_fail + 1))
+		say "not ok $test_count - $desc"
+		sed -e 's/^/#   /' "$log" | tail -n 40
+	fi
+	rm -f "$log"
+}
+
+TEST_SKIP_ALL=
+# test_skip_unless PREREQ: skips every remaining test of the file when PREREQ is missing
+test_have_prereq() {
+	case "$1" in
+	USERNS) unshare -Ur true 2>/dev/null ;;
+	ROOT) [ "$(id -u)" -eq 0 ] ;;
+	NONROOT) [ "$(id -u)" -ne 0 ] ;;
+	TMUX) command -v tmux >/dev/null ;;
+	*) command -v "$1" >/dev/null ;;
+	esac
+}
+
+test_skip_unless() {
+	local p
+	for p in "$@"; do
+		if ! test_have_prereq "$p"; then
+			TEST_SKIP_ALL="missing prerequisite $p"
+			return 1
+		fi
+	done
+	return 0
+}
+
+test_skip() {
+	test_count=$((test_count + 1))
+	test_skipped=$((test_skipped + 1))
+	say "ok $test_count # skip $1 ($2)"
+}
+
+test_done() {
+	say "# $TEST_NAME: $test_ok ok, $test_fail not ok, $test_skipped skipped"
+	[ "$test_fail" -eq 0 ]
+	exit $?
+}

@@ -1,0 +1,77 @@
+#!/bin/bash
+# Runs the unit tests, then every tests/t[0-9]*.sh as root and again as an unprivileged uid.
+# Usage: tests/run.sh path/to/sbx path/to/unit
+# The last line is the only total: "N passed, N failed, N skipped".
+set -u
+sbx_bin=$(realpath "${1:?usage: tests/run.sh SBX UNIT}")
+unit_bin=$(realpath "${2:?usage: tests/run.sh SBX UNIT}")
+src=$(cd "$(dirname "$0")" && pwd)
+TEST_UID=${TEST_UID:-4242}
+
+passed=0
+failed=0
+skipped=0
+
+# a world-readable copy of the binary and the tests, so an unprivileged uid can run them
+work=$(mktemp -d /tmp/sbx-run.XXXXXX)
+chmod 755 "$work"
+trap 'rm -rf "$work"' EXIT
+cp "$sbx_bin" "$work/sbx"
+cp -r "$src" "$work/tests"
+chmod -R a+rX "$work"
+
+count() { # parses "# NAME: X ok, Y not ok, Z skipped" from a log
+	local line
+	line=$(grep -E '^# [^ ]+: [0-9]+ ok, [0-9]+ not ok' "$1" | tail -n 1)
+	if [ -z "$line" ]; then
+		echo "# $2: no summary line (crashed or timed out)"
+		failed=$((failed + 1))
+		return
+	fi
+	set -- $line
+	passed=$((passed + $3))
+	failed=$((failed + $5))
+	skipped=$((skipped + ${8:-0}))
+}
+
+echo "# unit tests"
+log=$(mktemp)
+if "$unit_bin" >"$log" 2>&1; then :; fi
+cat "$log"
+count "$log" unit
+rm -f "$log"
+
+run_one() { # file label [setpriv args]
+	local t=$1 label=$2 log rc
+	shift 2
+	log=$(mktemp)
+	chmod 644 "$log"
+	echo "# --- $(basename "$t") as $label"
+	if [ $# -gt 0 ]; then
+		(cd /tmp && timeout -k 10 600 setpriv "$@" env SBX="$work/sbx" TEST_USER_LABEL="$label" \
+			bash "$t") >"$log" 2>&1
+	else
+		(cd /tmp && SBX="$work/sbx" TEST_USER_LABEL="$label" timeout -k 10 600 bash "$t") >"$log" 2>&1
+	fi
+	rc=$?
+	cat "$log"
+	count "$log" "$(basename "$t") as $label"
+	rm -f "$log"
+	return $rc
+}
+
+for t in "$work"/tests/t[0-9]*.sh; do
+	[ -f "$t" ] || continue
+	if [ "$(id -u)" -eq 0 ]; then
+		run_one "$t" root
+		run_one "$t" "uid $TEST_UID" --reuid="$TEST_UID" --regid="$TEST_UID" --clear-groups \
+			--reset-env
+	else
+		run_one "$t" "uid $(id -u)"
+		echo "# $(basename "$t"): second pass as another uid skipped (needs root to switch users)"
+		skipped=$((skipped + 1))
+	fi
+done
+
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
