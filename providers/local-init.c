@@ -13,6 +13,8 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <poll.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -169,7 +171,7 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
 	if (read(sync_fd, &c, 1) != 1)
 		_exit(1); /* the supervisor went away */
-	close(sync_fd);
+	/* sync_fd stays open as a lifeline: EOF on it means the supervisor died */
 	if (s->map_range && setgroups(0, NULL) < 0)
 		init_fail("cannot drop supplementary groups");
 	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
@@ -262,23 +264,34 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	if (sbx_write_all(ready_fd, "", 1) < 0)
 		_exit(1);
 	close(ready_fd);
-	/* nothing of the host stays open in PID 1 */
-	syscall(SYS_close_range, 0, ~0U, 0);
+	/* nothing of the host stays open in PID 1 but the lifeline */
+	if (sync_fd != 0) {
+		dup2(sync_fd, 0);
+		sync_fd = 0;
+	}
+	syscall(SYS_close_range, 1, ~0U, 0);
 
 	sigset_t all;
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
+	int sfd = signalfd(-1, &all, SFD_CLOEXEC);
+	struct pollfd pf[2] = { { .fd = sync_fd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
 	for (;;) {
-		siginfo_t si;
-		int sig = sigwaitinfo(&all, &si);
-		if (sig == SIGCHLD || sig < 0) {
-			while (waitpid(-1, NULL, WNOHANG) > 0)
-				;
-		} else if (sig == SIGTERM || sig == SIGINT) {
-			/* a graceful stop: pass it on, then leave */
-			kill(-1, SIGTERM);
+		if (poll(pf, sfd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+			_exit(1);
+		if (pf[0].revents) /* the supervisor is gone: so is the sandbox (every process in
+				    * the pid namespace dies with its init) */
 			_exit(0);
+		struct signalfd_siginfo si;
+		if (sfd >= 0 && pf[1].revents && read(sfd, &si, sizeof(si)) == sizeof(si)) {
+			if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+				/* a graceful stop: pass it on, then leave */
+				kill(-1, SIGTERM);
+				_exit(0);
+			}
 		}
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
 	}
 }
 
@@ -401,16 +414,32 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	close(ready_p[1]);
 	if (rootfd >= 0)
 		close(rootfd);
-	for (size_t i = 0; i < s->n_volumes; i++)
-		if (volfds[i] >= 0)
-			close(volfds[i]);
-	free(volfds);
+	int *volfds_keep = volfds; /* closed once the id maps are in place */
 
 	if (write_maps(s, pid) < 0)
 		sup_fail(report_fd, pid, "cannot write the user namespace's id maps");
+	/* run by root, volumes are id-mapped through the sandbox's user namespace, so what host
+	 * root owns there, sandbox root owns (podman's :idmap); filesystems without id-mapped
+	 * mounts keep plain ownership */
+	if (s->map_range && s->n_volumes) {
+		char nsp[64];
+		snprintf(nsp, sizeof(nsp), "/proc/%d/ns/user", (int)pid);
+		int nsfd = open(nsp, O_RDONLY | O_CLOEXEC);
+		for (size_t i = 0; nsfd >= 0 && i < s->n_volumes; i++) {
+			struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (unsigned)nsfd };
+			(void)syscall(SYS_mount_setattr, volfds_keep[i], "", AT_EMPTY_PATH | AT_RECURSIVE,
+				      &a, sizeof(a));
+		}
+		if (nsfd >= 0)
+			close(nsfd);
+	}
 	if (sbx_write_all(sync_p[1], "", 1) < 0)
 		sup_fail(report_fd, pid, "sandbox init did not start");
-	close(sync_p[1]);
+	/* sync_p[1] stays open for our whole life: init's lifeline */
+	for (size_t i = 0; i < s->n_volumes; i++)
+		if (volfds_keep[i] >= 0)
+			close(volfds_keep[i]);
+	free(volfds_keep);
 
 	char msg[400];
 	ssize_t n;

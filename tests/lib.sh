@@ -82,7 +82,15 @@ test_expect_success() {
 	log="$TRASH/.test-$test_count.log"
 	# own process group (set -m), so the watchdog can end the whole body
 	set -m
-	( cd "$TRASH" && eval "$body" ) >"$log" 2>&1 </dev/null &
+	(
+		cd "$TRASH" || exit 1
+		if [ -n "${TEST_TRACE:-}" ]; then # TEST_TRACE=1: trace the body into the log
+			exec 9>>"$log"
+			BASH_XTRACEFD=9
+			set -x
+		fi
+		eval "$body"
+	) >"$log" 2>&1 </dev/null &
 	local pid=$!
 	( sleep "$TEST_TIMEOUT" && say "# timed out after ${TEST_TIMEOUT}s" >>"$log" &&
 		kill -KILL -- -"$pid" ) >/dev/null 2>&1 &
@@ -136,4 +144,18 @@ test_done() {
 	say "# $TEST_NAME: $test_ok ok, $test_fail not ok, $test_skipped skipped"
 	[ "$test_fail" -eq 0 ]
 	exit $?
+}
+
+# json_assert FILE 'python statements on r': r is the parsed document
+json_assert() {
+	python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))
+exec(sys.argv[2])' "$1" "$2"
+}
+
+# pid_alive PID: the process exists and is not a zombie (PID 1 here may be slow to reap)
+pid_alive() {
+	local st
+	st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null)
+	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
 }

@@ -7,6 +7,7 @@ sbx_bin=$(realpath "${1:?usage: tests/run.sh SBX UNIT}")
 unit_bin=$(realpath "${2:?usage: tests/run.sh SBX UNIT}")
 src=$(cd "$(dirname "$0")" && pwd)
 TEST_UID=${TEST_UID:-4242}
+SBX_SRC=$(cd "$src/.." && pwd)
 
 passed=0
 failed=0
@@ -48,10 +49,10 @@ run_one() { # file label [setpriv args]
 	chmod 644 "$log"
 	echo "# --- $(basename "$t") as $label"
 	if [ $# -gt 0 ]; then
-		(cd /tmp && timeout -k 10 600 setpriv "$@" env SBX="$work/sbx" TEST_USER_LABEL="$label" \
+		(cd /tmp && timeout -k 10 600 setpriv "$@" env SBX="$work/sbx" SBX_SRC="$SBX_SRC" TEST_USER_LABEL="$label" \
 			bash "$t") >"$log" 2>&1
 	else
-		(cd /tmp && SBX="$work/sbx" TEST_USER_LABEL="$label" timeout -k 10 600 bash "$t") >"$log" 2>&1
+		(cd /tmp && SBX="$work/sbx" SBX_SRC="$SBX_SRC" TEST_USER_LABEL="$label" timeout -k 10 600 bash "$t") >"$log" 2>&1
 	fi
 	rc=$?
 	cat "$log"
