@@ -184,13 +184,14 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	snprintf(p, sizeof(p), "%s/root", s->dir);
 	if (rootfd < 0 && (rootfd = clone_tree(p)) < 0)
 		init_fail("cannot open the sandbox root '%s'", p);
-	if (attach_tree(rootfd, R) < 0)
-		init_fail("cannot attach the sandbox root");
-	close(rootfd);
-	/* volume sources, detached now, attached after the pivot */
+	/* volume sources, detached now (before R hides the host's /tmp), attached after the
+	 * pivot */
 	for (size_t i = 0; i < s->n_volumes; i++)
 		if (volfds[i] < 0 && (volfds[i] = clone_tree(s->volumes[i].host)) < 0)
 			init_fail("cannot open volume '%s'", s->volumes[i].host);
+	if (attach_tree(rootfd, R) < 0)
+		init_fail("cannot attach the sandbox root");
+	close(rootfd);
 	if (mount(NULL, R, NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		init_fail("cannot make the sandbox root private");
 

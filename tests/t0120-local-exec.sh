@@ -1,0 +1,109 @@
+#!/bin/bash
+# sbx exec: exit statuses, signals, timeouts, stdin, -c, and the libraries it loads.
+. "$(dirname "$0")/lib.sh"
+test_skip_unless USERNS
+
+test_expect_success 'set-up: a sandbox named ex' '
+	sbx create --name ex >/dev/null
+'
+
+test_expect_success 'the command status passes through: 0, 1, 3, 255' '
+	expect_code 0 sbx exec ex -- true &&
+	expect_code 1 sbx exec ex -- false &&
+	expect_code 3 sbx exec ex -- sh -c "exit 3" &&
+	expect_code 255 sbx exec ex -- sh -c "exit 255"
+'
+
+test_expect_success 'a command killed by a signal: 128+N (137 for SIGKILL, 143 for SIGTERM)' '
+	expect_code 137 sbx exec ex -- sh -c "kill -9 \$\$" &&
+	expect_code 143 sbx exec ex -- sh -c "kill -TERM \$\$"
+'
+
+test_expect_success 'command not found: 127 with one line' '
+	expect_code 127 sbx exec ex -- no-such-command-sbx 2>err &&
+	expect_one_error_line err "^sbx: error: .no-such-command-sbx.: command not found in sandbox .ex." &&
+	expect_code 127 sbx exec ex -- /no/such/path 2>err && expect_one_error_line err "command not found"
+'
+
+test_expect_success 'not executable: 126 with one line' '
+	sbx exec ex -c "echo \"echo hi\" >/workspace/noexec; chmod 644 /workspace/noexec" &&
+	expect_code 126 sbx exec ex -- /workspace/noexec 2>err &&
+	expect_one_error_line err "^sbx: error: ./workspace/noexec.: cannot execute.*Permission denied" &&
+	expect_code 126 sbx exec ex -- /workspace 2>err && expect_one_error_line err "cannot execute"
+'
+
+test_expect_success '--timeout kills the whole process group and exits 124' '
+	expect_code 124 sbx exec --timeout 0.5s ex -- sh -c "sleep 100 & sleep 100; echo not-reached" >out &&
+	! grep -q not-reached out &&
+	sleep 0.3 &&
+	test "$(sbx exec ex -- sh -c "ps -eo comm | grep -c ^sleep")" = 0 &&
+	expect_code 0 sbx exec --timeout 10s ex -- true
+'
+
+test_expect_success 'SIGTERM and SIGINT to sbx exec reach the command' '
+	for sig in TERM INT; do
+		rm -f out
+		"$SBX" exec ex -- sh -c "trap \"echo got-$sig; exit 7\" $sig; echo ready; while :; do sleep 0.1; done" >out &
+		p=$!
+		for i in $(seq 50); do grep -q ready out 2>/dev/null && break; sleep 0.1; done
+		kill -$sig $p
+		wait $p
+		rc=$?
+		grep -q got-$sig out && test $rc = 7 || exit 1
+	done
+'
+
+test_expect_success 'stdin is /dev/null without -i; -i passes it through' '
+	echo from-host | sbx exec ex -- cat >out && test ! -s out &&
+	echo from-host | sbx exec -i ex -- cat >out && test "$(cat out)" = from-host &&
+	head -c 1000000 /dev/urandom >big && sbx exec -i ex -- cat <big >big.out && cmp big big.out
+'
+
+test_expect_success 'stdout and stderr stay separate' '
+	sbx exec ex -- sh -c "echo out; echo err >&2" >o 2>e &&
+	test "$(cat o)" = out && test "$(cat e)" = err
+'
+
+test_expect_success 'exec -c runs a shell string; arguments after SB belong to the command' '
+	test "$(sbx exec ex -c "echo \$((6*7))")" = 42 &&
+	test "$(sbx exec ex echo -c x)" = "-c x" &&
+	test "$(sbx exec ex -- ls -d /workspace)" = /workspace &&
+	test "$(sbx exec ex ls -d /workspace)" = /workspace &&
+	expect_code 125 sbx exec ex -c 2>err && grep -q "needs a value" err &&
+	expect_code 125 sbx exec ex 2>err && grep -q "missing command" err
+'
+
+test_expect_success 'the command runs in a new session: it has no controlling terminal' '
+	sbx exec ex -- sh -c "ps -o sid= -p \$\$; echo \$\$" >out &&
+	test "$(sed -n 1p out | tr -d " ")" = "$(sed -n 2p out)"
+'
+
+test_expect_success 'descriptors of the caller do not leak into the sandbox' '
+	exec 7>leak.txt &&
+	sbx exec ex -- sh -c "ls /proc/self/fd" >out &&
+	! grep -qx 7 out
+'
+
+test_expect_success 'sbx exec loads neither libcurl nor libarchive (LD_DEBUG=libs)' '
+	LD_DEBUG=libs sbx exec ex -- true 2>ld.log &&
+	grep -q "calling init" ld.log &&
+	! grep -Eq "libcurl|libarchive" ld.log &&
+	LD_DEBUG=libs sbx ls 2>ld.log >/dev/null && ! grep -Eq "libcurl|libarchive" ld.log &&
+	! ldd "$SBX" | grep -Eq "libcurl|libarchive" &&
+	ldd "$SBX" | grep -q libjansson && ldd "$SBX" | grep -q libseccomp
+'
+
+test_expect_success 'run: create, exec and rm in one call, status passes through' '
+	test "$(sbx run -- hostname | wc -c)" = 13 &&
+	expect_code 3 sbx run -- sh -c "exit 3" &&
+	expect_code 127 sbx run -- no-such-command-sbx 2>/dev/null &&
+	test "$(sbx run -e X=5 -- sh -c "echo \$X")" = 5 &&
+	test -z "$(sbx ls -q | grep -v "$(sbx inspect ex | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])")")"
+'
+
+test_expect_success '50 parallel execs into one sandbox all succeed' '
+	for i in $(seq 50); do (sbx exec ex -- sh -c "echo $i" >p.$i) & done; wait &&
+	for i in $(seq 50); do test "$(cat p.$i)" = $i || exit 1; done
+'
+
+test_done
