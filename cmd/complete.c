@@ -5,7 +5,7 @@
 #include <getopt.h>
 
 /* long and short options of a command, from its help text */
-static void print_options(const struct sbx_command *c)
+static void print_options(const struct sbx_command *c, bool borrowed)
 {
 	const char *h = c->help;
 
@@ -19,7 +19,8 @@ static void print_options(const struct sbx_command *c)
 				char *e = p;
 				while (*e && *e != ' ' && *e != ',' && *e != '=')
 					e++;
-				printf("%.*s\n", (int)(e - p), p);
+				if (!(borrowed && e - p == 6 && !strncmp(p, "--json", 6)))
+					printf("%.*s\n", (int)(e - p), p);
 				p = e - 1;
 			}
 			if (p - line > 24)
@@ -27,9 +28,8 @@ static void print_options(const struct sbx_command *c)
 		}
 		h += len + (eol ? 1 : 0);
 	}
-	if (c->summary) {
+	if (c->summary && !borrowed)
 		printf("-h\n--help\n");
-	}
 }
 
 int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx)
@@ -51,8 +51,6 @@ int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx)
 		if (sbx_store_list_ids(&ctx->store, &ids, &n, &err) < 0)
 			return 0; /* completions stay quiet */
 		for (size_t i = 0; i < n; i++) {
-			_cleanup_free_ char *p = xasprintf("%s/sandboxes/%s/sandbox.json",
-							   ctx->store.root, ids[i]);
 			struct sbx_record *rec;
 			if (sbx_store_load(&ctx->store, ids[i], &rec, &err) < 0)
 				continue;
@@ -66,7 +64,11 @@ int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx)
 		const struct sbx_command *c = cmd_find(argv[2]);
 		if (!c)
 			return 0;
-		print_options(c);
+		print_options(c, false);
+		if (streq(c->name, "run")) { /* run takes every create option but --json */
+			const struct sbx_command *cr = cmd_find("create");
+			print_options(cr, true);
+		}
 	} else {
 		return cmd_usage_error("__complete", "unknown word kind '%s'", what);
 	}

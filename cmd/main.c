@@ -17,7 +17,7 @@
 const struct sbx_command sbx_commands[] = {
 	{ "create", cmd_create, "Create a sandbox and print its id",
 	  "sbx create [OPTIONS]",
-	  "  --name NAME            a unique name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, at most 63)\n"
+	  "      --name NAME        a unique name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, at most 63)\n"
 	  "  -e, --env K=V|K        set a variable for every exec (K alone: the caller's value)\n"
 	  "      --env-file FILE    read K=V lines from FILE ('#' comments)\n"
 	  "  -w, --workdir DIR      default working directory (default /workspace)\n"
@@ -137,8 +137,7 @@ int cmd_print_help(const char *cmd)
 	const struct sbx_command *c = cmd_find(cmd);
 
 	printf("Usage: %s\n\n%s.\n", c->usage, c->summary ? c->summary : "Internal");
-	if (c->help && *c->help)
-		printf("\nOptions:\n%s", c->help);
+	printf("\nOptions:\n%s", c->help ? c->help : "");
 	printf("  -h, --help             show this help\n");
 	printf("\nSee sbx-%s(1).\n", cmd);
 	return 0;
@@ -244,7 +243,8 @@ int main(int argc, char **argv)
 		return finish(cmd_print_help(cmd->name));
 	if (needs_store) {
 		struct sbx_err err = { 0 };
-		if (sbx_store_open(&ctx.store, &err) < 0)
+		/* completion runs on every TAB: it never creates state */
+		if (sbx_store_open(&ctx.store, !streq(cmd->name, "__complete"), &err) < 0)
 			return cmd_report(&err);
 	}
 	_cleanup_free_ char *name = xasprintf("sbx %s", cmd->name);

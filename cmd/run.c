@@ -2,10 +2,19 @@
 #define _GNU_SOURCE
 #include "cmd/cmd.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <sys/wait.h>
 
 #include "core/log.h"
+
+static volatile sig_atomic_t run_child;
+
+static void run_forward(int sig)
+{
+	if (run_child > 0)
+		kill(run_child, sig);
+}
 
 int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 {
@@ -71,15 +80,20 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 		fflush(NULL);
 		_exit(status);
 	}
-	signal(SIGINT, SIG_IGN); /* the exec child forwards them; we must live to clean up */
-	signal(SIGTERM, SIG_IGN);
-	signal(SIGHUP, SIG_IGN);
+	/* signals go to the exec child (which passes them to the command); this process must
+	 * live on to remove the sandbox */
+	run_child = pid;
+	struct sigaction sa = { .sa_handler = run_forward };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 	int st = 0;
 	if (pid < 0) {
 		ret = 125;
 		fprintf(stderr, "sbx: error: cannot start the command\n");
 	} else {
-		while (waitpid(pid, &st, 0) < 0)
+		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 			;
 		ret = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	}

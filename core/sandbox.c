@@ -62,8 +62,8 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	_cleanup_free_ char *id = NULL;
 
 	if (!p)
-		return sbx_err_set(err, SBX_E_USAGE, "unknown provider '%s' (run 'sbx __complete "
-				   "providers' to list them)", pname);
+		return sbx_err_set(err, SBX_E_USAGE, "unknown provider '%s' ('sbx version' lists the "
+				   "providers this sbx was built with)", pname);
 	if (o->name && !sbx_name_valid(o->name))
 		return sbx_err_set(err, SBX_E_USAGE,
 				   "invalid name '%s': use letters, digits, '_', '.' and '-', "
@@ -196,7 +196,7 @@ int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_e
 	refresh(ctx, rec);
 	if (rec->state == SBX_STATE_RUNNING && !force)
 		return sbx_err_set(err, SBX_E_STATE,
-				   "sandbox '%s' is running; stop it first or use 'sbx rm -f %s'",
+				   "sandbox '%s' is running; remove it anyway with 'sbx rm -f %s'",
 				   rec->name ? rec->name : rec->id, rec->name ? rec->name : rec->id);
 	if (p->rm && p->rm(ctx, rec, force, err) < 0)
 		return -1;

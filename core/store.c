@@ -158,7 +158,7 @@ int sbx_id_generate(char ret[SBX_ID_LEN + 1], struct sbx_err *err)
 	return 0;
 }
 
-int sbx_store_open(struct sbx_store *st, struct sbx_err *err)
+int sbx_store_open(struct sbx_store *st, bool create, struct sbx_err *err)
 {
 	const char *home = getenv("SBX_HOME");
 	_cleanup_free_ char *root = NULL;
@@ -180,7 +180,7 @@ int sbx_store_open(struct sbx_store *st, struct sbx_err *err)
 		return sbx_err_set(err, SBX_E_CONFIG, "SBX_HOME must be an absolute path, not '%s'", root);
 	_cleanup_free_ char *sd = xasprintf("%s/sandboxes", root);
 	_cleanup_free_ char *nd = xasprintf("%s/names", root);
-	if (access(sd, W_OK) < 0 || access(nd, W_OK) < 0) {
+	if (create && (access(sd, W_OK) < 0 || access(nd, W_OK) < 0)) {
 		mode_t old = umask(077);
 		int r = sbx_mkdir_p(sd, 0700);
 		if (r == 0)

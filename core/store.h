@@ -47,8 +47,8 @@ static inline void sbx_record_freep(struct sbx_record **r) { sbx_record_free(*r)
 json_t *sbx_record_to_json(const struct sbx_record *rec);
 int sbx_record_from_json(const json_t *j, struct sbx_record **ret, struct sbx_err *err);
 
-/* opens (creating 0700) the store; path from $SBX_HOME or ~/.sbx */
-int sbx_store_open(struct sbx_store *st, struct sbx_err *err);
+/* opens the store (creating it 0700 when create is set); path from $SBX_HOME or ~/.sbx */
+int sbx_store_open(struct sbx_store *st, bool create, struct sbx_err *err);
 void sbx_store_release(struct sbx_store *st);
 
 bool sbx_id_valid(const char *s);

@@ -101,6 +101,18 @@ test_expect_success 'run: create, exec and rm in one call, status passes through
 	test -z "$(sbx ls -q | grep -v "$(sbx inspect ex | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])")")"
 '
 
+test_expect_success 'SIGTERM to sbx run reaches the command, and the sandbox is still removed' '
+	before=$(sbx ls -q | wc -l)
+	"$SBX" run -- sh -c "trap \"echo got-term; exit 9\" TERM; echo ready; while :; do sleep 0.1; done" >out &
+	p=$!
+	for i in $(seq 50); do grep -q ready out 2>/dev/null && break; sleep 0.1; done
+	kill -TERM $p
+	wait $p
+	rc=$?
+	test $rc = 9 && grep -q got-term out &&
+	test "$(sbx ls -q | wc -l)" = "$before"
+'
+
 test_expect_success '50 parallel execs into one sandbox all succeed' '
 	for i in $(seq 50); do (sbx exec ex -- sh -c "echo $i" >p.$i) & done; wait &&
 	for i in $(seq 50); do test "$(cat p.$i)" = $i || exit 1; done

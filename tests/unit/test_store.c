@@ -66,7 +66,7 @@ void test_store(void)
 	CHECK(sbx_state_parse("bogus") == SBX_STATE_UNKNOWN, "unknown state");
 
 	setenv("SBX_HOME", root, 1);
-	CHECK(sbx_store_open(&st, &err) == 0, "store open: %s", err.msg);
+	CHECK(sbx_store_open(&st, true, &err) == 0, "store open: %s", err.msg);
 	char *p = xasprintf("%s/sandboxes", root);
 	struct stat sb;
 	CHECK(stat(p, &sb) == 0 && (sb.st_mode & 0777) == 0700, "sandboxes dir is 0700");

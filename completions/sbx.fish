@@ -1,0 +1,78 @@
+# fish completion for sbx(1). Words come from the binary itself ('sbx __complete ...'),
+# so new commands, options, sandboxes and providers need no change here.
+# Install as sbx.fish in a directory of $fish_complete_path (e.g. /usr/share/fish/vendor_completions.d).
+
+# options whose value is the next word
+set -g __sbx_value_opts -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c
+
+# the command: the first word after 'sbx' that is not a global option
+function __sbx_cmd
+    for t in (commandline -opc)[2..-1]
+        if not string match -q -- '-*' $t
+            echo $t
+            return 0
+        end
+    end
+    return 1
+end
+
+# the arguments (not options, not option values) after the command, up to the cursor;
+# fails once '--' was given
+function __sbx_args
+    set -l tokens (commandline -opc)
+    set -l seen_cmd 0
+    set -l skip 0
+    for t in $tokens[2..-1]
+        if test $skip = 1
+            set skip 0
+        else if test $seen_cmd = 0
+            string match -q -- '-*' $t; or set seen_cmd 1
+        else if test "$t" = --
+            return 1
+        else if contains -- $t $__sbx_value_opts
+            set skip 1
+        else if not string match -q -- '-*' $t
+            echo $t
+        end
+    end
+    return 0
+end
+
+function __sbx_options
+    set -l cmd (__sbx_cmd); or return
+    set -l args (__sbx_args); or return
+    if test (count $args) -eq 0; or test "$cmd" = rm
+        sbx __complete options $cmd 2>/dev/null
+    end
+end
+
+# SB wanted here: exec and inspect take one, rm any number
+function __sbx_wants_sandbox
+    set -l cmd (__sbx_cmd); or return 1
+    set -l args (__sbx_args); or return 1
+    contains -- (commandline -opc)[-1] $__sbx_value_opts; and return 1
+    switch $cmd
+        case exec inspect
+            test (count $args) -eq 0
+        case rm
+            return 0
+        case '*'
+            return 1
+    end
+end
+
+function __sbx_prev_is
+    contains -- (commandline -opc)[-1] $argv
+end
+
+complete -c sbx -f
+complete -c sbx -n 'not __sbx_cmd' -l debug -d 'Print debug messages'
+complete -c sbx -n 'not __sbx_cmd' -s h -l help -d 'Show help'
+complete -c sbx -n 'not __sbx_cmd' -s V -l version -d 'Show the version'
+complete -c sbx -n 'not __sbx_cmd' -a '(sbx __complete commands 2>/dev/null)'
+complete -c sbx -n '__sbx_cmd; and string match -q -- "-*" (commandline -ct)' -a '(__sbx_options)'
+complete -c sbx -n '__sbx_wants_sandbox' -a '(sbx __complete sandboxes 2>/dev/null)'
+complete -c sbx -n 'test "$(__sbx_cmd)" = help; and test (count (__sbx_args)) -eq 0' -a '(sbx __complete commands 2>/dev/null)'
+complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --provider' -a '(sbx __complete providers 2>/dev/null)'
+complete -c sbx -n '__sbx_cmd; and __sbx_prev_is -e --env' -a '(set -nx)'
+complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --env-file -v --volume' -F

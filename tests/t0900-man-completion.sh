@@ -1,0 +1,223 @@
+#!/bin/bash
+# Man pages and shell completions against the binary: every visible command has a page whose
+# SYNOPSIS is its usage, committed pages are up to date, completions ask the binary.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+: "${SBX_SRC:?SBX_SRC must point at the repository (run tests through tests/run.sh)}"
+export MAN=$SBX_SRC/man COMP=$SBX_SRC/completions
+
+# the visible commands, one per line
+commands() { sbx __complete commands; }
+
+# the usage line(s) of 'sbx CMD --help', without "Usage: " and the continuation indent
+help_usage() {
+	sbx "$1" --help | sed -n -e '/^Usage: /,/^$/p' | sed -e '/^$/d' -e 's/^Usage: //' \
+		-e 's/^ *//'
+}
+
+# the SYNOPSIS lines of a scdoc page, formatting removed: '*' marks, '++' breaks, '\' escapes
+scd_synopsis() {
+	sed -n -e '/^# SYNOPSIS/,/^# /p' "$1" | sed -e '1d' -e '/^# /d' -e '/^[[:space:]]*$/d' \
+		-e 's/++$//' -e 's/\([^\\]\)\*/\1/g' -e 's/^\*//' -e 's/\\\(.\)/\1/g'
+}
+
+# the options a command's --help lists (-x and --long), one per line
+help_options() {
+	sbx "$1" --help | grep -E '^ +-' | sed -E 's/^ +//; s/ {2,}.*//; s/[, ]+/\n/g' |
+		grep -E '^(-[a-zA-Z]|--[a-z][a-z0-9-]*)$'
+}
+
+# the item lines of a scdoc page's OPTIONS section, such as "*-e*, *--env* _K=V_"
+scd_option_items() { sed -n -e '/^# OPTIONS/,/^# /p' "$1" | grep -E '^\*-'; }
+
+# a generated page less the lines that vary: .TH holds the build date, .\" the scdoc version
+strip_generated() { grep -v -e '^\.TH ' -e '^\.\\"' "$1"; }
+
+test_expect_success 'sbx __complete commands lists the visible commands only' '
+	commands >cmds &&
+	grep -qx create cmds && grep -qx exec cmds && grep -qx rm cmds &&
+	! grep -q "^__" cmds &&
+	sbx --help | sed -n "/^Commands:/,/^$/p" | awk "NF > 1 { print \$1 }" >from_help &&
+	test -s from_help && diff from_help cmds
+'
+
+test_expect_success 'every command has a man page source and a generated page' '
+	test -f "$MAN/sbx.1.scd" && test -f "$MAN/sbx.1" &&
+	commands >cmds && test -s cmds &&
+	while read -r c; do
+		test -f "$MAN/sbx-$c.1.scd" || { echo "missing man/sbx-$c.1.scd"; exit 1; }
+		test -f "$MAN/sbx-$c.1" || { echo "missing man/sbx-$c.1"; exit 1; }
+		grep -qx "sbx-$c(1)" "$MAN/sbx-$c.1.scd" || { echo "bad header in sbx-$c.1.scd"; exit 1; }
+	done <cmds
+'
+
+if command -v scdoc >/dev/null; then
+	test_expect_success 'generated man pages are up to date with their scdoc sources' '
+		n=0 &&
+		for src in "$MAN"/*.1.scd; do
+			page=${src%.scd} &&
+			scdoc <"$src" >"$TRASH/gen.1" &&
+			strip_generated "$TRASH/gen.1" >gen &&
+			strip_generated "$page" >committed &&
+			{ diff -u committed gen || { echo "stale: ${page#$SBX_SRC/} (run scdoc)"; exit 1; }; } &&
+			n=$((n + 1)) || exit 1
+		done &&
+		test "$n" -gt "$(commands | wc -l)"
+	'
+else
+	test_skip 'generated man pages are up to date with their scdoc sources' 'scdoc missing'
+fi
+
+test_expect_success 'each page has NAME, SYNOPSIS, DESCRIPTION, OPTIONS, EXAMPLES, EXIT STATUS, SEE ALSO' '
+	for c in $(commands); do
+		for s in NAME SYNOPSIS DESCRIPTION OPTIONS EXAMPLES "EXIT STATUS" "SEE ALSO"; do
+			grep -qx "# $s" "$MAN/sbx-$c.1.scd" || { echo "sbx-$c.1.scd: no $s"; exit 1; }
+		done
+		grep -q "^sbx-$c - " "$MAN/sbx-$c.1.scd" || { echo "sbx-$c.1.scd: bad NAME"; exit 1; }
+	done
+'
+
+test_expect_success 'each SYNOPSIS is the usage printed by sbx CMD --help' '
+	for c in $(commands); do
+		help_usage "$c" >want && test -s want &&
+		scd_synopsis "$MAN/sbx-$c.1.scd" >got &&
+		{ diff -u want got || { echo "sbx-$c.1.scd: SYNOPSIS differs from --help"; exit 1; }; } ||
+		exit 1
+	done
+'
+
+test_expect_success 'each page documents every option its --help lists' '
+	for c in $(commands); do
+		help_options "$c" >opts && grep -qx -- --help opts &&
+		scd_option_items "$MAN/sbx-$c.1.scd" >items &&
+		while read -r o; do
+			grep -qF -- "*$o*" items ||
+				{ echo "sbx-$c.1.scd: option $o not in OPTIONS"; exit 1; }
+		done <opts || exit 1
+	done
+'
+
+test_expect_success 'sbx.1: synopsis, global options, commands, files, environment, exit status' '
+	f=$MAN/sbx.1.scd &&
+	sbx --help | sed -n "s/^Usage: //p" >want &&
+	scd_synopsis "$f" | head -n 1 >got && diff -u want got &&
+	scd_option_items "$f" >items &&
+	for o in --debug -h --help -V --version; do grep -qF -- "*$o*" items || exit 1; done &&
+	for s in NAME SYNOPSIS DESCRIPTION OPTIONS COMMANDS FILES ENVIRONMENT "EXIT STATUS" \
+		"SEE ALSO"; do
+		grep -qx "# $s" "$f" || { echo "sbx.1.scd: no $s"; exit 1; }
+	done &&
+	for c in $(commands); do
+		grep -qx "\*$c\*" "$f" || { echo "sbx.1.scd: command $c not listed"; exit 1; }
+		grep -qF "*sbx-$c*(1)" "$f" || { echo "sbx.1.scd: no reference to sbx-$c(1)"; exit 1; }
+	done &&
+	for w in SBX_HOME SBX_DEBUG sandbox.json names/ "*125*" "*126*" "*127*" "*124*"; do
+		grep -qF -- "$w" "$f" || { echo "sbx.1.scd: $w not mentioned"; exit 1; }
+	done
+'
+
+test_expect_success 'sbx __complete options CMD offers every option of sbx CMD --help' '
+	for c in $(commands); do
+		help_options "$c" >opts && test -s opts &&
+		sbx __complete options "$c" >offered &&
+		while read -r o; do
+			grep -qx -- "$o" offered ||
+				{ echo "sbx __complete options $c: $o missing"; exit 1; }
+		done <opts || exit 1
+	done &&
+	sbx __complete options create | grep -qx -- --provider &&
+	sbx __complete providers | grep -qx local
+'
+
+# complete LINE...: the words the bash completion offers for "LINE" (last word = the cursor's)
+bash_complete() {
+	mkdir -p "$TRASH/bin" && ln -sf "$SBX" "$TRASH/bin/sbx" &&
+	PATH="$TRASH/bin:$PATH" bash --norc --noprofile -c '
+		. "$1" || exit 1
+		shift
+		COMP_WORDS=("$@")
+		COMP_CWORD=$(($# - 1))
+		COMPREPLY=()
+		_sbx || exit 1
+		[ ${#COMPREPLY[@]} -eq 0 ] || printf "%s\n" "${COMPREPLY[@]}"
+	' bash "$COMP/sbx.bash" "$@"
+}
+
+test_expect_success 'bash completion loads and registers _sbx for sbx' '
+	bash --norc --noprofile -c ". \"$COMP/sbx.bash\" && complete -p sbx" >out 2>err &&
+	test ! -s err && grep -q -- "-F _sbx sbx" out
+'
+
+test_expect_success 'bash completion completes commands and options from the binary' '
+	bash_complete sbx ex >out && echo exec >want && diff -u want out &&
+	bash_complete sbx "" >out && commands >want && diff -u want out &&
+	bash_complete sbx --debug "in" >out && echo inspect >want && diff -u want out &&
+	bash_complete sbx exec --ti >out && echo --timeout >want && diff -u want out &&
+	bash_complete sbx create --provider "" >out && sbx __complete providers >want &&
+	diff -u want out &&
+	bash_complete sbx help ver >out && echo version >want && diff -u want out &&
+	bash_complete sbx ls - >out && sbx __complete options ls >want && diff -u want out
+'
+
+if test_have_prereq USERNS; then
+	test_expect_success 'bash completion completes live sandbox names for exec, inspect, rm' '
+		sbx create --name t0900box >id &&
+		bash_complete sbx exec t09 >out && echo t0900box >want && diff -u want out &&
+		bash_complete sbx inspect t0900 >out && diff -u want out &&
+		bash_complete sbx rm -f t09 >out && diff -u want out &&
+		bash_complete sbx exec t0900box "" >out && test ! -s out &&
+		sbx rm -f t0900box >/dev/null &&
+		bash_complete sbx exec t09 >out && test ! -s out
+	'
+else
+	test_skip 'bash completion completes live sandbox names for exec, inspect, rm' \
+		'needs user namespaces'
+fi
+
+test_expect_success 'zsh and fish completions ask the binary for commands, options, sandboxes' '
+	head -n 1 "$COMP/_sbx" | grep -qx "#compdef sbx" &&
+	grep -q "complete -c sbx" "$COMP/sbx.fish" &&
+	for f in "$COMP/_sbx" "$COMP/sbx.fish" "$COMP/sbx.bash"; do
+		for w in "__complete commands" "__complete options" "__complete sandboxes" \
+			"__complete providers"; do
+			grep -q "$w" "$f" || { echo "$f: does not use $w"; exit 1; }
+		done
+	done
+'
+
+if command -v zsh >/dev/null; then
+	test_expect_success 'zsh completion parses' 'zsh -n "$COMP/_sbx"'
+else
+	test_skip 'zsh completion parses' 'zsh missing'
+fi
+
+if command -v fish >/dev/null; then
+	test_expect_success 'fish completion parses and completes commands and options' '
+		fish -n "$COMP/sbx.fish" &&
+		mkdir -p "$TRASH/bin" && ln -sf "$SBX" "$TRASH/bin/sbx" &&
+		PATH="$TRASH/bin:$PATH" fish --no-config -c "source \"$COMP/sbx.fish\"; \
+			complete -C \"sbx ex\"; complete -C \"sbx exec --ti\"" >out &&
+		grep -q "^exec" out && grep -q "^--timeout" out
+	'
+else
+	test_skip 'fish completion parses and completes commands and options' 'fish missing'
+fi
+
+if command -v man >/dev/null; then
+	test_expect_success 'man -l renders every page without a warning' '
+		warn= &&
+		{ ! man --help 2>&1 | grep -q -- --warnings || warn=--warnings; } &&
+		for page in "$MAN"/*.1; do
+			MANWIDTH=80 man $warn -l "$page" >out 2>err </dev/null ||
+				{ echo "man -l $page failed"; cat err; exit 1; }
+			test ! -s err || { echo "man -l $page:"; cat err; exit 1; }
+			grep -q "^SYNOPSIS" out || { echo "$page: no SYNOPSIS rendered"; exit 1; }
+		done
+	'
+else
+	test_skip 'man -l renders every page without a warning' 'man missing'
+fi
+
+test_done
