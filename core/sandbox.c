@@ -69,8 +69,10 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 				   "invalid name '%s': use letters, digits, '_', '.' and '-', "
 				   "starting with a letter or digit, at most %d characters",
 				   o->name, SBX_NAME_MAX);
+	long long t0 = sbx_now_ms();
 	if (sbx_store_claim(&ctx->store, o->name, &id, err) < 0)
 		return -1;
+	sbx_debug("claimed id %s%s%s", id, o->name ? " for name " : "", o->name ? o->name : "");
 
 	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, id, true, err);
 	_cleanup_record_ struct sbx_record *rec = sbx_record_new();
@@ -90,9 +92,11 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	rec->state = SBX_STATE_RUNNING;
 	if (sbx_store_save(&ctx->store, rec, err) < 0)
 		goto fail;
+	sbx_debug("created %s with provider %s in %lld ms", id, p->name, sbx_now_ms() - t0);
 	*ret_rec = TAKE_PTR(rec);
 	return 0;
 fail:
+	sbx_debug("create of %s failed (%s); cleaning up", id, err->msg);
 	{
 		struct sbx_err e2 = { 0 };
 		if (p->rm)
@@ -160,6 +164,7 @@ int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_
 	if (!p->exec)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support exec",
 				   p->name);
+	sbx_debug("exec in %s (provider %s): %s", id, p->name, o->argv[0]);
 	return p->exec(ctx, rec, o, ret_status, err);
 }
 
@@ -198,6 +203,7 @@ int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_e
 		return sbx_err_set(err, SBX_E_STATE,
 				   "sandbox '%s' is running; remove it anyway with 'sbx rm -f %s'",
 				   rec->name ? rec->name : rec->id, rec->name ? rec->name : rec->id);
+	sbx_debug("removing %s (state %s)", id, sbx_state_name(rec->state));
 	if (p->rm && p->rm(ctx, rec, force, err) < 0)
 		return -1;
 	sbx_test_hook("rm-provider-done");

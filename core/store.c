@@ -267,6 +267,7 @@ int sbx_store_resolve(struct sbx_store *st, const char *sb, char **ret_id, struc
 {
 	if (!*sb)
 		return sbx_err_set(err, SBX_E_USAGE, "empty sandbox name");
+	sbx_debug("resolving '%s' in %s", sb, st->root);
 	if (sbx_id_valid(sb) && sandbox_exists(st, sb)) {
 		*ret_id = xstrdup(sb);
 		return 0;

@@ -231,6 +231,20 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	if (chdir("/") < 0)
 		init_fail("cannot enter /");
 
+	/* the sandbox's own /etc/hostname and /etc/hosts over the host's read-only
+	 * /etc, after the pivot: paths resolve inside the sandbox only */
+	static const char *const etc[] = { "hostname", "hosts" };
+	for (size_t i = 0; i < ARRAY_SIZE(etc); i++) {
+		char src[64], dst[64];
+		struct stat st;
+		snprintf(src, sizeof(src), "/run/sbx/%s", etc[i]);
+		snprintf(dst, sizeof(dst), "/etc/%s", etc[i]);
+		if (lstat(src, &st) < 0 || !S_ISREG(st.st_mode) || lstat(dst, &st) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue; /* a planted symlink is never followed */
+		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+			init_fail("cannot bind /etc/%s", etc[i]);
+	}
 	/* volumes, after the pivot: destinations resolve inside the sandbox only */
 	for (size_t i = 0; i < s->n_volumes; i++) {
 		const struct sbx_volume *v = &s->volumes[i];

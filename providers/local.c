@@ -146,6 +146,28 @@ static int prepare_root(const char *dir, const struct local_setup *s, struct sbx
 				return sbx_err_errno(err, "cannot create '%s'", p);
 		}
 	}
+	/* the sandbox's own /etc/hostname and /etc/hosts, bound over the host's by init (docker
+	 * does the same); sandbox root may edit them */
+	snprintf(p, sizeof(p), "%s/run/sbx", root);
+	if (mkdir(p, 0755) < 0)
+		return sbx_err_errno(err, "cannot create '%s'", p);
+	_cleanup_free_ char *hn = xasprintf("%s\n", s->hostname);
+	_cleanup_free_ char *hosts = xasprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
+					       "ip6-loopback\n127.0.1.1\t%s\n", s->hostname);
+	snprintf(p, sizeof(p), "%s/run/sbx/hostname", root);
+	if (sbx_write_atomic(p, hn, strlen(hn), false, err) < 0 || chmod(p, 0644) < 0)
+		return sbx_err_errno(err, "cannot write '%s'", p);
+	snprintf(p, sizeof(p), "%s/run/sbx/hosts", root);
+	if (sbx_write_atomic(p, hosts, strlen(hosts), false, err) < 0 || chmod(p, 0644) < 0)
+		return sbx_err_errno(err, "cannot write '%s'", p);
+	if (s->map_range) {
+		static const char *const own[] = { "run/sbx", "run/sbx/hostname", "run/sbx/hosts" };
+		for (size_t i = 0; i < ARRAY_SIZE(own); i++) {
+			snprintf(p, sizeof(p), "%s/%s", root, own[i]);
+			if (lchown(p, s->uid, s->gid) < 0)
+				return sbx_err_errno(err, "cannot hand '%s' to the sandbox", p);
+		}
+	}
 	if (s->map_range) {
 		/* sandbox root owns its root directory */
 		if (lchown(root, s->uid, s->gid) < 0)

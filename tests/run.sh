@@ -50,6 +50,7 @@ run_one() { # file label [setpriv args]
 	echo "# --- $(basename "$t") as $label"
 	if [ $# -gt 0 ]; then
 		(cd /tmp && timeout -k 10 600 setpriv "$@" env SBX="$work/sbx" SBX_SRC="$SBX_SRC" TEST_USER_LABEL="$label" \
+			ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
 			bash "$t") >"$log" 2>&1
 	else
 		(cd /tmp && SBX="$work/sbx" SBX_SRC="$SBX_SRC" TEST_USER_LABEL="$label" timeout -k 10 600 bash "$t") >"$log" 2>&1

@@ -38,8 +38,11 @@ test_expect_success 'host processes are invisible; init is PID 1' '
 	test "$(grep -cv PID out)" -le 3
 '
 
-test_expect_success 'the hostname is the sandbox name (or id)' '
+test_expect_success 'the hostname is the sandbox name (or id), in /etc/hostname and /etc/hosts too' '
 	test "$(sbx exec iso hostname)" = iso &&
+	test "$(sbx exec iso cat /etc/hostname)" = iso &&
+	sbx exec iso grep -q "127.0.1.1.*iso" /etc/hosts &&
+	sbx exec iso grep -q "localhost" /etc/hosts &&
 	id=$(sbx create) && test "$(sbx exec "$id" hostname)" = "$id" && sbx rm -f "$id" >/dev/null
 '
 
