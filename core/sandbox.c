@@ -83,14 +83,14 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	rec->created = time(NULL);
 	rec->options = options_json(o);
 	rec->dir = sbx_store_dir(&ctx->store, id);
-	if (lk < 0 || sbx_store_save(&ctx->store, rec, err) < 0)
+	if (lk < 0 || sbx_store_save(&ctx->store, rec, false, err) < 0)
 		goto fail;
 	sbx_test_hook("create-record-saved");
 	if (p->create(ctx, o, rec, err) < 0)
 		goto fail;
 	sbx_test_hook("create-provider-done");
 	rec->state = SBX_STATE_RUNNING;
-	if (sbx_store_save(&ctx->store, rec, err) < 0)
+	if (sbx_store_save(&ctx->store, rec, true, err) < 0)
 		goto fail;
 	sbx_debug("created %s with provider %s in %lld ms", id, p->name, sbx_now_ms() - t0);
 	*ret_rec = TAKE_PTR(rec);

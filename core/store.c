@@ -447,7 +447,8 @@ int sbx_store_load(struct sbx_store *st, const char *id, struct sbx_record **ret
 	return 0;
 }
 
-int sbx_store_save(struct sbx_store *st, const struct sbx_record *rec, struct sbx_err *err)
+int sbx_store_save(struct sbx_store *st, const struct sbx_record *rec, bool durable,
+		   struct sbx_err *err)
 {
 	_cleanup_free_ char *path = xasprintf("%s/sandboxes/%s/sandbox.json", st->root, rec->id);
 	_cleanup_json_ json_t *j = sbx_record_to_json(rec);
@@ -457,7 +458,7 @@ int sbx_store_save(struct sbx_store *st, const struct sbx_record *rec, struct sb
 	text = xrealloc(text, n + 2);
 	text[n] = '\n';
 	text[n + 1] = 0;
-	return sbx_write_atomic(path, text, n + 1, true, err);
+	return sbx_write_atomic(path, text, n + 1, durable, err);
 }
 
 int sbx_store_remove(struct sbx_store *st, const char *id, const char *name, struct sbx_err *err)

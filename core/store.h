@@ -65,8 +65,10 @@ void sbx_store_unclaim_name(struct sbx_store *st, const char *name, const char *
 
 char *sbx_store_dir(const struct sbx_store *st, const char *id);
 int sbx_store_load(struct sbx_store *st, const char *id, struct sbx_record **ret, struct sbx_err *err);
-/* temp file + fsync + rename */
-int sbx_store_save(struct sbx_store *st, const struct sbx_record *rec, struct sbx_err *err);
+/* temp file + fsync + rename; durable=false skips the fsync (for the transient 'creating'
+ * record, whose loss after a power cut leaves a directory 'sbx rm -f' removes) */
+int sbx_store_save(struct sbx_store *st, const struct sbx_record *rec, bool durable,
+		   struct sbx_err *err);
 /* removes the sandbox directory and its name; -1 if something could not be removed */
 int sbx_store_remove(struct sbx_store *st, const char *id, const char *name, struct sbx_err *err);
 /* ids of every sandbox directory, sorted */

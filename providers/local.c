@@ -25,6 +25,18 @@
 #define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | \
 		CLONE_NEWIPC | CLONE_NEWCGROUP)
 
+/* the cached seccomp filter is keyed by the build that compiled it */
+#ifdef SBX_VERSION
+#define SBX_VERSION_STR SBX_VERSION
+#else
+#define SBX_VERSION_STR "dev"
+#endif
+#ifdef SBX_COMMIT
+#define SBX_COMMIT_STR SBX_COMMIT
+#else
+#define SBX_COMMIT_STR "unknown"
+#endif
+
 static const char default_path[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 int local_starttime(pid_t pid, unsigned long long *ret)
@@ -210,8 +222,17 @@ static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, st
 	}
 	if (prepare_root(rec->dir, &s, err) < 0)
 		return -1;
-	if (local_seccomp_build(&bpf, &bpf_len, err) < 0)
-		return -1;
+	/* the filter is the same for every sandbox of this sbx: compile it once per version */
+	_cleanup_free_ char *cache = xasprintf("%s/seccomp-%s-%s.bpf", ctx->store.root, SBX_VERSION_STR, SBX_COMMIT_STR);
+	bpf = sbx_read_file(cache, 1 << 20, &bpf_len);
+	if (!bpf || !bpf_len || bpf_len % 8) {
+		free(bpf);
+		bpf = NULL;
+		if (local_seccomp_build(&bpf, &bpf_len, err) < 0)
+			return -1;
+		struct sbx_err ignored = { 0 };
+		(void)sbx_write_atomic(cache, bpf, bpf_len, false, &ignored);
+	}
 	s.bpf = bpf;
 	s.bpf_len = bpf_len;
 	{

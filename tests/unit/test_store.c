@@ -79,7 +79,7 @@ void test_store(void)
 	b = NULL;
 	CHECK(sbx_store_claim(&st, NULL, &b, &err) == 0, "claim unnamed");
 	struct sbx_record *r = mkrec(a, "web");
-	CHECK(sbx_store_save(&st, r, &err) == 0, "save");
+	CHECK(sbx_store_save(&st, r, true, &err) == 0, "save");
 	sbx_record_free(r);
 	r = NULL;
 	CHECK(sbx_store_load(&st, a, &r, &err) == 0 && streq(r->name, "web") &&
