@@ -8,6 +8,9 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
 		{ "interactive", no_argument, NULL, 'i' },
+		{ "tty", no_argument, NULL, 't' },
+		{ "detach", no_argument, NULL, 'd' },
+		{ "user", required_argument, NULL, 'u' },
 		{ "env", required_argument, NULL, 'e' },
 		{ "env-file", required_argument, NULL, OPT_ENV_FILE },
 		{ "workdir", required_argument, NULL, 'w' },
@@ -23,13 +26,27 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 	int c, status = 0, ret;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+hie:w:c:", opts, NULL)) != -1) {
+	long detached_pid = 0;
+	while ((c = getopt_long(argc, argv, "+hitdu:e:w:c:", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			sbx_strv_free(env);
 			return cmd_print_help("exec");
 		case 'i':
 			o.interactive = true;
+			break;
+		case 't':
+			o.tty = true;
+			break;
+		case 'd':
+			o.detach = true;
+			break;
+		case 'u':
+			if (!*optarg || *optarg == ':') {
+				cmd_usage_error("exec", "invalid user '%s': use USER[:GROUP]", optarg);
+				goto usage;
+			}
+			o.user = optarg;
 			break;
 		case 'e':
 			if (env_arg(&env, &n_env, optarg, "exec") < 0)
@@ -92,11 +109,23 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 		}
 		o.argv = argv + optind;
 	}
+	if (o.detach && (o.tty || o.interactive)) {
+		cmd_usage_error("exec", "-d runs in the background: it cannot take -t or -i");
+		goto usage;
+	}
+	if (o.detach && o.timeout_ms) {
+		cmd_usage_error("exec", "-d runs in the background: --timeout does not apply");
+		goto usage;
+	}
 	o.env = env;
-	if (sbx_sandbox_exec(ctx, sb, &o, &status, &err) < 0)
+	o.ret_pid = &detached_pid;
+	if (sbx_sandbox_exec(ctx, sb, &o, &status, &err) < 0) {
 		ret = cmd_report(&err);
-	else
+	} else {
 		ret = status;
+		if (o.detach)
+			printf("%ld\n", detached_pid);
+	}
 	sbx_strv_free(env);
 	return ret;
 usage:

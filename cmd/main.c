@@ -29,11 +29,18 @@ const struct sbx_command sbx_commands[] = {
 	{ "exec", cmd_exec, "Run a command in a sandbox",
 	  "sbx exec [OPTIONS] SB [--] CMD [ARG...]\n       sbx exec [OPTIONS] SB -c 'SHELL STRING'",
 	  "  -i, --interactive      keep stdin open to the command (default: /dev/null)\n"
+	  "  -t, --tty              give the command a terminal (a pty of the sandbox's own)\n"
+	  "  -u, --user USER[:GROUP]\n"
+	  "                         run as USER (name from the sandbox's /etc/passwd, or number)\n"
+	  "  -d, --detach           run in the background, print its pid; output goes to 'sbx logs'\n"
 	  "  -e, --env K=V|K        set a variable (K alone: the caller's value)\n"
 	  "      --env-file FILE    read K=V lines from FILE\n"
 	  "  -w, --workdir DIR      working directory inside\n"
 	  "      --timeout DUR      kill the command's process group after DUR (exit 124)\n"
 	  "  -c STRING              run STRING with /bin/sh -c\n" },
+	{ "logs", cmd_logs, "Print the output of a sandbox's detached commands",
+	  "sbx logs [OPTIONS] SB",
+	  "  -f, --follow           keep printing new output until the sandbox stops\n" },
 	{ "ls", cmd_ls, "List sandboxes",
 	  "sbx ls [OPTIONS]",
 	  "      --json             print a JSON array of records\n"

@@ -3,7 +3,7 @@
 # Install as /usr/share/bash-completion/completions/sbx, or source it from ~/.bashrc.
 
 # options whose value is the next word
-_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c '
+_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user '
 
 _sbx()
 {
@@ -65,7 +65,7 @@ _sbx()
 		return 0
 	fi
 	case $cmd in
-	exec | inspect)
+	exec | inspect | logs)
 		[ "$dashdash" -eq 0 ] && [ "$npos" -eq 0 ] || return 0 ;;
 	rm)
 		[ "$dashdash" -eq 0 ] || return 0 ;;

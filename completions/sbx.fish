@@ -3,7 +3,7 @@
 # Install as sbx.fish in a directory of $fish_complete_path (e.g. /usr/share/fish/vendor_completions.d).
 
 # options whose value is the next word
-set -g __sbx_value_opts -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c
+set -g __sbx_value_opts -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user
 
 # the command: the first word after 'sbx' that is not a global option
 function __sbx_cmd
@@ -46,13 +46,13 @@ function __sbx_options
     end
 end
 
-# SB wanted here: exec and inspect take one, rm any number
+# SB wanted here: exec, inspect and logs take one, rm any number
 function __sbx_wants_sandbox
     set -l cmd (__sbx_cmd); or return 1
     set -l args (__sbx_args); or return 1
     contains -- (commandline -opc)[-1] $__sbx_value_opts; and return 1
     switch $cmd
-        case exec inspect
+        case exec inspect logs
             test (count $args) -eq 0
         case rm
             return 0

@@ -168,6 +168,27 @@ int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_
 	return p->exec(ctx, rec, o, ret_status, err);
 }
 
+int sbx_sandbox_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path, char **ret_id,
+			 struct sbx_err *err)
+{
+	_cleanup_free_ char *id = NULL;
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	const struct sbx_provider *p;
+
+	if (sbx_store_resolve(&ctx->store, sb, &id, err) < 0)
+		return -1;
+	if (sbx_store_load(&ctx->store, id, &rec, err) < 0)
+		return -1;
+	if (!(p = provider_of(rec, err)))
+		return -1;
+	if (!p->log_path)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support logs",
+				   p->name);
+	*ret_path = p->log_path(rec);
+	*ret_id = TAKE_PTR(id);
+	return 0;
+}
+
 int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_err *err)
 {
 	_cleanup_free_ char *id = NULL;

@@ -14,6 +14,10 @@ int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_e
 int sbx_sandbox_get(struct sbx_ctx *ctx, const char *sb, struct sbx_record **ret_rec,
 		    struct sbx_err *err);
 
+/* the host path of the log of SB's detached commands */
+int sbx_sandbox_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path, char **ret_id,
+			 struct sbx_err *err);
+
 struct sbx_listing {
 	struct sbx_record **recs;
 	size_t n;

@@ -44,6 +44,11 @@ int local_read_pids(const char *dir, struct local_pids *ret);
 /* 1 alive (same start time), 0 gone */
 int local_alive(pid_t pid, unsigned long long start);
 
+int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
+	       int *ret_status, struct sbx_err *err);
+/* where detached commands (exec -d) write their output */
+char *local_log_path(const struct sbx_record *rec);
+
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);
 

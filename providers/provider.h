@@ -34,7 +34,11 @@ struct sbx_exec_opts {
 	char **env;		/* "K=V" added for this exec, NULL-terminated */
 	const char *workdir;	/* NULL: the sandbox's default */
 	bool interactive;	/* -i: keep stdin */
+	bool tty;		/* -t: a pty from the sandbox's devpts */
+	bool detach;		/* -d: run in the background, output to the sandbox's log */
+	const char *user;	/* -u USER[:GROUP], by name or number; NULL: root */
 	long long timeout_ms;	/* 0: none */
+	long *ret_pid;		/* -d: set to the command's pid inside the sandbox */
 };
 
 /* exec statuses beyond the command's own */
@@ -50,6 +54,8 @@ struct sbx_provider {
 	int (*exec)(struct sbx_ctx *, const struct sbx_record *, const struct sbx_exec_opts *,
 		    int *ret_status, struct sbx_err *);
 	int (*rm)(struct sbx_ctx *, struct sbx_record *, bool force, struct sbx_err *);
+	/* the output of detached commands: a path on this host, or NULL (unsupported) */
+	char *(*log_path)(const struct sbx_record *);
 	/* refresh rec->state (and state_reason) by looking */
 	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 };

@@ -1,0 +1,588 @@
+/* The local provider's exec: join the sandbox by setns, then run the command — with a pty
+ * (-t), as another user (-u), or detached with its output in the sandbox's log (-d). */
+#define _GNU_SOURCE
+#include "providers/local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <termios.h>
+
+#include "core/json.h"
+#include "core/test-hook.h"
+
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+#ifndef TIOCGPTPEER
+#define TIOCGPTPEER _IO('T', 0x41)
+#endif
+
+#define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | \
+		CLONE_NEWIPC | CLONE_NEWCGROUP)
+
+static const char default_path[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+char *local_log_path(const struct sbx_record *rec)
+{
+	return xasprintf("%s/exec.log", rec->dir);
+}
+
+static volatile sig_atomic_t child_pid;
+static volatile sig_atomic_t timed_out;
+static volatile sig_atomic_t winch;
+
+static void forward_signal(int sig)
+{
+	if (child_pid > 0)
+		kill(child_pid, sig);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	timed_out = 1;
+	if (child_pid > 0) {
+		kill(-child_pid, SIGKILL);
+		kill(child_pid, SIGKILL);
+	}
+}
+
+static void on_winch(int sig)
+{
+	(void)sig;
+	winch = 1;
+}
+
+/* the caller's terminal, restored on every way out */
+static struct termios saved_tio;
+static bool tio_saved;
+
+static void restore_tty(void)
+{
+	if (tio_saved) {
+		(void)tcsetattr(0, TCSAFLUSH, &saved_tio);
+		tio_saved = false;
+	}
+}
+
+static void restore_and_forward(int sig)
+{
+	restore_tty();
+	forward_signal(sig);
+}
+
+/* "K=V" list with later keys replacing earlier ones */
+static void env_set(char ***env, size_t *n, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+
+	for (size_t i = 0; i < *n; i++) {
+		if (strncmp((*env)[i], kv, klen) == 0 && (*env)[i][klen] == '=') {
+			free((*env)[i]);
+			(*env)[i] = xstrdup(kv);
+			return;
+		}
+	}
+	*env = xrealloc(*env, (*n + 2) * sizeof(char *));
+	(*env)[(*n)++] = xstrdup(kv);
+	(*env)[*n] = NULL;
+}
+
+static bool env_has(char **env, const char *key)
+{
+	size_t k = strlen(key);
+	for (; env && *env; env++)
+		if (strncmp(*env, key, k) == 0 && (*env)[k] == '=')
+			return true;
+	return false;
+}
+
+enum { STAGE_CHDIR = 1, STAGE_SETUP, STAGE_EXEC, STAGE_USER, STAGE_PID };
+
+struct exec_msg {
+	int stage;
+	int errnum;
+	long pid;
+};
+
+static _noreturn_ void child_fail(int fd, int stage)
+{
+	struct exec_msg f = { stage, errno, 0 };
+	(void)!write(fd, &f, sizeof(f));
+	_exit(SBX_EXIT_FAILURE);
+}
+
+/* --- users: resolved in the sandbox's own /etc/passwd and /etc/group -------------------- */
+
+struct user {
+	uid_t uid;
+	gid_t gid;
+	char *home;
+};
+
+static bool all_digits(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (*s < '0' || *s > '9')
+			return false;
+	return true;
+}
+
+/* field 0 = name; returns the line's fields split on ':' (into buf) or NULL */
+static bool find_entry(const char *file, const char *name, long id, char *buf, size_t n,
+		       char **fields, int nf)
+{
+	FILE *f = fopen(file, "re");
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(buf, (int)n, f)) {
+		buf[strcspn(buf, "\n")] = 0;
+		int i = 0;
+		char *save = NULL;
+		char *line = buf;
+		for (char *p = line; i < nf; i++) {
+			fields[i] = p;
+			char *c = strchr(p, ':');
+			if (!c) {
+				i++;
+				break;
+			}
+			*c = 0;
+			p = c + 1;
+		}
+		(void)save;
+		if (i < 3)
+			continue;
+		if (name && streq(fields[0], name))
+			found = true;
+		else if (!name && id >= 0 && all_digits(fields[2]) && atol(fields[2]) == id)
+			found = true;
+	}
+	fclose(f);
+	return found;
+}
+
+static int resolve_user(const char *spec, const char *label, struct user *u, struct sbx_err *err)
+{
+	_cleanup_free_ char *s = xstrdup(spec);
+	char *grp = strchr(s, ':');
+	char buf[1024], *fl[7];
+	long long v;
+
+	if (grp)
+		*grp++ = 0;
+	u->home = NULL;
+	if (all_digits(s)) {
+		if (sbx_parse_int(s, 0, 0x7fffffff, &v) < 0)
+			return sbx_err_set(err, SBX_E_USAGE, "invalid user '%s'", s);
+		u->uid = (uid_t)v;
+		u->gid = u->uid == 0 ? 0 : (gid_t)v;
+		if (find_entry("/etc/passwd", NULL, (long)v, buf, sizeof(buf), fl, 7)) {
+			u->gid = (gid_t)atol(fl[3]);
+			u->home = xstrdup(fl[5] ? fl[5] : "/");
+		}
+	} else {
+		if (!find_entry("/etc/passwd", s, -1, buf, sizeof(buf), fl, 7) || !all_digits(fl[2]) ||
+		    !all_digits(fl[3]))
+			return sbx_err_set(err, SBX_E_USAGE,
+					   "no user '%s' in the /etc/passwd of sandbox '%s' (give a "
+					   "number instead)", s, label);
+		u->uid = (uid_t)atol(fl[2]);
+		u->gid = (gid_t)atol(fl[3]);
+		u->home = xstrdup(fl[5] ? fl[5] : "/");
+	}
+	if (grp) {
+		if (all_digits(grp)) {
+			if (sbx_parse_int(grp, 0, 0x7fffffff, &v) < 0)
+				return sbx_err_set(err, SBX_E_USAGE, "invalid group '%s'", grp);
+			u->gid = (gid_t)v;
+		} else {
+			if (!find_entry("/etc/group", grp, -1, buf, sizeof(buf), fl, 4) ||
+			    !all_digits(fl[2]))
+				return sbx_err_set(err, SBX_E_USAGE,
+						   "no group '%s' in the /etc/group of sandbox '%s'",
+						   grp, label);
+			u->gid = (gid_t)atol(fl[2]);
+		}
+	}
+	if (!u->home)
+		u->home = xstrdup(u->uid == 0 ? "/root" : "/");
+	return 0;
+}
+
+/* --- joining ----------------------------------------------------------------------------- */
+
+static int join(const struct sbx_record *rec, const struct local_pids *pids, int pidfd,
+		const char *label, struct sbx_err *err)
+{
+	if (setns(pidfd, NS_ALL) == 0)
+		return 0;
+	/* kernels before 5.8: one namespace at a time */
+	static const struct { const char *n; int f; } ns[] = {
+		{ "user", CLONE_NEWUSER }, { "mnt", CLONE_NEWNS }, { "pid", CLONE_NEWPID },
+		{ "net", CLONE_NEWNET },  { "uts", CLONE_NEWUTS }, { "ipc", CLONE_NEWIPC },
+		{ "cgroup", CLONE_NEWCGROUP },
+	};
+	int fds[ARRAY_SIZE(ns)];
+	int r = 0;
+	for (size_t k = 0; k < ARRAY_SIZE(ns); k++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)pids->init_pid, ns[k].n);
+		fds[k] = open(p, O_RDONLY | O_CLOEXEC);
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(ns) && r == 0; k++)
+		if (fds[k] < 0 || setns(fds[k], ns[k].f) < 0)
+			r = sbx_err_errno(err, "cannot join sandbox '%s' (%s namespace)", label,
+					  ns[k].n);
+	for (size_t k = 0; k < ARRAY_SIZE(ns); k++)
+		if (fds[k] >= 0)
+			close(fds[k]);
+	(void)rec;
+	return r;
+}
+
+/* in the child: everything between fork and exec */
+static _noreturn_ void run_child(const struct sbx_exec_opts *o, char **env, const char *workdir,
+				 const struct user *u, bool map_range, const void *bpf,
+				 size_t bpf_len, int in_fd, int out_fd, int tty_fd, int report)
+{
+	static const int dfl[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM,
+				   SIGPIPE, SIGWINCH, SIGCHLD };
+	for (size_t k = 0; k < ARRAY_SIZE(dfl); k++)
+		signal(dfl[k], SIG_DFL);
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	setsid();
+	if (tty_fd >= 0) {
+		if (ioctl(tty_fd, TIOCSCTTY, 0) < 0)
+			child_fail(report, STAGE_SETUP);
+		if (dup2(tty_fd, 0) < 0 || dup2(tty_fd, 1) < 0 || dup2(tty_fd, 2) < 0)
+			child_fail(report, STAGE_SETUP);
+	} else {
+		if (in_fd >= 0 && dup2(in_fd, 0) < 0)
+			child_fail(report, STAGE_SETUP);
+		if (out_fd >= 0 && (dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0))
+			child_fail(report, STAGE_SETUP);
+	}
+	/* the caller's other descriptors stay outside */
+	syscall(SYS_close_range, 3, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */);
+	if (chdir(workdir) < 0)
+		child_fail(report, STAGE_CHDIR);
+	if (local_caps_drop() < 0)
+		child_fail(report, STAGE_SETUP);
+	if (u->uid != 0 || u->gid != 0) {
+		if (map_range && setgroups(1, &u->gid) < 0)
+			child_fail(report, STAGE_USER);
+		if (setresgid(u->gid, u->gid, u->gid) < 0 || setresuid(u->uid, u->uid, u->uid) < 0)
+			child_fail(report, STAGE_USER);
+	}
+	if (local_seccomp_install(bpf, bpf_len) < 0)
+		child_fail(report, STAGE_SETUP);
+	environ = env;
+	execvp(o->argv[0], o->argv);
+	child_fail(report, STAGE_EXEC);
+}
+
+/* relays the caller's terminal and the pty until the command closes it */
+static void relay(int master, bool input)
+{
+	char buf[16384];
+	bool in_open = input;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = master, .events = POLLIN },
+				       { .fd = 0, .events = POLLIN } };
+		if (winch) {
+			struct winsize ws;
+			winch = 0;
+			if (ioctl(0, TIOCGWINSZ, &ws) == 0)
+				(void)ioctl(master, TIOCSWINSZ, &ws);
+		}
+		int r = poll(p, in_open ? 2 : 1, -1);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t n = read(master, buf, sizeof(buf));
+			if (n <= 0) {
+				if (n < 0 && errno == EINTR)
+					continue;
+				return; /* EIO: every holder of the pty's other side is gone */
+			}
+			if (sbx_write_all(1, buf, (size_t)n) < 0)
+				return;
+		}
+		if (in_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+			ssize_t n = read(0, buf, sizeof(buf));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				in_open = false;
+				char eof = 4; /* ^D: the command sees end of input */
+				(void)sbx_write_all(master, &eof, 1);
+				continue;
+			}
+			if (sbx_write_all(master, buf, (size_t)n) < 0)
+				return;
+		}
+	}
+}
+
+int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
+	       int *ret_status, struct sbx_err *err)
+{
+	const char *label = rec->name ? rec->name : rec->id;
+	struct local_pids pids;
+
+	if (o->tty && !isatty(0))
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "the input device is not a TTY: drop -t, or run sbx from a terminal");
+	if (local_read_pids(rec->dir, &pids) < 0)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running (stopped); remove "
+				   "it with 'sbx rm %s'", label, label);
+	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
+	if (pidfd < 0 || !local_alive(pids.init_pid, pids.init_start) ||
+	    !local_alive(pids.sup_pid, pids.sup_start))
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running (stopped); remove "
+				   "it with 'sbx rm %s'", label, label);
+
+	/* everything read from the host must be read before joining the sandbox */
+	_cleanup_free_ char *bpfpath = xasprintf("%s/seccomp.bpf", rec->dir);
+	size_t bpf_len = 0;
+	_cleanup_free_ char *bpf = sbx_read_file(bpfpath, 1 << 20, &bpf_len);
+	if (!bpf)
+		return sbx_err_errno(err, "cannot read '%s'", bpfpath);
+	_cleanup_close_ int nullfd = -1;
+	if (!o->interactive && !o->tty) {
+		nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (nullfd < 0)
+			return sbx_err_errno(err, "cannot open /dev/null");
+	}
+	_cleanup_close_ int logfd = -1;
+	if (o->detach) {
+		_cleanup_free_ char *lp = local_log_path(rec);
+		logfd = open(lp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		if (logfd < 0)
+			return sbx_err_errno(err, "cannot open the sandbox log '%s'", lp);
+	}
+	if (o->tty && !o->interactive)
+		(void)0; /* output only: the terminal stays cooked, so ^C still signals */
+	if (o->tty && o->interactive) {
+		if (tcgetattr(0, &saved_tio) < 0)
+			return sbx_err_errno(err, "cannot read the terminal's settings");
+	}
+	const char *term = getenv("TERM");
+	_cleanup_free_ char *termkv = xasprintf("TERM=%s", term && *term ? term : "xterm");
+
+	bool map_range = geteuid() == 0;
+	if (join(rec, &pids, pidfd, label, err) < 0)
+		return -1;
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if ((map_range && setgroups(0, NULL) < 0) || setresgid(0, 0, 0) < 0 ||
+	    setresuid(0, 0, 0) < 0)
+		return sbx_err_errno(err, "cannot become root in sandbox '%s'", label);
+	sbx_test_hook("exec-joined");
+
+	/* inside now: users, the environment, the pty */
+	struct user u = { 0, 0, NULL };
+	if (o->user && resolve_user(o->user, label, &u, err) < 0)
+		return -1;
+	_cleanup_free_ char *home = u.home;
+	char **env = NULL;
+	size_t n_env = 0;
+	_cleanup_free_ char *pathkv = xasprintf("PATH=%s", default_path);
+	_cleanup_free_ char *hostkv = xasprintf("HOSTNAME=%s", label);
+	_cleanup_free_ char *homekv = xasprintf("HOME=%s", home ? home : "/root");
+	env_set(&env, &n_env, pathkv);
+	env_set(&env, &n_env, homekv);
+	env_set(&env, &n_env, hostkv);
+	if (o->tty)
+		env_set(&env, &n_env, termkv);
+	json_t *renv = json_object_get(rec->options, "env");
+	size_t i;
+	json_t *v;
+	json_array_foreach(renv, i, v)
+		if (json_is_string(v))
+			env_set(&env, &n_env, json_string_value(v));
+	for (char **e = o->env; e && *e; e++)
+		env_set(&env, &n_env, *e);
+	(void)env_has;
+	const char *workdir = o->workdir ? o->workdir : sbx_json_str(rec->options, "workdir");
+	if (!workdir)
+		workdir = "/workspace";
+
+	_cleanup_close_ int master = -1, slave = -1;
+	if (o->tty) {
+		master = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (master < 0 || unlockpt(master) < 0) {
+			sbx_strv_free(env);
+			return sbx_err_errno(err, "cannot open a pty in sandbox '%s'", label);
+		}
+		slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+		if (slave < 0) {
+			sbx_strv_free(env);
+			return sbx_err_errno(err, "cannot open a pty in sandbox '%s'", label);
+		}
+		struct winsize ws;
+		if (ioctl(0, TIOCGWINSZ, &ws) == 0 || ioctl(1, TIOCGWINSZ, &ws) == 0)
+			(void)ioctl(master, TIOCSWINSZ, &ws);
+	}
+
+	int ep[2];
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		sbx_strv_free(env);
+		return sbx_err_errno(err, "cannot create a pipe");
+	}
+	static const int fwd[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+	struct sigaction sa = { .sa_handler = o->tty ? restore_and_forward : forward_signal };
+	sigemptyset(&sa.sa_mask);
+	if (!o->detach)
+		for (size_t k = 0; k < ARRAY_SIZE(fwd); k++)
+			sigaction(fwd[k], &sa, NULL);
+	struct sigaction al = { .sa_handler = on_alarm };
+	sigemptyset(&al.sa_mask);
+	sigaction(SIGALRM, &al, NULL);
+	if (o->tty) {
+		struct sigaction wi = { .sa_handler = on_winch };
+		sigemptyset(&wi.sa_mask);
+		sigaction(SIGWINCH, &wi, NULL);
+	}
+
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(ep[0]);
+		close(ep[1]);
+		sbx_strv_free(env);
+		return sbx_err_errno(err, "cannot start the command");
+	}
+	if (pid == 0) {
+		close(ep[0]);
+		if (o->detach) {
+			/* the command is re-parented to the sandbox's init, which reaps it */
+			setsid();
+			pid_t g = fork();
+			if (g < 0)
+				child_fail(ep[1], STAGE_SETUP);
+			if (g > 0) {
+				struct exec_msg m = { STAGE_PID, 0, (long)g };
+				(void)!write(ep[1], &m, sizeof(m));
+				_exit(0);
+			}
+			run_child(o, env, workdir, &u, map_range, bpf, bpf_len, nullfd, logfd, -1,
+				  ep[1]);
+		}
+		run_child(o, env, workdir, &u, map_range, bpf, bpf_len, nullfd, -1, slave, ep[1]);
+	}
+	child_pid = pid;
+	close(ep[1]);
+	if (slave >= 0) {
+		close(slave);
+		slave = -1;
+	}
+	sbx_strv_free(env);
+	if (o->timeout_ms > 0 && !o->detach) {
+		struct itimerval it = { 0 };
+		it.it_value.tv_sec = o->timeout_ms / 1000;
+		it.it_value.tv_usec = (o->timeout_ms % 1000) * 1000;
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
+
+	struct exec_msg f = { 0 };
+	long detached_pid = 0;
+	ssize_t n;
+	for (;;) {
+		do
+			n = read(ep[0], &f, sizeof(f));
+		while (n < 0 && errno == EINTR);
+		if (n == (ssize_t)sizeof(f) && f.stage == STAGE_PID) {
+			detached_pid = f.pid;
+			continue;
+		}
+		break;
+	}
+	close(ep[0]);
+	bool failed = n == (ssize_t)sizeof(f);
+
+	if (o->tty && !failed) {
+		if (o->interactive) {
+			struct termios raw = saved_tio;
+			cfmakeraw(&raw);
+			if (tcsetattr(0, TCSANOW, &raw) == 0)
+				tio_saved = true;
+		}
+		relay(master, o->interactive);
+		restore_tty();
+	}
+
+	int st;
+	pid_t w;
+	do
+		w = waitpid(pid, &st, 0);
+	while (w < 0 && errno == EINTR);
+	child_pid = 0;
+	if (w < 0)
+		return sbx_err_errno(err, "cannot wait for the command");
+
+	if (failed) {
+		errno = f.errnum;
+		switch (f.stage) {
+		case STAGE_CHDIR:
+			return sbx_err_errno(err, "cannot change to directory '%s' in sandbox '%s'",
+					     workdir, label);
+		case STAGE_USER:
+			if (!map_range && (u.uid != 0 || u.gid != 0))
+				return sbx_err_set(err, SBX_E_STATE,
+						   "cannot run as user '%s' in sandbox '%s': run by an "
+						   "ordinary user, sbx maps only uid 0 into a sandbox",
+						   o->user, label);
+			return sbx_err_errno(err, "cannot run as user '%s' in sandbox '%s'", o->user,
+					     label);
+		case STAGE_EXEC:
+			if (f.errnum == ENOENT)
+				return sbx_err_set(err, SBX_E_CMD_NOTFOUND,
+						   "'%s': command not found in sandbox '%s'", o->argv[0],
+						   label);
+			sbx_err_errno(err, "'%s': cannot execute in sandbox '%s'", o->argv[0], label);
+			err->kind = SBX_E_CMD_NOEXEC;
+			return -1;
+		default:
+			return sbx_err_errno(err, "cannot set up the command in sandbox '%s'", label);
+		}
+	}
+	if (o->detach) {
+		if (o->ret_pid)
+			*o->ret_pid = detached_pid;
+		*ret_status = 0;
+		return 0;
+	}
+	if (timed_out) {
+		*ret_status = SBX_EXIT_TIMEOUT;
+		return 0;
+	}
+	if (WIFEXITED(st))
+		*ret_status = WEXITSTATUS(st);
+	else if (WIFSIGNALED(st))
+		*ret_status = 128 + WTERMSIG(st);
+	else
+		*ret_status = SBX_EXIT_FAILURE;
+	(void)ctx;
+	return 0;
+}
