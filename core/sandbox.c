@@ -148,8 +148,8 @@ int sbx_sandbox_get(struct sbx_ctx *ctx, const char *sb, struct sbx_record **ret
 	return 0;
 }
 
-int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_opts *o,
-		     int *ret_status, struct sbx_err *err)
+int sbx_sandbox_open(struct sbx_ctx *ctx, const char *sb, struct sbx_record **ret_rec,
+		     const struct sbx_provider **ret_provider, struct sbx_err *err)
 {
 	_cleanup_free_ char *id = NULL;
 	_cleanup_record_ struct sbx_record *rec = NULL;
@@ -161,31 +161,39 @@ int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_
 		return -1;
 	if (!(p = provider_of(rec, err)))
 		return -1;
+	*ret_rec = TAKE_PTR(rec);
+	*ret_provider = p;
+	return 0;
+}
+
+int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_opts *o,
+		     int *ret_status, struct sbx_err *err)
+{
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	const struct sbx_provider *p;
+
+	if (sbx_sandbox_open(ctx, sb, &rec, &p, err) < 0)
+		return -1;
 	if (!p->exec)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support exec",
 				   p->name);
-	sbx_debug("exec in %s (provider %s): %s", id, p->name, o->argv[0]);
+	sbx_debug("exec in %s (provider %s): %s", rec->id, p->name, o->argv[0]);
 	return p->exec(ctx, rec, o, ret_status, err);
 }
 
 int sbx_sandbox_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path, char **ret_id,
 			 struct sbx_err *err)
 {
-	_cleanup_free_ char *id = NULL;
 	_cleanup_record_ struct sbx_record *rec = NULL;
 	const struct sbx_provider *p;
 
-	if (sbx_store_resolve(&ctx->store, sb, &id, err) < 0)
-		return -1;
-	if (sbx_store_load(&ctx->store, id, &rec, err) < 0)
-		return -1;
-	if (!(p = provider_of(rec, err)))
+	if (sbx_sandbox_open(ctx, sb, &rec, &p, err) < 0)
 		return -1;
 	if (!p->log_path)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support logs",
 				   p->name);
 	*ret_path = p->log_path(rec);
-	*ret_id = TAKE_PTR(id);
+	*ret_id = xstrdup(rec->id);
 	return 0;
 }
 
