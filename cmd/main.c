@@ -38,6 +38,11 @@ const struct sbx_command sbx_commands[] = {
 	  "  -w, --workdir DIR      working directory inside\n"
 	  "      --timeout DUR      kill the command's process group after DUR (exit 124)\n"
 	  "  -c STRING              run STRING with /bin/sh -c\n" },
+	{ "cp", cmd_cp, "Copy files between the host and a sandbox",
+	  "sbx cp [-a] [-L] SRC|- SB:PATH\n       sbx cp [-a] [-L] SB:PATH DEST|-",
+	  "  -a, --archive          keep the uid/gid of the source files\n"
+	  "  -L, --follow-link      copy what SRC points at when it is a symbolic link\n"
+	  "                         (resolved where it lives: inside the sandbox for SB:PATH)\n" },
 	{ "logs", cmd_logs, "Print the output of a sandbox's detached commands",
 	  "sbx logs [OPTIONS] SB",
 	  "  -f, --follow           keep printing new output until the sandbox stops\n" },

@@ -69,6 +69,13 @@ _sbx()
 		[ "$dashdash" -eq 0 ] && [ "$npos" -eq 0 ] || return 0 ;;
 	rm)
 		[ "$dashdash" -eq 0 ] || return 0 ;;
+	cp)
+		# SB: (a sandbox name and its colon) or a host path
+		local -a sbs
+		mapfile -t sbs < <("$sbx" __complete sandboxes 2>/dev/null)
+		compopt -o nospace -o filenames 2>/dev/null
+		mapfile -t COMPREPLY < <(compgen -W "${sbs[*]/%/:}" -- "$cur"; compgen -f -- "$cur")
+		return 0 ;;
 	help)
 		[ "$npos" -eq 0 ] &&
 			mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete commands 2>/dev/null)" -- "$cur")

@@ -73,6 +73,7 @@ complete -c sbx -n 'not __sbx_cmd' -a '(sbx __complete commands 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and string match -q -- "-*" (commandline -ct)' -a '(__sbx_options)'
 complete -c sbx -n '__sbx_wants_sandbox' -a '(sbx __complete sandboxes 2>/dev/null)'
 complete -c sbx -n 'test "$(__sbx_cmd)" = help; and test (count (__sbx_args)) -eq 0' -a '(sbx __complete commands 2>/dev/null)'
+complete -c sbx -n 'test "$(__sbx_cmd)" = cp; and not string match -q -- "-*" (commandline -ct)' -F -a '(for s in (sbx __complete sandboxes 2>/dev/null); echo $s:; end)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --provider' -a '(sbx __complete providers 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is -e --env' -a '(set -nx)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --env-file -v --volume' -F

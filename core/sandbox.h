@@ -13,6 +13,17 @@ int sbx_sandbox_open(struct sbx_ctx *ctx, const char *sb, struct sbx_record **re
 int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_opts *opts,
 		     int *ret_status, struct sbx_err *err);
 int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_err *err);
+/* sbx cp (core/cp.c): a tar stream on tar_fd into SB:dest / a tar of SB:src onto tar_fd */
+int sbx_sandbox_cp_in(struct sbx_ctx *ctx, const char *sb, int tar_fd, const char *dest,
+		      const struct sbx_cp_opts *opts, struct sbx_err *err);
+int sbx_sandbox_cp_out(struct sbx_ctx *ctx, const char *sb, const char *src, int tar_fd,
+		       const struct sbx_cp_opts *opts, struct sbx_err *err);
+/* host path <-> SB:path, with docker cp's naming */
+int sbx_sandbox_cp_from_host(struct sbx_ctx *ctx, const char *host_src, const char *sb,
+			     const char *dest, const struct sbx_cp_opts *opts, struct sbx_err *err);
+int sbx_sandbox_cp_to_host(struct sbx_ctx *ctx, const char *sb, const char *src,
+			   const char *host_dest, const struct sbx_cp_opts *opts,
+			   struct sbx_err *err);
 /* the record with its state confirmed by looking */
 int sbx_sandbox_get(struct sbx_ctx *ctx, const char *sb, struct sbx_record **ret_rec,
 		    struct sbx_err *err);

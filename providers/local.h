@@ -52,6 +52,12 @@ char *local_log_path(const struct sbx_record *rec);
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);
 
+/* sbx cp (local-cp.c): in a child that joined the sandbox (or, stopped, entered its files) */
+int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
+		const struct sbx_cp_opts *opts, struct sbx_err *err);
+int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
+		 const struct sbx_cp_opts *opts, struct sbx_err *err);
+
 /* seccomp profile as raw BPF, exported with libseccomp */
 int local_seccomp_build(void **ret_bpf, size_t *ret_len, struct sbx_err *err);
 /* installs a raw BPF filter (no_new_privs first); -1 with errno */

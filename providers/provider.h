@@ -41,6 +41,15 @@ struct sbx_exec_opts {
 	long *ret_pid;		/* -d: set to the command's pid inside the sandbox */
 };
 
+struct sbx_cp_opts {
+	bool follow_links;	/* -L: SRC, when it is a symbolic link, is followed (where it lives) */
+	bool archive;		/* -a: keep the uid/gid of the source files */
+	/* cp_in only: NULL for a tar stream ('-'), unpacked into dest, an existing directory;
+	 * for a path copy, the name every entry starts with ("." for a directory's contents),
+	 * and the provider names the result as docker cp does (sbx_archive_extract) */
+	const char *top;
+};
+
 /* exec statuses beyond the command's own */
 #define SBX_EXIT_TIMEOUT 124
 #define SBX_EXIT_FAILURE 125
@@ -53,6 +62,11 @@ struct sbx_provider {
 		      struct sbx_err *);
 	int (*exec)(struct sbx_ctx *, const struct sbx_record *, const struct sbx_exec_opts *,
 		    int *ret_status, struct sbx_err *);
+	/* unpack the tar on tar_fd at dest inside / write a tar of src inside to tar_fd */
+	int (*cp_in)(struct sbx_ctx *, const struct sbx_record *, int tar_fd, const char *dest,
+		     const struct sbx_cp_opts *, struct sbx_err *);
+	int (*cp_out)(struct sbx_ctx *, const struct sbx_record *, const char *src, int tar_fd,
+		      const struct sbx_cp_opts *, struct sbx_err *);
 	int (*rm)(struct sbx_ctx *, struct sbx_record *, bool force, struct sbx_err *);
 	/* the output of detached commands: a path on this host, or NULL (unsupported) */
 	char *(*log_path)(const struct sbx_record *);

@@ -1,0 +1,43 @@
+/* libarchive (dlopen'ed on first use) and cp's tar streams: pack a path, unpack with docker's naming. */
+#ifndef SBX_CORE_ARCHIVE_H
+#define SBX_CORE_ARCHIVE_H
+
+#include <sys/types.h>
+
+#include "core/err.h"
+
+/* loads libarchive.so.13 and resolves the functions below use (once per process) */
+int sbx_archive_load(struct sbx_err *err);
+
+/* a cp source as written: "DIR/." (or ".", "/", a path ending in "..") copies what DIR holds */
+struct sbx_cp_src {
+	char *path;	/* what to open: trailing '/' and '/.' removed ("/" stays "/") */
+	char *top;	/* the name its entries start with: basename(path), or "." for contents */
+	bool want_dir;	/* the source must be a directory (trailing '/', or contents) */
+};
+void sbx_cp_src_parse(const char *src, struct sbx_cp_src *ret);
+void sbx_cp_src_release(struct sbx_cp_src *s);
+
+/* writes a tar of src->path to fd, entry names rebased from src->path onto src->top, symlinks
+ * kept as links (follow: the path itself, when it is a link, is followed), hard links within the
+ * copy kept, holes kept; numeric owners only, no xattrs, ACLs or file flags */
+int sbx_archive_pack(int fd, const struct sbx_cp_src *src, bool follow, struct sbx_err *err);
+
+#define SBX_EXTRACT_OWNER 1u	/* -a: keep the uid/gid of the entries */
+
+/* reads a tar from fd and writes it under dest, never outside it:
+ * - top == NULL: a tar stream ('-'); dest must be an existing directory, entries land as named;
+ * - top: a path copy whose entries all start with top (sbx_archive_pack's output); docker cp's
+ *   naming: into dest when it is a directory, as dest when it is not (a missing dest's parent
+ *   must exist), what a "." top holds into dest.
+ * Always refused: absolute names, '..', writing through a symbolic link, device nodes, hard links
+ * to anything but an earlier entry of the same stream. setuid/setgid bits are dropped. */
+int sbx_archive_extract(int fd, const char *dest, const char *top, unsigned flags,
+			struct sbx_err *err);
+
+/* a forked child's outcome: the child sends err (NULL: success) on fd once; the parent waits
+ * for pid, then reads it (a child that died without a word is an error naming what) */
+void sbx_err_send(int fd, const struct sbx_err *err);
+int sbx_err_recv(int fd, pid_t pid, const char *what, struct sbx_err *err);
+
+#endif
