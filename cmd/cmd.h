@@ -13,6 +13,8 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_logs(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_inspect(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_pause(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_resume(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_run(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_version(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_help(int argc, char **argv, struct sbx_ctx *ctx);
@@ -55,6 +57,7 @@ void create_args_release(struct create_args *a);
 #define CREATE_SHORTOPTS "e:w:v:"
 enum {
 	OPT_NAME = 1000, OPT_ENV_FILE, OPT_LABEL, OPT_JSON, OPT_PROVIDER, OPT_TIMEOUT, OPT_FORCE,
+	OPT_CPUS, OPT_MEMORY, OPT_PIDS_LIMIT, OPT_TTL, OPT_TTL_ACTION, OPT_RESUME,
 	OPT_HELP = 'h',
 };
 #define CREATE_LONGOPTS                                                         \
@@ -64,7 +67,12 @@ enum {
 	{ "workdir", required_argument, NULL, 'w' },                            \
 	{ "volume", required_argument, NULL, 'v' },                             \
 	{ "label", required_argument, NULL, OPT_LABEL },                        \
-	{ "provider", required_argument, NULL, OPT_PROVIDER }
+	{ "provider", required_argument, NULL, OPT_PROVIDER },                  \
+	{ "cpus", required_argument, NULL, OPT_CPUS },                          \
+	{ "memory", required_argument, NULL, OPT_MEMORY },                      \
+	{ "pids-limit", required_argument, NULL, OPT_PIDS_LIMIT },              \
+	{ "ttl", required_argument, NULL, OPT_TTL },                            \
+	{ "ttl-action", required_argument, NULL, OPT_TTL_ACTION }
 
 /* "K=V" from -e: K alone takes the caller's value (skipped when unset); 0 or -1 */
 int env_arg(char ***v, size_t *n, const char *arg, const char *cmd);

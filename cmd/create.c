@@ -121,6 +121,39 @@ int create_parse_opt(struct create_args *a, int c, const char *arg, const char *
 	case OPT_PROVIDER:
 		a->o.provider = arg;
 		return 1;
+	case OPT_CPUS: {
+		char *end;
+		errno = 0;
+		double v = strtod(arg, &end);
+		if (errno || end == arg || *end || !(v >= 0.01 && v <= 4096))
+			return cmd_usage_error(cmd, "invalid --cpus '%s': a number of CPUs such as 0.5 "
+					       "or 2", arg), -1;
+		a->o.cpu_millis = (long long)(v * 1000 + 0.5);
+		return 1;
+	}
+	case OPT_MEMORY:
+		a->o.memory = sbx_parse_bytes(arg);
+		if (a->o.memory < 6 * 1024 * 1024)
+			return cmd_usage_error(cmd, "invalid --memory '%s': a size of at least 6m, "
+					       "such as 256m or 1g", arg), -1;
+		return 1;
+	case OPT_PIDS_LIMIT:
+		if (sbx_parse_int(arg, 1, 4194304, &a->o.pids_limit) < 0)
+			return cmd_usage_error(cmd, "invalid --pids-limit '%s': a number of "
+					       "processes, at least 1", arg), -1;
+		return 1;
+	case OPT_TTL:
+		a->o.ttl_ms = sbx_parse_duration_ms(arg);
+		if (a->o.ttl_ms <= 0)
+			return cmd_usage_error(cmd, "invalid --ttl '%s': a duration such as 30m, 2h "
+					       "or 90s", arg), -1;
+		return 1;
+	case OPT_TTL_ACTION:
+		if (!streq(arg, "pause") && !streq(arg, "rm"))
+			return cmd_usage_error(cmd, "invalid --ttl-action '%s': use pause or rm", arg),
+			       -1;
+		a->o.ttl_action = arg;
+		return 1;
 	}
 	return 0;
 }
@@ -171,6 +204,10 @@ int cmd_create(int argc, char **argv, struct sbx_ctx *ctx)
 	}
 	a.o.env = a.env_store;
 	a.o.labels = a.label_store;
+	if (a.o.ttl_action && !a.o.ttl_ms) {
+		create_args_release(&a);
+		return cmd_usage_error("create", "--ttl-action goes with --ttl");
+	}
 	if (sbx_sandbox_create(ctx, &a.o, &rec, &err) < 0) {
 		ret = cmd_report(&err);
 	} else if (a.json) {

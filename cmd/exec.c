@@ -15,6 +15,7 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 		{ "env-file", required_argument, NULL, OPT_ENV_FILE },
 		{ "workdir", required_argument, NULL, 'w' },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
+		{ "resume", no_argument, NULL, OPT_RESUME },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -66,6 +67,9 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 			break;
 		case 'c':
 			shell = optarg;
+			break;
+		case OPT_RESUME:
+			o.resume = true;
 			break;
 		case OPT_TIMEOUT:
 			o.timeout_ms = sbx_parse_duration_ms(optarg);

@@ -23,6 +23,22 @@ static void print_ago(char *buf, size_t n, long long created)
 		snprintf(buf, n, "%lld day%s ago", d / 86400, d / 86400 == 1 ? "" : "s");
 }
 
+/* the record as stored, plus what looking found (pid, OOM kills, idle deadline, ...) */
+static json_t *record_view(const struct sbx_record *rec)
+{
+	json_t *j = sbx_record_to_json(rec);
+	/* the local provider's pid of init, at the top level where scripts look for it */
+	json_t *pid = rec->extra ? json_object_get(rec->extra, "init_pid") : NULL;
+
+	if (pid && (rec->state == SBX_STATE_RUNNING || rec->state == SBX_STATE_PAUSED))
+		json_object_set(j, "pid", pid);
+	else
+		json_object_set_new(j, "pid", json_null());
+	if (rec->live)
+		json_object_update(j, rec->live);
+	return j;
+}
+
 int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
@@ -55,7 +71,7 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 	if (json) {
 		json_t *a = json_array();
 		for (size_t i = 0; i < l.n; i++)
-			json_array_append_new(a, sbx_record_to_json(l.recs[i]));
+			json_array_append_new(a, record_view(l.recs[i]));
 		char *s = sbx_json_dump(a, true);
 		puts(s);
 		free(s);
@@ -99,13 +115,7 @@ int cmd_inspect(int argc, char **argv, struct sbx_ctx *ctx)
 		return cmd_usage_error("inspect", "unexpected argument '%s'", argv[optind + 1]);
 	if (sbx_sandbox_get(ctx, argv[optind], &rec, &err) < 0)
 		return cmd_report(&err);
-	json_t *j = sbx_record_to_json(rec);
-	/* the local provider's pid of init, at the top level where scripts look for it */
-	json_t *pid = rec->extra ? json_object_get(rec->extra, "init_pid") : NULL;
-	if (pid && rec->state == SBX_STATE_RUNNING)
-		json_object_set(j, "pid", pid);
-	else
-		json_object_set_new(j, "pid", json_null());
+	json_t *j = record_view(rec);
 	char *s = sbx_json_dump(j, true);
 	puts(s);
 	free(s);

@@ -25,6 +25,12 @@ const struct sbx_command sbx_commands[] = {
 	  "                         bind a host path into the sandbox\n"
 	  "      --label K=V        attach a label\n"
 	  "      --provider NAME    backend (default local)\n"
+	  "      --cpus N           CPU quota, in CPUs (0.5: half of one)\n"
+	  "      --memory SIZE      memory limit (256m, 1g); past it the kernel kills inside\n"
+	  "      --pids-limit N     at most N processes\n"
+	  "      --ttl DUR          after DUR without exec, cp or preview traffic: pause\n"
+	  "      --ttl-action pause|rm\n"
+	  "                         what the idle timeout does (default pause)\n"
 	  "      --json             print the record as JSON instead of the id\n" },
 	{ "exec", cmd_exec, "Run a command in a sandbox",
 	  "sbx exec [OPTIONS] SB [--] CMD [ARG...]\n       sbx exec [OPTIONS] SB -c 'SHELL STRING'",
@@ -37,6 +43,7 @@ const struct sbx_command sbx_commands[] = {
 	  "      --env-file FILE    read K=V lines from FILE\n"
 	  "  -w, --workdir DIR      working directory inside\n"
 	  "      --timeout DUR      kill the command's process group after DUR (exit 124)\n"
+	  "      --resume           resume the sandbox first if it is paused, released or stopped\n"
 	  "  -c STRING              run STRING with /bin/sh -c\n" },
 	{ "cp", cmd_cp, "Copy files between the host and a sandbox",
 	  "sbx cp [-a] [-L] SRC|- SB:PATH\n       sbx cp [-a] [-L] SB:PATH DEST|-",
@@ -52,6 +59,13 @@ const struct sbx_command sbx_commands[] = {
 	  "  -q, --quiet            print ids only\n" },
 	{ "inspect", cmd_inspect, "Show a sandbox's record as JSON",
 	  "sbx inspect SB",
+	  "" },
+	{ "pause", cmd_pause, "Freeze sandboxes, or release their processes",
+	  "sbx pause [--release [--grace DUR]] SB...",
+	  "      --release          end every process (SIGTERM, then SIGKILL); keep the files\n"
+	  "      --grace DUR        with --release: how long SIGTERM has (default 10s)\n" },
+	{ "resume", cmd_resume, "Resume paused sandboxes; start released or stopped ones again",
+	  "sbx resume SB...",
 	  "" },
 	{ "rm", cmd_rm, "Remove sandboxes",
 	  "sbx rm [OPTIONS] SB...",

@@ -3,7 +3,7 @@
 # Install as /usr/share/bash-completion/completions/sbx, or source it from ~/.bashrc.
 
 # options whose value is the next word
-_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user '
+_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user --cpus --memory --pids-limit --ttl --ttl-action --grace '
 
 _sbx()
 {
@@ -34,6 +34,9 @@ _sbx()
 	case $prev in
 	--provider)
 		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete providers 2>/dev/null)" -- "$cur")
+		return 0 ;;
+	--ttl-action)
+		mapfile -t COMPREPLY < <(compgen -W 'pause rm' -- "$cur")
 		return 0 ;;
 	-e | --env)
 		mapfile -t COMPREPLY < <(compgen -e -- "$cur")
@@ -67,7 +70,7 @@ _sbx()
 	case $cmd in
 	exec | inspect | logs)
 		[ "$dashdash" -eq 0 ] && [ "$npos" -eq 0 ] || return 0 ;;
-	rm)
+	rm | pause | resume)
 		[ "$dashdash" -eq 0 ] || return 0 ;;
 	cp)
 		# SB: (a sandbox name and its colon) or a host path

@@ -3,7 +3,8 @@
 # Install as sbx.fish in a directory of $fish_complete_path (e.g. /usr/share/fish/vendor_completions.d).
 
 # options whose value is the next word
-set -g __sbx_value_opts -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user
+set -g __sbx_value_opts -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user \
+    --cpus --memory --pids-limit --ttl --ttl-action --grace
 
 # the command: the first word after 'sbx' that is not a global option
 function __sbx_cmd
@@ -46,7 +47,7 @@ function __sbx_options
     end
 end
 
-# SB wanted here: exec, inspect and logs take one, rm any number
+# SB wanted here: exec, inspect and logs take one, rm, pause and resume any number
 function __sbx_wants_sandbox
     set -l cmd (__sbx_cmd); or return 1
     set -l args (__sbx_args); or return 1
@@ -54,7 +55,7 @@ function __sbx_wants_sandbox
     switch $cmd
         case exec inspect logs
             test (count $args) -eq 0
-        case rm
+        case rm pause resume
             return 0
         case '*'
             return 1
@@ -75,5 +76,6 @@ complete -c sbx -n '__sbx_wants_sandbox' -a '(sbx __complete sandboxes 2>/dev/nu
 complete -c sbx -n 'test "$(__sbx_cmd)" = help; and test (count (__sbx_args)) -eq 0' -a '(sbx __complete commands 2>/dev/null)'
 complete -c sbx -n 'test "$(__sbx_cmd)" = cp; and not string match -q -- "-*" (commandline -ct)' -F -a '(for s in (sbx __complete sandboxes 2>/dev/null); echo $s:; end)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --provider' -a '(sbx __complete providers 2>/dev/null)'
+complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --ttl-action' -a 'pause rm'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is -e --env' -a '(set -nx)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --env-file -v --volume' -F

@@ -40,7 +40,23 @@ static json_t *options_json(const struct sbx_create_opts *o)
 		json_object_set_new(labels, k, json_string(eq ? eq + 1 : ""));
 	}
 	json_object_set_new(j, "labels", labels);
+	if (o->memory)
+		json_object_set_new(j, "memory", json_integer(o->memory));
+	if (o->cpu_millis)
+		json_object_set_new(j, "cpu_millis", json_integer(o->cpu_millis));
+	if (o->pids_limit)
+		json_object_set_new(j, "pids_limit", json_integer(o->pids_limit));
+	if (o->ttl_ms) {
+		json_object_set_new(j, "ttl_ms", json_integer(o->ttl_ms));
+		json_object_set_new(j, "ttl_action", json_string(o->ttl_action ? o->ttl_action
+										  : "pause"));
+	}
 	return j;
+}
+
+static const char *label_of(const struct sbx_record *rec)
+{
+	return rec->name ? rec->name : rec->id;
 }
 
 static const struct sbx_provider *provider_of(const struct sbx_record *rec, struct sbx_err *err)
@@ -177,8 +193,129 @@ int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_
 	if (!p->exec)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support exec",
 				   p->name);
+	if (o->resume) {
+		/* --resume: whatever the state, running first (a no-op when it is) */
+		if (sbx_sandbox_resume(ctx, rec->id, err) < 0)
+			return -1;
+		sbx_record_free(TAKE_PTR(rec));
+		if (sbx_sandbox_open(ctx, sb, &rec, &p, err) < 0)
+			return -1;
+	}
 	sbx_debug("exec in %s (provider %s): %s", rec->id, p->name, o->argv[0]);
 	return p->exec(ctx, rec, o, ret_status, err);
+}
+
+/* SB, locked, its state confirmed by looking */
+static int open_locked(struct sbx_ctx *ctx, const char *sb, int *ret_lock,
+		       struct sbx_record **ret_rec, const struct sbx_provider **ret_p,
+		       struct sbx_err *err)
+{
+	_cleanup_free_ char *id = NULL;
+	_cleanup_record_ struct sbx_record *rec = NULL;
+
+	if (sbx_store_resolve(&ctx->store, sb, &id, err) < 0)
+		return -1;
+	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, id, true, err);
+	if (lk < 0 || sbx_store_load(&ctx->store, id, &rec, err) < 0)
+		return -1;
+	if (!(*ret_p = provider_of(rec, err)))
+		return -1;
+	refresh(ctx, rec);
+	*ret_lock = TAKE_FD(lk);
+	*ret_rec = TAKE_PTR(rec);
+	return 0;
+}
+
+int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_pause_opts *o,
+		      struct sbx_err *err)
+{
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	_cleanup_close_ int lk = -1;
+	const struct sbx_provider *p;
+
+	if (open_locked(ctx, sb, &lk, &rec, &p, err) < 0)
+		return -1;
+	if (!p->pause)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support pause",
+				   p->name);
+	const char *l = label_of(rec);
+	switch (rec->state) {
+	case SBX_STATE_RUNNING:
+		break;
+	case SBX_STATE_PAUSED:
+		if (!o->release)
+			return 0; /* already what was asked */
+		break;
+	case SBX_STATE_RELEASED:
+		if (o->release)
+			return 0;
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is released (nothing runs to "
+				   "pause); run 'sbx resume %s' to start it again", l, l);
+	case SBX_STATE_STOPPED:
+		if (o->release)
+			break; /* tidies what a crash left, keeps the files */
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is stopped (nothing runs to "
+				   "pause); run 'sbx resume %s' to start it again", l, l);
+	default:
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s%s%s; it cannot be paused", l,
+				   sbx_state_name(rec->state), rec->state_reason ? ": " : "",
+				   rec->state_reason ? rec->state_reason : "");
+	}
+	sbx_debug("%s %s (state %s)", o->release ? "releasing" : "pausing", rec->id,
+		  sbx_state_name(rec->state));
+	if (p->pause(ctx, rec, o, err) < 0)
+		return -1;
+	sbx_test_hook("pause-provider-done");
+	/* paused is seen by looking (the freezer); released must be remembered */
+	return o->release ? sbx_store_save(&ctx->store, rec, true, err) : 0;
+}
+
+int sbx_sandbox_resume(struct sbx_ctx *ctx, const char *sb, struct sbx_err *err)
+{
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	_cleanup_close_ int lk = -1;
+	const struct sbx_provider *p;
+
+	if (open_locked(ctx, sb, &lk, &rec, &p, err) < 0)
+		return -1;
+	if (!p->resume)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support resume",
+				   p->name);
+	const char *l = label_of(rec);
+	switch (rec->state) {
+	case SBX_STATE_RUNNING:
+		return 0;
+	case SBX_STATE_PAUSED:
+	case SBX_STATE_RELEASED:
+	case SBX_STATE_STOPPED:
+		break;
+	default:
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s%s%s; remove it with "
+				   "'sbx rm -f %s'", l, sbx_state_name(rec->state),
+				   rec->state_reason ? ": " : "",
+				   rec->state_reason ? rec->state_reason : "", l);
+	}
+	sbx_debug("resuming %s (state %s)", rec->id, sbx_state_name(rec->state));
+	enum sbx_state was = rec->state;
+	long long t0 = sbx_now_ms();
+	if (was != SBX_STATE_PAUSED) {
+		/* no longer 'released': a boot that dies half-way leaves a stopped sandbox */
+		rec->state = SBX_STATE_STOPPED;
+		if (sbx_store_save(&ctx->store, rec, false, err) < 0)
+			return -1;
+		rec->state = was;
+	}
+	if (p->resume(ctx, rec, err) < 0)
+		return sbx_err_prefix(err, "cannot resume '%s'", l);
+	sbx_test_hook("resume-provider-done");
+	/* a thaw changes nothing stored; a boot has new pids and must not read 'released' */
+	if (was != SBX_STATE_PAUSED || rec->state != SBX_STATE_RUNNING) {
+		rec->state = SBX_STATE_RUNNING;
+		if (sbx_store_save(&ctx->store, rec, true, err) < 0)
+			return -1;
+	}
+	sbx_debug("resumed %s in %lld ms", rec->id, sbx_now_ms() - t0);
+	return 0;
 }
 
 int sbx_sandbox_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path, char **ret_id,
@@ -228,10 +365,10 @@ int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_e
 	if (!(p = provider_of(rec, err)))
 		return -1;
 	refresh(ctx, rec);
-	if (rec->state == SBX_STATE_RUNNING && !force)
+	if ((rec->state == SBX_STATE_RUNNING || rec->state == SBX_STATE_PAUSED) && !force)
 		return sbx_err_set(err, SBX_E_STATE,
-				   "sandbox '%s' is running; remove it anyway with 'sbx rm -f %s'",
-				   rec->name ? rec->name : rec->id, rec->name ? rec->name : rec->id);
+				   "sandbox '%s' is %s; remove it anyway with 'sbx rm -f %s'",
+				   label_of(rec), sbx_state_name(rec->state), label_of(rec));
 	sbx_debug("removing %s (state %s)", id, sbx_state_name(rec->state));
 	if (p->rm && p->rm(ctx, rec, force, err) < 0)
 		return -1;

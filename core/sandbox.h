@@ -12,6 +12,11 @@ int sbx_sandbox_open(struct sbx_ctx *ctx, const char *sb, struct sbx_record **re
 /* *ret_status: the command's exit status (or 128+N, or 124 on timeout) */
 int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_opts *opts,
 		     int *ret_status, struct sbx_err *err);
+/* freezes SB (or, with release, ends its processes and keeps its files) */
+int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_pause_opts *opts,
+		      struct sbx_err *err);
+/* back to running: thaws a paused SB, boots a released or stopped one on its files */
+int sbx_sandbox_resume(struct sbx_ctx *ctx, const char *sb, struct sbx_err *err);
 int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_err *err);
 /* sbx cp (core/cp.c): a tar stream on tar_fd into SB:dest / a tar of SB:src onto tar_fd */
 int sbx_sandbox_cp_in(struct sbx_ctx *ctx, const char *sb, int tar_fd, const char *dest,

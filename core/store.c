@@ -55,6 +55,8 @@ void sbx_record_free(struct sbx_record *rec)
 		json_decref(rec->options);
 	if (rec->extra)
 		json_decref(rec->extra);
+	if (rec->live)
+		json_decref(rec->live);
 	free(rec);
 }
 

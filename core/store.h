@@ -37,6 +37,7 @@ struct sbx_record {
 	long long created;	/* unix seconds */
 	json_t *options;	/* creation options, as given */
 	json_t *extra;		/* provider-private, stored opaquely */
+	json_t *live;		/* what looking found (inspect): never stored */
 	char *dir;		/* $SBX_HOME/sandboxes/ID (not stored) */
 };
 

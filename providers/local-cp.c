@@ -234,7 +234,7 @@ static int write_maps(pid_t pid, bool map_range)
 static int run(const struct sbx_record *rec, const struct cp_job *j, struct sbx_err *err)
 {
 	const char *label = rec->name ? rec->name : rec->id;
-	bool map_range = geteuid() == 0;
+	bool map_range = local_map_range_of(rec);
 	struct local_pids pids;
 	int pidfd = -1, rootfd = -1, efd[2], s1[2] = { -1, -1 }, s2[2] = { -1, -1 };
 	pid_t parent = getpid();
@@ -339,6 +339,7 @@ int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, c
 	};
 
 	(void)ctx;
+	local_touch_activity(rec->dir);
 	return run(rec, &j, err);
 }
 
@@ -348,6 +349,7 @@ int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *
 	struct cp_job j = { .out = true, .fd = tar_fd, .follow = opts->follow_links };
 
 	sbx_cp_src_parse(src, &j.src);
+	local_touch_activity(rec->dir);
 	int r = run(rec, &j, err);
 	sbx_cp_src_release(&j.src);
 	(void)ctx;

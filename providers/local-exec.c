@@ -355,14 +355,26 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	if (o->tty && !isatty(0))
 		return sbx_err_set(err, SBX_E_USAGE,
 				   "the input device is not a TTY: drop -t, or run sbx from a terminal");
-	if (local_read_pids(rec->dir, &pids) < 0)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running (stopped); remove "
-				   "it with 'sbx rm %s'", label, label);
-	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
+	/* held until the command is forked: a pause waits for it, and then freezes the command
+	 * with the rest (the descriptor closes in the child at execve) */
+	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, rec->id, false, err);
+	if (lk < 0)
+		return -1;
+	_cleanup_close_ int pidfd = -1;
+	if (local_read_pids(rec->dir, &pids) == 0)
+		pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
 	if (pidfd < 0 || !local_alive(pids.init_pid, pids.init_start) ||
 	    !local_alive(pids.sup_pid, pids.sup_start))
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running (stopped); remove "
-				   "it with 'sbx rm %s'", label, label);
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; run 'sbx resume %s'",
+				   label, rec->state == SBX_STATE_RELEASED ? "released" : "stopped",
+				   label);
+	if (local_is_frozen(rec->dir, &pids) == 1)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is paused; run 'sbx resume %s'",
+				   label, label);
+	local_touch_activity(rec->dir);
+	/* for the end of the command, which is traffic too: by then we are inside the sandbox */
+	_cleanup_free_ char *actpath = xasprintf("%s/activity", rec->dir);
+	_cleanup_close_ int actfd = open(actpath, O_WRONLY | O_CLOEXEC);
 
 	/* everything read from the host must be read before joining the sandbox */
 	_cleanup_free_ char *bpfpath = xasprintf("%s/seccomp.bpf", rec->dir);
@@ -392,7 +404,10 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	const char *term = getenv("TERM");
 	_cleanup_free_ char *termkv = xasprintf("TERM=%s", term && *term ? term : "xterm");
 
-	bool map_range = geteuid() == 0;
+	bool map_range = local_map_range_of(rec);
+	/* the command's cgroups are the sandbox's: its limits, its freezer */
+	if (local_cgroup_enter(rec->dir, getpid()) < 0)
+		return sbx_err_errno(err, "cannot join the cgroup of sandbox '%s'", label);
 	if (join(rec, &pids, pidfd, label, err) < 0)
 		return -1;
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -493,6 +508,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	}
 	child_pid = pid;
 	close(ep[1]);
+	close(TAKE_FD(lk));
 	if (slave >= 0) {
 		close(slave);
 		slave = -1;
@@ -538,6 +554,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		w = waitpid(pid, &st, 0);
 	while (w < 0 && errno == EINTR);
 	child_pid = 0;
+	if (actfd >= 0)
+		(void)futimens(actfd, NULL);
 	if (w < 0)
 		return sbx_err_errno(err, "cannot wait for the command");
 

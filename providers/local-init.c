@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "providers/local.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -162,6 +163,24 @@ static void mkdir_p_inside(const char *path)
 		init_fail("cannot create '%s' inside the sandbox", path);
 }
 
+/* no process but init left in the pid namespace (exec'd commands are not init's children) */
+static bool alone(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	bool only = true;
+
+	if (!d)
+		return true;
+	while ((de = readdir(d)))
+		if (de->d_name[0] >= '1' && de->d_name[0] <= '9' && !streq(de->d_name, "1")) {
+			only = false;
+			break;
+		}
+	closedir(d);
+	return only;
+}
+
 static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *volfds,
 				 int sync_fd)
 {
@@ -171,6 +190,9 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
 	if (read(sync_fd, &c, 1) != 1)
 		_exit(1); /* the supervisor went away */
+	/* the supervisor has moved us into the sandbox's cgroups: that is our cgroup root now */
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		init_fail("cannot create the cgroup namespace");
 	/* sync_fd stays open as a lifeline: EOF on it means the supervisor died */
 	if (s->map_range && setgroups(0, NULL) < 0)
 		init_fail("cannot drop supplementary groups");
@@ -291,22 +313,25 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	sigprocmask(SIG_BLOCK, &all, NULL);
 	int sfd = signalfd(-1, &all, SFD_CLOEXEC);
 	struct pollfd pf[2] = { { .fd = sync_fd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+	bool stopping = false;
 	for (;;) {
-		if (poll(pf, sfd >= 0 ? 2 : 1, -1) < 0 && errno != EINTR)
+		if (poll(pf, sfd >= 0 ? 2 : 1, stopping ? 20 : -1) < 0 && errno != EINTR)
 			_exit(1);
 		if (pf[0].revents) /* the supervisor is gone: so is the sandbox (every process in
 				    * the pid namespace dies with its init) */
 			_exit(0);
 		struct signalfd_siginfo si;
-		if (sfd >= 0 && pf[1].revents && read(sfd, &si, sizeof(si)) == sizeof(si)) {
-			if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
-				/* a graceful stop: pass it on, then leave */
-				kill(-1, SIGTERM);
-				_exit(0);
-			}
+		if (sfd >= 0 && pf[1].revents && read(sfd, &si, sizeof(si)) == sizeof(si) &&
+		    (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) && !stopping) {
+			/* a graceful stop: pass it on; leave once every other process ended (whoever
+			 * sent it sends SIGKILL when its grace period is over) */
+			kill(-1, SIGTERM);
+			stopping = true;
 		}
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			;
+		if (stopping && alone())
+			_exit(0);
 	}
 }
 
@@ -370,6 +395,79 @@ static _noreturn_ _printf_(3, 4) void sup_fail(int report_fd, pid_t init, const 
 	_exit(1);
 }
 
+/* the idle timeout fired: pause the sandbox, or remove it, under its lock, as the CLI would.
+ * Returns the time to sleep before looking again (ms), or -1 once the sandbox is gone. */
+static long long idle_timeout(const struct local_setup *s, pid_t init)
+{
+	struct sbx_store st = { .root = (char *)s->store_root };
+	struct sbx_err err = { 0 };
+	struct sbx_record *rec = NULL;
+	long long left;
+
+	_cleanup_close_ int lk = sbx_store_lock(&st, s->id, true, &err);
+	if (lk < 0 || sbx_store_load(&st, s->id, &rec, &err) < 0) {
+		sbx_record_free(rec);
+		return lk < 0 && err.kind == SBX_E_NOTFOUND ? -1 : s->ttl_ms;
+	}
+	struct local_pids pids;
+	if (local_read_pids(s->dir, &pids) < 0 || pids.init_pid != init) {
+		sbx_record_free(rec);
+		return s->ttl_ms;
+	}
+	/* traffic while we waited for the lock, or paused already: look again later */
+	left = local_idle_deadline(s->dir, s->ttl_ms) - sbx_now_ms();
+	if (left > 0 || local_is_frozen(s->dir, &pids) == 1) {
+		sbx_record_free(rec);
+		return left > 0 ? left : s->ttl_ms;
+	}
+	if (s->ttl_rm) {
+		kill(init, SIGKILL);
+		while (waitpid(init, NULL, 0) < 0 && errno == EINTR)
+			;
+		local_cgroup_remove(s->dir);
+		(void)sbx_store_remove(&st, s->id, rec->name, &err);
+		sbx_record_free(rec);
+		return -1;
+	}
+	if (local_freeze(s->dir, &pids, true, &err) == 0) {
+		rec->state = SBX_STATE_PAUSED;
+		(void)sbx_store_save(&st, rec, true, &err);
+	}
+	sbx_record_free(rec);
+	return s->ttl_ms;
+}
+
+/* holds the sandbox until init ends, acting on the idle timeout */
+static _noreturn_ void hold(const struct local_setup *s, pid_t init)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, init, 0);
+	long long wait_ms = -1;
+
+	if (s->ttl_ms > 0 && pidfd >= 0) {
+		wait_ms = local_idle_deadline(s->dir, s->ttl_ms) - sbx_now_ms();
+		if (wait_ms < 0)
+			wait_ms = 0;
+	}
+	for (;;) {
+		struct pollfd p = { .fd = pidfd, .events = POLLIN };
+		int r = pidfd >= 0 ? poll(&p, 1, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms) : 1;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != 0)
+			break;
+		wait_ms = idle_timeout(s, init);
+		if (wait_ms < 0)
+			break;
+	}
+	for (;;) {
+		int st;
+		pid_t w = waitpid(init, &st, 0);
+		if (w == init || (w < 0 && errno != EINTR))
+			break;
+	}
+	_exit(0);
+}
+
 void local_supervisor(const struct local_setup *s, int report_fd)
 {
 	int sync_p[2], ready_p[2];
@@ -409,9 +507,9 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 		sup_fail(report_fd, 0, "cannot create pipes");
 
 	pid_t sup = getpid();
+	/* the cgroup namespace comes later: init makes it once it is in the sandbox's cgroups */
 	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-					 CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC |
-					 CLONE_NEWCGROUP | SIGCHLD,
+					 CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD,
 				   NULL, NULL, NULL, NULL);
 	if (pid < 0)
 		sup_fail(report_fd, 0, "cannot create the sandbox's namespaces");
@@ -433,6 +531,8 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 
 	if (write_maps(s, pid) < 0)
 		sup_fail(report_fd, pid, "cannot write the user namespace's id maps");
+	if (local_cgroup_enter(s->dir, pid) < 0)
+		sup_fail(report_fd, pid, "cannot move the sandbox into its cgroup");
 	/* run by root, volumes are id-mapped through the sandbox's user namespace, so what host
 	 * root owns there, sandbox root owns (podman's :idmap); filesystems without id-mapped
 	 * mounts keep plain ownership */
@@ -488,12 +588,5 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	sbx_test_hook("supervisor-ready");
 	report(report_fd, &r);
 
-	/* hold the sandbox until init ends */
-	for (;;) {
-		int st;
-		pid_t w = waitpid(pid, &st, 0);
-		if (w == pid || (w < 0 && errno != EINTR))
-			break;
-	}
-	_exit(0);
+	hold(s, pid);
 }

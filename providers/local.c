@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "providers/local.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -13,9 +14,11 @@
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "core/json.h"
 #include "core/log.h"
+#include "core/sandbox.h"
 #include "core/test-hook.h"
 
 #ifndef CLONE_NEWCGROUP
@@ -196,6 +199,143 @@ static int prepare_root(const char *dir, const struct local_setup *s, struct sbx
 	return 0;
 }
 
+/* may sandbox root map to LOCAL_UID_BASE.. ? Root on the host, or root of a user namespace
+ * that holds that range; otherwise only the caller's own uid is mapped */
+static bool can_map_range(void)
+{
+	_cleanup_free_ char *t = NULL;
+
+	if (geteuid() != 0)
+		return false;
+	t = sbx_read_file("/proc/self/uid_map", 65536, NULL);
+	for (char *l = t; l && *l;) {
+		unsigned long in, out, n;
+		if (sscanf(l, "%lu %lu %lu", &in, &out, &n) == 3 && in <= LOCAL_UID_BASE &&
+		    in + n >= (unsigned long)LOCAL_UID_BASE + LOCAL_UID_COUNT)
+			return true;
+		char *nl = strchr(l, '\n');
+		l = nl ? nl + 1 : l + strlen(l);
+	}
+	return false;
+}
+
+bool local_map_range_of(const struct sbx_record *rec)
+{
+	json_t *n = rec->extra ? json_object_get(rec->extra, "uid_count") : NULL;
+
+	if (json_is_integer(n))
+		return json_integer_value(n) > 1;
+	return geteuid() == 0;
+}
+
+void local_touch_activity(const char *dir)
+{
+	_cleanup_free_ char *p = xasprintf("%s/activity", dir);
+
+	if (utimensat(AT_FDCWD, p, NULL, 0) < 0 && errno == ENOENT) {
+		int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+long long local_idle_deadline(const char *dir, long long ttl_ms)
+{
+	_cleanup_free_ char *p = xasprintf("%s/activity", dir);
+	struct stat st;
+
+	if (ttl_ms <= 0 || stat(p, &st) < 0)
+		return 0;
+	return (long long)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000 + ttl_ms;
+}
+
+static void limits_of(const json_t *options, struct local_limits *lim)
+{
+	memset(lim, 0, sizeof(*lim));
+	lim->memory = json_integer_value(json_object_get(options, "memory"));
+	lim->pids = json_integer_value(json_object_get(options, "pids_limit"));
+	lim->cpu_millis = json_integer_value(json_object_get(options, "cpu_millis"));
+}
+
+/* the supervisor and init of a sandbox whose files exist: cgroups, fork, the report */
+static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup *s,
+		struct sbx_err *err)
+{
+	struct local_limits lim;
+
+	limits_of(rec->options, &lim);
+	s->store_root = ctx->store.root;
+	s->id = rec->id;
+	s->ttl_ms = json_integer_value(json_object_get(rec->options, "ttl_ms"));
+	const char *act = sbx_json_str(rec->options, "ttl_action");
+	s->ttl_rm = act && streq(act, "rm");
+	if (local_cgroup_setup(rec->dir, rec->id, &lim, err) < 0)
+		return -1;
+	local_touch_activity(rec->dir);
+	sbx_test_hook("boot-cgroups");
+
+	int rp[2];
+	if (pipe2(rp, O_CLOEXEC) < 0)
+		return sbx_err_errno(err, "cannot create a pipe");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(rp[0]);
+		close(rp[1]);
+		return sbx_err_errno(err, "cannot start the supervisor");
+	}
+	if (pid == 0) {
+		close(rp[0]);
+		local_supervisor(s, rp[1]);
+	}
+	close(rp[1]);
+
+	struct local_report r;
+	size_t got = 0;
+	while (got < sizeof(r)) {
+		ssize_t n = read(rp[0], (char *)&r + got, sizeof(r) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(rp[0]);
+	/* the supervisor is detached (setsid); reap the intermediate only if it already died */
+	(void)waitpid(pid, NULL, WNOHANG);
+	if (got != sizeof(r))
+		return sbx_err_set(err, SBX_E_SYSTEM,
+				   "cannot start sandbox: its supervisor exited during set-up");
+	if (!r.ok) {
+		r.msg[sizeof(r.msg) - 1] = 0;
+		return sbx_err_set(err, SBX_E_SYSTEM, "cannot start sandbox: %s", r.msg);
+	}
+	json_t *x = rec->extra && json_is_object(rec->extra) ? json_incref(rec->extra) : json_object();
+	json_object_set_new(x, "init_pid", json_integer(r.pids.init_pid));
+	json_object_set_new(x, "supervisor_pid", json_integer(r.pids.sup_pid));
+	json_object_set_new(x, "uid_base", json_integer(s->uid));
+	json_object_set_new(x, "uid_count", json_integer((json_int_t)s->map_count));
+	if (rec->extra)
+		json_decref(rec->extra);
+	rec->extra = x;
+	rec->state = SBX_STATE_RUNNING;
+	return 0;
+}
+
+static void ids_for(struct local_setup *s, bool map_range)
+{
+	s->map_range = map_range;
+	if (map_range) {
+		s->uid = LOCAL_UID_BASE;
+		s->gid = LOCAL_UID_BASE;
+		s->map_count = LOCAL_UID_COUNT;
+	} else {
+		s->uid = geteuid();
+		s->gid = getegid();
+		s->map_count = 1;
+	}
+}
+
 static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struct sbx_record *rec,
 			struct sbx_err *err)
 {
@@ -209,16 +349,7 @@ static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, st
 	_cleanup_free_ void *bpf = NULL;
 	size_t bpf_len = 0;
 
-	if (geteuid() == 0) {
-		s.map_range = true;
-		s.uid = LOCAL_UID_BASE;
-		s.gid = LOCAL_UID_BASE;
-		s.map_count = LOCAL_UID_COUNT;
-	} else {
-		s.uid = geteuid();
-		s.gid = getegid();
-		s.map_count = 1;
-	}
+	ids_for(&s, can_map_range());
 	if (prepare_root(rec->dir, &s, err) < 0)
 		return -1;
 	/* the filter is the same for every sandbox of this sbx: compile it once per version */
@@ -240,66 +371,114 @@ static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, st
 			return -1;
 	}
 	sbx_test_hook("create-prepared");
-
-	int rp[2];
-	if (pipe2(rp, O_CLOEXEC) < 0)
-		return sbx_err_errno(err, "cannot create a pipe");
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid < 0) {
-		close(rp[0]);
-		close(rp[1]);
-		return sbx_err_errno(err, "cannot start the supervisor");
-	}
-	if (pid == 0) {
-		close(rp[0]);
-		local_supervisor(&s, rp[1]);
-	}
-	close(rp[1]);
-
-	struct local_report r;
-	size_t got = 0;
-	while (got < sizeof(r)) {
-		ssize_t n = read(rp[0], (char *)&r + got, sizeof(r) - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	close(rp[0]);
-	/* the supervisor is detached (setsid); reap the intermediate only if it already died */
-	(void)waitpid(pid, NULL, WNOHANG);
-	if (got != sizeof(r))
-		return sbx_err_set(err, SBX_E_SYSTEM,
-				   "cannot create sandbox: its supervisor exited during set-up");
-	if (!r.ok) {
-		r.msg[sizeof(r.msg) - 1] = 0;
-		return sbx_err_set(err, SBX_E_SYSTEM, "cannot create sandbox: %s", r.msg);
-	}
-	json_t *x = json_object();
-	json_object_set_new(x, "init_pid", json_integer(r.pids.init_pid));
-	json_object_set_new(x, "supervisor_pid", json_integer(r.pids.sup_pid));
-	json_object_set_new(x, "uid_base", json_integer(s.uid));
-	json_object_set_new(x, "uid_count", json_integer((json_int_t)s.map_count));
-	if (rec->extra)
-		json_decref(rec->extra);
-	rec->extra = x;
-	rec->state = SBX_STATE_RUNNING;
-	(void)ctx;
-	return 0;
+	return boot(ctx, rec, &s, err);
 }
 
 /* --- state --------------------------------------------------------------------------------- */
 
+char local_proc_state(pid_t pid)
+{
+	char path[64], buf[512];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *s = strrchr(buf, ')');
+	return s && s[1] == ' ' ? s[2] : 0;
+}
+
+int local_is_frozen(const char *dir, const struct local_pids *pids)
+{
+	int f = local_cgroup_frozen(dir);
+
+	if (f >= 0)
+		return f;
+	char st = local_proc_state(pids->init_pid);
+	return st == 'T' || st == 't';
+}
+
+/* every process of the sandbox's pid namespace, by the namespace's inode */
+static size_t ns_members(pid_t init, pid_t **ret)
+{
+	char p[64];
+	struct stat ns, st;
+	size_t n = 0, cap = 0;
+	pid_t *v = NULL;
+
+	*ret = NULL;
+	snprintf(p, sizeof(p), "/proc/%d/ns/pid", (int)init);
+	if (stat(p, &ns) < 0)
+		return 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		if (strlen(de->d_name) > 20)
+			continue;
+		snprintf(p, sizeof(p), "/proc/%.20s/ns/pid", de->d_name);
+		if (stat(p, &st) < 0 || st.st_ino != ns.st_ino || st.st_dev != ns.st_dev)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 32;
+			v = xrealloc(v, cap * sizeof(pid_t));
+		}
+		v[n++] = (pid_t)atoi(de->d_name);
+	}
+	closedir(d);
+	*ret = v;
+	return n;
+}
+
+/* SIGSTOP (or SIGCONT) to every process of the pid namespace until each is stopped: new ones
+ * forked meanwhile are caught on the next round */
+static int signal_all(pid_t init, bool stop, struct sbx_err *err)
+{
+	for (int round = 0; round < 200; round++) {
+		pid_t *v;
+		size_t n = ns_members(init, &v), busy = 0;
+		for (size_t i = 0; i < n; i++) {
+			char st = local_proc_state(v[i]);
+			if (stop && (st == 'T' || st == 't' || st == 'Z' || st == 'X' || !st))
+				continue;
+			(void)kill(v[i], stop ? SIGSTOP : SIGCONT);
+			busy++;
+		}
+		free(v);
+		if (!stop || !busy)
+			return 0;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return sbx_err_set(err, SBX_E_SYSTEM, "the sandbox's processes did not all stop");
+}
+
+int local_freeze(const char *dir, const struct local_pids *pids, bool freeze, struct sbx_err *err)
+{
+	if (local_cgroup_can_freeze(dir))
+		return local_cgroup_freeze(dir, freeze, err);
+	return signal_all(pids->init_pid, freeze, err);
+}
+
 static enum sbx_state look(const struct sbx_record *rec, struct local_pids *pids)
 {
+	enum sbx_state down = rec->state == SBX_STATE_RELEASED ? SBX_STATE_RELEASED
+							       : SBX_STATE_STOPPED;
+
 	if (local_read_pids(rec->dir, pids) < 0)
-		return SBX_STATE_STOPPED;
+		return down;
 	if (local_alive(pids->init_pid, pids->init_start) &&
 	    local_alive(pids->sup_pid, pids->sup_start))
-		return SBX_STATE_RUNNING;
-	return SBX_STATE_STOPPED;
+		return local_is_frozen(rec->dir, pids) == 1 ? SBX_STATE_PAUSED : SBX_STATE_RUNNING;
+	return down;
 }
 
 static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
@@ -307,12 +486,31 @@ static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx
 	struct local_pids pids;
 
 	rec->state = look(rec, &pids);
-	if (rec->state == SBX_STATE_RUNNING && rec->extra)
+	if ((rec->state == SBX_STATE_RUNNING || rec->state == SBX_STATE_PAUSED) && rec->extra)
 		json_object_set_new(rec->extra, "init_pid", json_integer(pids.init_pid));
+	json_t *live = json_object();
+	_cleanup_free_ char *cg = local_cgroup_describe(rec->dir);
+	json_object_set_new(live, "cgroup", json_string(cg));
+	long long oom = local_cgroup_oom_kills(rec->dir);
+	json_object_set_new(live, "oom_kills", oom >= 0 ? json_integer(oom) : json_null());
+	long long ttl = json_integer_value(json_object_get(rec->options, "ttl_ms"));
+	long long dl = rec->state == SBX_STATE_RUNNING ? local_idle_deadline(rec->dir, ttl) : 0;
+	if (dl > 0) {
+		_cleanup_free_ char *t = sbx_time_rfc3339(dl / 1000);
+		json_object_set_new(live, "idle_deadline", json_string(t));
+		json_object_set_new(live, "idle_deadline_unix", json_integer(dl / 1000));
+	} else {
+		json_object_set_new(live, "idle_deadline", json_null());
+	}
+	if (rec->live)
+		json_decref(rec->live);
+	rec->live = live;
+	(void)ctx;
+	(void)err;
 	return 0;
 }
 
-/* --- rm ------------------------------------------------------------------------------------ */
+/* --- rm, release ---------------------------------------------------------------------------- */
 
 static int wait_gone(int pidfd, int ms)
 {
@@ -325,8 +523,10 @@ static int wait_gone(int pidfd, int ms)
 	return r > 0 ? 0 : -1;
 }
 
-static int kill_checked(pid_t pid, unsigned long long start, const char *what, const char *label,
-			struct sbx_err *err)
+/* sig to a process we started (checked by start time); then, unless wait_ms is 0, waits up to
+ * wait_ms for it to end: 0 gone, 1 still there, -1 error */
+static int signal_checked(pid_t pid, unsigned long long start, int sig, int wait_ms,
+			  const char *what, const char *label, struct sbx_err *err)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 
@@ -334,37 +534,157 @@ static int kill_checked(pid_t pid, unsigned long long start, const char *what, c
 		return 0; /* already gone */
 	if (!local_alive(pid, start)) {
 		close(pidfd);
-		return 0; /* gone, or the pid was reused: not ours to kill */
+		return 0; /* gone, or the pid was reused: not ours to signal */
 	}
-	if (syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH) {
+	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0 && errno != ESRCH) {
 		sbx_err_errno(err, "cannot stop the %s of sandbox '%s'", what, label);
 		close(pidfd);
 		return -1;
 	}
-	int r = wait_gone(pidfd, 10000);
+	int r = wait_ms ? wait_gone(pidfd, wait_ms) : 0;
 	close(pidfd);
-	if (r < 0)
+	return r < 0 ? 1 : 0;
+}
+
+static int kill_checked(pid_t pid, unsigned long long start, const char *what, const char *label,
+			struct sbx_err *err)
+{
+	int r = signal_checked(pid, start, SIGKILL, 10000, what, label, err);
+
+	if (r > 0)
 		return sbx_err_set(err, SBX_E_SYSTEM, "the %s of sandbox '%s' did not exit", what,
 				   label);
+	return r;
+}
+
+/* every process ends: SIGTERM (init passes it on), SIGKILL after grace_ms; cgroups removed */
+static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *err)
+{
+	const char *label = rec->name ? rec->name : rec->id;
+	struct local_pids pids;
+
+	if (local_read_pids(rec->dir, &pids) == 0) {
+		bool alive = local_alive(pids.init_pid, pids.init_start);
+		if (alive && grace_ms > 0) {
+			int r = signal_checked(pids.init_pid, pids.init_start, SIGTERM, 0, "init", label,
+					       err);
+			if (r < 0)
+				return -1;
+			/* frozen processes handle the signal once thawed */
+			if (local_is_frozen(rec->dir, &pids) == 1) {
+				struct sbx_err ignored = { 0 };
+				(void)local_freeze(rec->dir, &pids, false, &ignored);
+			}
+			int pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
+			if (pidfd >= 0) {
+				(void)wait_gone(pidfd, grace_ms > INT_MAX ? INT_MAX : (int)grace_ms);
+				close(pidfd);
+			}
+		}
+		/* a v1 freezer holds even killed tasks: kill, then thaw, then wait */
+		if (local_alive(pids.init_pid, pids.init_start) &&
+		    local_is_frozen(rec->dir, &pids) == 1) {
+			struct sbx_err ignored = { 0 };
+			(void)signal_checked(pids.init_pid, pids.init_start, SIGKILL, 0, "init", label,
+					     &ignored);
+			(void)local_freeze(rec->dir, &pids, false, &ignored);
+		}
+		/* killing init ends every process of the pid namespace; the supervisor follows */
+		if (kill_checked(pids.init_pid, pids.init_start, "init", label, err) < 0)
+			return -1;
+		sbx_test_hook("rm-killed");
+		if (kill_checked(pids.sup_pid, pids.sup_start, "supervisor", label, err) < 0)
+			return -1;
+	}
+	local_cgroup_remove(rec->dir);
 	return 0;
 }
 
 static int local_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struct sbx_err *err)
 {
-	const char *label = rec->name ? rec->name : rec->id;
-	struct local_pids pids;
-
-	if (local_read_pids(rec->dir, &pids) < 0)
-		return 0; /* nothing runs */
-	/* killing init ends every process of the pid namespace; the supervisor follows */
-	if (kill_checked(pids.init_pid, pids.init_start, "init", label, err) < 0)
-		return -1;
-	sbx_test_hook("rm-killed");
-	if (kill_checked(pids.sup_pid, pids.sup_start, "supervisor", label, err) < 0)
-		return -1;
 	(void)ctx;
 	(void)force;
+	return stop_all(rec, 0, err);
+}
+
+/* --- pause, resume -------------------------------------------------------------------------- */
+
+static int local_pause(struct sbx_ctx *ctx, struct sbx_record *rec,
+		       const struct sbx_pause_opts *o, struct sbx_err *err)
+{
+	struct local_pids pids;
+
+	(void)ctx;
+	if (o->release) {
+		if (stop_all(rec, o->grace_ms, err) < 0)
+			return -1;
+		_cleanup_free_ char *p = xasprintf("%s/pids", rec->dir);
+		(void)unlink(p);
+		rec->state = SBX_STATE_RELEASED;
+		return 0;
+	}
+	if (local_read_pids(rec->dir, &pids) < 0)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running", rec->id);
+	if (local_freeze(rec->dir, &pids, true, err) < 0)
+		return -1;
+	rec->state = SBX_STATE_PAUSED;
 	return 0;
+}
+
+static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
+{
+	struct local_pids pids;
+
+	if (rec->state == SBX_STATE_PAUSED) {
+		if (local_read_pids(rec->dir, &pids) < 0)
+			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running", rec->id);
+		if (local_freeze(rec->dir, &pids, false, err) < 0)
+			return -1;
+		local_touch_activity(rec->dir);
+		rec->state = SBX_STATE_RUNNING;
+		return 0;
+	}
+	/* released or stopped: whatever is left ends, then the sandbox boots on its files */
+	if (stop_all(rec, 0, err) < 0)
+		return -1;
+	_cleanup_free_ char *root = xasprintf("%s/root", rec->dir);
+	struct stat st;
+	if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode))
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no files (its creation did "
+				   "not finish); remove it with 'sbx rm -f %s'", rec->id, rec->id);
+	_cleanup_free_ char *bpfpath = xasprintf("%s/seccomp.bpf", rec->dir);
+	size_t bpf_len = 0;
+	_cleanup_free_ void *bpf = sbx_read_file(bpfpath, 1 << 20, &bpf_len);
+	if (!bpf || !bpf_len || bpf_len % 8)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no usable seccomp filter "
+				   "('%s'); remove it with 'sbx rm -f %s'", rec->id, bpfpath, rec->id);
+	json_t *vols = json_object_get(rec->options, "volumes");
+	size_t nv = json_array_size(vols);
+	_cleanup_free_ struct sbx_volume *v = xcalloc(nv + 1, sizeof(*v));
+	for (size_t i = 0; i < nv; i++) {
+		json_t *e = json_array_get(vols, i);
+		v[i].host = (char *)sbx_json_str(e, "host");
+		v[i].dest = (char *)sbx_json_str(e, "dest");
+		v[i].ro = json_is_true(json_object_get(e, "read_only"));
+		if (!v[i].host || !v[i].dest)
+			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has a broken volume record",
+					   rec->id);
+		if (access(v[i].host, F_OK) < 0)
+			return sbx_err_errno(err, "cannot use volume '%s'", v[i].host);
+	}
+	const char *wd = sbx_json_str(rec->options, "workdir");
+	struct local_setup s = {
+		.dir = rec->dir,
+		.hostname = rec->name ? rec->name : rec->id,
+		.workdir = wd ? wd : "/workspace",
+		.volumes = v,
+		.n_volumes = nv,
+		.bpf = bpf,
+		.bpf_len = bpf_len,
+	};
+	ids_for(&s, local_map_range_of(rec));
+	sbx_debug("booting %s again on its files", rec->id);
+	return boot(ctx, rec, &s, err);
 }
 
 const struct sbx_provider sbx_provider_local = {
@@ -375,6 +695,8 @@ const struct sbx_provider sbx_provider_local = {
 	.cp_in = local_cp_in,
 	.cp_out = local_cp_out,
 	.rm = local_rm,
+	.pause = local_pause,
+	.resume = local_resume,
 	.log_path = local_log_path,
 	.inspect = local_inspect,
 };

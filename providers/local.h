@@ -14,9 +14,20 @@ struct local_pids {
 	unsigned long long sup_start;
 };
 
+/* resource limits (0: none) */
+struct local_limits {
+	long long memory;	/* bytes */
+	long long pids;
+	long long cpu_millis;	/* thousandths of a CPU */
+};
+
 /* everything the supervisor and init need, prepared by the CLI before the fork */
 struct local_setup {
 	const char *dir;	/* the sandbox directory on the host */
+	const char *store_root;	/* $SBX_HOME, for the supervisor's idle timeout */
+	const char *id;
+	long long ttl_ms;	/* idle timeout (0: none) */
+	bool ttl_rm;		/* at the timeout: remove, rather than pause */
 	const char *hostname;
 	const char *workdir;
 	bool map_range;		/* run by root: map sandbox root to uid_base.. */
@@ -43,6 +54,36 @@ int local_starttime(pid_t pid, unsigned long long *ret);
 int local_read_pids(const char *dir, struct local_pids *ret);
 /* 1 alive (same start time), 0 gone */
 int local_alive(pid_t pid, unsigned long long start);
+/* did this sandbox map a range of ids (created by root), or only the caller's uid */
+bool local_map_range_of(const struct sbx_record *rec);
+
+/* the state of a process from /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 when gone */
+char local_proc_state(pid_t pid);
+/* marks exec/cp/preview traffic for the idle timeout */
+void local_touch_activity(const char *dir);
+/* the idle deadline (unix ms) of a running sandbox with a TTL, or 0 */
+long long local_idle_deadline(const char *dir, long long ttl_ms);
+/* freezes (pause) or thaws every process of a running sandbox: its cgroup, or SIGSTOP/SIGCONT
+ * to every process of its pid namespace when no cgroup freezer is writable */
+int local_freeze(const char *dir, const struct local_pids *pids, bool freeze, struct sbx_err *err);
+/* 1 when the sandbox's processes are frozen (its cgroup, or a stopped init) */
+int local_is_frozen(const char *dir, const struct local_pids *pids);
+
+/* cgroups (local-cgroup.c): the sandbox's directories are listed in DIR/cgroups */
+int local_cgroup_setup(const char *sbdir, const char *id, const struct local_limits *lim,
+		       struct sbx_err *err);
+/* moves pid into every cgroup of the sandbox; -1 with errno */
+int local_cgroup_enter(const char *sbdir, pid_t pid);
+bool local_cgroup_can_freeze(const char *sbdir);
+int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err);
+/* 1 frozen (or freezing), 0 not, -1 no freezer */
+int local_cgroup_frozen(const char *sbdir);
+/* processes the kernel killed for the memory limit; -1 when unknown */
+long long local_cgroup_oom_kills(const char *sbdir);
+/* "v2", "v1", "hybrid" or "none" */
+char *local_cgroup_describe(const char *sbdir);
+/* removes the sandbox's cgroup directories (waiting briefly for the last tasks) */
+void local_cgroup_remove(const char *sbdir);
 
 int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	       int *ret_status, struct sbx_err *err);

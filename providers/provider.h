@@ -27,6 +27,16 @@ struct sbx_create_opts {
 	struct sbx_volume *volumes;
 	size_t n_volumes;
 	char **labels;		/* "K=V", NULL-terminated */
+	long long memory;	/* --memory, bytes (0: none) */
+	long long cpu_millis;	/* --cpus, thousandths of a CPU (0: none) */
+	long long pids_limit;	/* --pids-limit (0: none) */
+	long long ttl_ms;	/* --ttl: idle time before ttl_action (0: none) */
+	const char *ttl_action;	/* "pause" (default) or "rm" */
+};
+
+struct sbx_pause_opts {
+	bool release;		/* end every process, keep the files and the record */
+	long long grace_ms;	/* release: SIGTERM, then SIGKILL after this long */
 };
 
 struct sbx_exec_opts {
@@ -39,6 +49,7 @@ struct sbx_exec_opts {
 	const char *user;	/* -u USER[:GROUP], by name or number; NULL: root */
 	long long timeout_ms;	/* 0: none */
 	long *ret_pid;		/* -d: set to the command's pid inside the sandbox */
+	bool resume;		/* --resume: a paused, released or stopped sandbox resumes first */
 };
 
 struct sbx_cp_opts {
@@ -68,6 +79,11 @@ struct sbx_provider {
 	int (*cp_out)(struct sbx_ctx *, const struct sbx_record *, const char *src, int tar_fd,
 		      const struct sbx_cp_opts *, struct sbx_err *);
 	int (*rm)(struct sbx_ctx *, struct sbx_record *, bool force, struct sbx_err *);
+	/* rec->state is fresh (running, or for release also paused/stopped); called locked */
+	int (*pause)(struct sbx_ctx *, struct sbx_record *, const struct sbx_pause_opts *,
+		     struct sbx_err *);
+	/* back to running from paused, released or stopped (rec->state fresh); called locked */
+	int (*resume)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 	/* the output of detached commands: a path on this host, or NULL (unsupported) */
 	char *(*log_path)(const struct sbx_record *);
 	/* refresh rec->state (and state_reason) by looking */

@@ -159,3 +159,50 @@ pid_alive() {
 	st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null)
 	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
 }
+
+# sandbox_pids ID: the init and supervisor pids the sandbox's pids file names (none if absent)
+sandbox_pids() {
+	local f="$SBX_HOME/sandboxes/$1/pids"
+	[ -r "$f" ] && awk '{ print $1; print $3 }' "$f"
+	return 0
+}
+
+# assert_gone ID [PID...]: no directory, no cgroup and none of the PIDs left of sandbox ID
+assert_gone() {
+	local id=$1 p d
+	shift
+	if [ -e "$SBX_HOME/sandboxes/$id" ]; then
+		say "left behind: $SBX_HOME/sandboxes/$id" >&2
+		return 1
+	fi
+	for d in /sys/fs/cgroup/*/sbx/"$id" /sys/fs/cgroup/sbx/"$id"; do
+		if [ -d "$d" ]; then
+			say "left behind: cgroup $d" >&2
+			return 1
+		fi
+	done
+	for p in "$@"; do
+		if pid_alive "$p"; then
+			say "left behind: process $p ($(cat "/proc/$p/comm" 2>/dev/null))" >&2
+			return 1
+		fi
+	done
+	return 0
+}
+
+# sb_state SB: the state inspect reports
+sb_state() {
+	"$SBX" inspect "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])'
+}
+
+# wait_state SB STATE [SECONDS]: polls (bounded) until SB shows STATE
+wait_state() {
+	local i=0 max=$(( ${3:-10} * 10 ))
+	while [ "$i" -lt "$max" ]; do
+		[ "$(sb_state "$1" 2>/dev/null)" = "$2" ] && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	say "sandbox $1 is $(sb_state "$1" 2>&1), not $2" >&2
+	return 1
+}

@@ -105,7 +105,7 @@ test_expect_success 'a stopped sandbox (supervisor killed) shows stopped, exec s
 	sbx ls >out && grep -E "^$id +st +local +stopped" out &&
 	sbx inspect st | grep -q "\"state\": \"stopped\"" &&
 	expect_code 125 sbx exec st -- true 2>err &&
-	expect_one_error_line err "sandbox .st. is not running" &&
+	expect_one_error_line err "sandbox .st. is stopped; run .sbx resume st." &&
 	sbx rm st >/dev/null &&
 	! test -e "$SBX_HOME/sandboxes/$id"
 '

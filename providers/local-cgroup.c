@@ -1,0 +1,538 @@
+/* The local sandbox's cgroups: v2, v1, or the hybrid of both; limits, freezing, OOM counts.
+ *
+ * A sandbox gets one directory per hierarchy it can write, named sbx/ID under the hierarchy's
+ * root (run by root) or under the nearest writable ancestor of the caller's own cgroup (a
+ * delegated v2 subtree). The directories are listed in the sandbox's `cgroups` file, one
+ * "ROLE PATH" line each, ROLE being v2 (the unified hierarchy: freezing, and the controllers it
+ * offers) or a v1 controller (memory, pids, cpu, freezer). */
+#define _GNU_SOURCE
+#include "providers/local.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/log.h"
+
+enum { ROLE_V2, ROLE_MEMORY, ROLE_PIDS, ROLE_CPU, ROLE_FREEZER, N_ROLES };
+static const char *const role_name[N_ROLES] = { "v2", "memory", "pids", "cpu", "freezer" };
+
+/* --- small file helpers ------------------------------------------------------------------- */
+
+static int cg_write(const char *dir, const char *file, const char *text)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	int fd = open(p, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int r = sbx_write_all(fd, text, strlen(text));
+	int e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+
+static char *cg_read(const char *dir, const char *file)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	return sbx_read_file(p, 65536, NULL);
+}
+
+/* "KEY N" in a flat keyed file (memory.events, cgroup.events, memory.oom_control); -1 absent */
+static long long cg_key(const char *dir, const char *file, const char *key)
+{
+	_cleanup_free_ char *t = cg_read(dir, file);
+	size_t kl = strlen(key);
+
+	for (char *l = t; l && *l;) {
+		char *nl = strchrnul(l, '\n');
+		if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
+			return strtoll(l + kl + 1, NULL, 10);
+		l = *nl ? nl + 1 : nl;
+	}
+	return -1;
+}
+
+static bool cg_has(const char *dir, const char *file)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	return access(p, F_OK) == 0;
+}
+
+/* --- discovery ---------------------------------------------------------------------------- */
+
+struct hier {
+	char *mount;	/* where the hierarchy is mounted */
+	char *own;	/* the caller's cgroup in it, relative to the mount ("" for its root) */
+};
+
+/* the caller's cgroup in a hierarchy: "0::/x" for v2, "N:a,b:/x" for v1 controller c */
+static char *own_cgroup(const char *controller)
+{
+	_cleanup_free_ char *t = sbx_read_file("/proc/self/cgroup", 1 << 16, NULL);
+
+	for (char *l = t; l && *l;) {
+		char *nl = strchrnul(l, '\n');
+		char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c2 && c2 < nl) {
+			bool match;
+			if (!controller) {
+				match = c2 == c1 + 1 && strncmp(l, "0:", 2) == 0;
+			} else {
+				_cleanup_free_ char *list = xstrndup(c1 + 1, (size_t)(c2 - c1 - 1));
+				match = false;
+				char *save = NULL;
+				for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save))
+					if (streq(w, controller))
+						match = true;
+			}
+			if (match) {
+				char *path = xstrndup(c2 + 1, (size_t)(nl - c2 - 1));
+				if (streq(path, "/"))
+					path[0] = 0;
+				return path;
+			}
+		}
+		l = *nl ? nl + 1 : nl;
+	}
+	return NULL;
+}
+
+/* the mount of the v2 hierarchy (controller NULL) or of a v1 controller, from mountinfo */
+static bool find_hier(const char *controller, struct hier *h)
+{
+	_cleanup_free_ char *t = sbx_read_file("/proc/self/mountinfo", 1 << 20, NULL);
+
+	for (char *l = t; l && *l;) {
+		char *nl = strchrnul(l, '\n');
+		_cleanup_free_ char *line = xstrndup(l, (size_t)(nl - l));
+		l = *nl ? nl + 1 : nl;
+		char *f[6] = { 0 }, *save = NULL, *w = strtok_r(line, " ", &save);
+		for (int i = 0; i < 6 && w; i++, w = strtok_r(NULL, " ", &save))
+			f[i] = w;
+		if (!f[4])
+			continue;
+		/* after the optional fields: "- FSTYPE SOURCE SUPEROPTS" */
+		char *dash = w;
+		while (dash && !streq(dash, "-"))
+			dash = strtok_r(NULL, " ", &save);
+		char *fstype = dash ? strtok_r(NULL, " ", &save) : NULL;
+		char *source = fstype ? strtok_r(NULL, " ", &save) : NULL;
+		char *super = source ? strtok_r(NULL, " ", &save) : NULL;
+		if (!super || !streq(f[3], "/"))
+			continue; /* only hierarchies mounted from their root */
+		bool match = false;
+		if (!controller) {
+			match = streq(fstype, "cgroup2");
+		} else if (streq(fstype, "cgroup")) {
+			char *s2 = NULL;
+			for (char *o = strtok_r(super, ",", &s2); o; o = strtok_r(NULL, ",", &s2))
+				if (streq(o, controller))
+					match = true;
+		}
+		if (!match)
+			continue;
+		h->mount = xstrdup(f[4]);
+		h->own = own_cgroup(controller);
+		if (!h->own)
+			h->own = xstrdup("");
+		return true;
+	}
+	return false;
+}
+
+static void hier_release(struct hier *h)
+{
+	free(h->mount);
+	free(h->own);
+	h->mount = h->own = NULL;
+}
+
+/* where sandboxes go in a hierarchy: its root when we may write there (root), otherwise the
+ * nearest ancestor of our own cgroup that we may write (a delegated subtree); NULL if none */
+static char *pick_parent(const struct hier *h)
+{
+	char p[PATH_MAX];
+
+	if (geteuid() == 0) {
+		snprintf(p, sizeof(p), "%s/cgroup.procs", h->mount);
+		if (access(h->mount, W_OK) == 0 && access(p, W_OK) == 0)
+			return xasprintf("%s/sbx", h->mount);
+	}
+	_cleanup_free_ char *own = xstrdup(h->own);
+	for (;;) {
+		char *slash = strrchr(own, '/');
+		if (!slash)
+			return NULL;
+		*slash = 0; /* our own cgroup holds processes: never a parent (v2's rule) */
+		snprintf(p, sizeof(p), "%s%s/cgroup.procs", h->mount, own);
+		_cleanup_free_ char *dir = xasprintf("%s%s", h->mount, own);
+		if (access(dir, W_OK) == 0 && access(p, W_OK) == 0)
+			return xasprintf("%s/sbx", dir);
+	}
+}
+
+/* mkdir parent/ID (and parent); NULL when this hierarchy is not ours to write */
+static char *make_dir(const char *parent, const char *id, struct sbx_err *err)
+{
+	if (mkdir(parent, 0755) < 0 && errno != EEXIST) {
+		sbx_debug("cgroup: cannot create %s: %s", parent, strerror(errno));
+		return NULL;
+	}
+	char *d = xasprintf("%s/%s", parent, id);
+	if (mkdir(d, 0755) < 0 && errno != EEXIST) {
+		sbx_debug("cgroup: cannot create %s: %s", d, strerror(errno));
+		free(d);
+		return NULL;
+	}
+	(void)err;
+	return d;
+}
+
+/* "+memory +pids +cpu" into the subtree control of the v2 parents, as far as they offer them */
+static void v2_enable(const char *mount, const char *parent)
+{
+	static const char *const ctl[] = { "memory", "pids", "cpu" };
+	_cleanup_free_ char *avail = cg_read(parent, "cgroup.controllers");
+	_cleanup_free_ char *up = xstrdup(parent);
+	char *slash = strrchr(up, '/');
+
+	if (slash && strlen(up) > strlen(mount))
+		*slash = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
+		char w[32];
+		snprintf(w, sizeof(w), "+%s", ctl[i]);
+		_cleanup_free_ char *upc = cg_read(up, "cgroup.controllers");
+		if (upc && strstr(upc, ctl[i]))
+			(void)cg_write(up, "cgroup.subtree_control", w);
+		_cleanup_free_ char *pc = cg_read(parent, "cgroup.controllers");
+		if (pc && strstr(pc, ctl[i]))
+			(void)cg_write(parent, "cgroup.subtree_control", w);
+	}
+	(void)avail;
+}
+
+/* --- the sandbox's cgroups --------------------------------------------------------------- */
+
+struct cgroups {
+	char *dir[N_ROLES];	/* NULL: none for that role */
+};
+
+static void cgroups_release(struct cgroups *c)
+{
+	for (int i = 0; i < N_ROLES; i++)
+		free(c->dir[i]);
+	memset(c, 0, sizeof(*c));
+}
+
+static void cgroups_load(const char *sbdir, struct cgroups *c)
+{
+	_cleanup_free_ char *p = xasprintf("%s/cgroups", sbdir);
+	_cleanup_free_ char *t = sbx_read_file(p, 65536, NULL);
+
+	memset(c, 0, sizeof(*c));
+	for (char *l = t; l && *l;) {
+		char *nl = strchrnul(l, '\n');
+		char *sp = strchr(l, ' ');
+		if (sp && sp < nl)
+			for (int i = 0; i < N_ROLES; i++)
+				if ((size_t)(sp - l) == strlen(role_name[i]) &&
+				    strncmp(l, role_name[i], (size_t)(sp - l)) == 0 && !c->dir[i])
+					c->dir[i] = xstrndup(sp + 1, (size_t)(nl - sp - 1));
+		l = *nl ? nl + 1 : nl;
+	}
+}
+
+/* the v2 directory when it has controller ctl enabled */
+static bool v2_offers(const struct cgroups *c, const char *ctl)
+{
+	if (!c->dir[ROLE_V2])
+		return false;
+	_cleanup_free_ char *t = cg_read(c->dir[ROLE_V2], "cgroup.controllers");
+	if (!t)
+		return false;
+	char *save = NULL;
+	for (char *w = strtok_r(t, " \n", &save); w; w = strtok_r(NULL, " \n", &save))
+		if (streq(w, ctl))
+			return true;
+	return false;
+}
+
+static const char delegation_hint[] =
+	"run sbx as root, or from a delegated cgroup v2 subtree (e.g. 'systemd-run --user "
+	"--scope -p Delegate=yes sbx create ...')";
+
+static int apply_limits(const struct cgroups *c, const struct local_limits *lim,
+			struct sbx_err *err)
+{
+	char v[64];
+
+	if (lim->memory > 0) {
+		snprintf(v, sizeof(v), "%lld", lim->memory);
+		if (v2_offers(c, "memory")) {
+			if (cg_write(c->dir[ROLE_V2], "memory.max", v) < 0)
+				return sbx_err_errno(err, "cannot set the memory limit");
+			(void)cg_write(c->dir[ROLE_V2], "memory.swap.max", "0");
+		} else if (c->dir[ROLE_MEMORY]) {
+			if (cg_write(c->dir[ROLE_MEMORY], "memory.limit_in_bytes", v) < 0)
+				return sbx_err_errno(err, "cannot set the memory limit");
+			if (cg_has(c->dir[ROLE_MEMORY], "memory.memsw.limit_in_bytes"))
+				(void)cg_write(c->dir[ROLE_MEMORY], "memory.memsw.limit_in_bytes", v);
+		} else {
+			return sbx_err_set(err, SBX_E_STATE, "cannot apply --memory: no writable cgroup "
+					   "offers the memory controller; %s", delegation_hint);
+		}
+	}
+	if (lim->pids > 0) {
+		snprintf(v, sizeof(v), "%lld", lim->pids);
+		const char *d = v2_offers(c, "pids") ? c->dir[ROLE_V2] : c->dir[ROLE_PIDS];
+		if (!d)
+			return sbx_err_set(err, SBX_E_STATE, "cannot apply --pids-limit: no writable "
+					   "cgroup offers the pids controller; %s", delegation_hint);
+		if (cg_write(d, "pids.max", v) < 0)
+			return sbx_err_errno(err, "cannot set the pids limit");
+	}
+	if (lim->cpu_millis > 0) {
+		long long period = 100000, quota = lim->cpu_millis * period / 1000;
+		if (quota < 1000)
+			quota = 1000;
+		if (v2_offers(c, "cpu")) {
+			snprintf(v, sizeof(v), "%lld %lld", quota, period);
+			if (cg_write(c->dir[ROLE_V2], "cpu.max", v) < 0)
+				return sbx_err_errno(err, "cannot set the CPU limit");
+		} else if (c->dir[ROLE_CPU]) {
+			snprintf(v, sizeof(v), "%lld", period);
+			if (cg_write(c->dir[ROLE_CPU], "cpu.cfs_period_us", v) < 0)
+				return sbx_err_errno(err, "cannot set the CPU period");
+			snprintf(v, sizeof(v), "%lld", quota);
+			if (cg_write(c->dir[ROLE_CPU], "cpu.cfs_quota_us", v) < 0)
+				return sbx_err_errno(err, "cannot set the CPU limit");
+		} else {
+			return sbx_err_set(err, SBX_E_STATE, "cannot apply --cpus: no writable cgroup "
+					   "offers the cpu controller; %s", delegation_hint);
+		}
+	}
+	return 0;
+}
+
+int local_cgroup_setup(const char *sbdir, const char *id, const struct local_limits *lim,
+		       struct sbx_err *err)
+{
+	static const char *const v1[N_ROLES] = { NULL, "memory", "pids", "cpu", "freezer" };
+	struct cgroups c = { 0 };
+	char *out = xstrdup("");
+	int r = -1;
+
+	/* test-only: behave as on a host with v1 controllers and no v2 hierarchy */
+	const char *only_v1 = getenv("SBX_TEST_CGROUP_V1_ONLY");
+
+	for (int i = 0; i < N_ROLES; i++) {
+		struct hier h = { 0 };
+		if (i == ROLE_V2 && only_v1 && *only_v1)
+			continue;
+		if (!find_hier(v1[i], &h))
+			continue;
+		_cleanup_free_ char *parent = pick_parent(&h);
+		if (parent) {
+			if (i == ROLE_V2) {
+				(void)mkdir(parent, 0755);
+				v2_enable(h.mount, parent);
+			}
+			c.dir[i] = make_dir(parent, id, err);
+		}
+		hier_release(&h);
+		if (!c.dir[i])
+			continue;
+		char *n = xasprintf("%s%s %s\n", out, role_name[i], c.dir[i]);
+		free(out);
+		out = n;
+	}
+	/* the list first: whatever was made, rm finds */
+	_cleanup_free_ char *p = xasprintf("%s/cgroups", sbdir);
+	if (sbx_write_atomic(p, out, strlen(out), false, err) < 0)
+		goto out;
+	if (apply_limits(&c, lim, err) < 0)
+		goto out;
+	sbx_debug("cgroup: %s", *out ? out : "none writable\n");
+	r = 0;
+out:
+	free(out);
+	cgroups_release(&c);
+	return r;
+}
+
+int local_cgroup_enter(const char *sbdir, pid_t pid)
+{
+	struct cgroups c;
+	char v[32];
+	int r = 0;
+
+	cgroups_load(sbdir, &c);
+	snprintf(v, sizeof(v), "%d", (int)pid);
+	for (int i = 0; i < N_ROLES; i++) {
+		if (!c.dir[i])
+			continue;
+		/* v1 hierarchies can share a directory (cpu,cpuacct mounted together) */
+		bool dup = false;
+		for (int k = 0; k < i; k++)
+			dup = dup || (c.dir[k] && streq(c.dir[k], c.dir[i]));
+		if (!dup && cg_write(c.dir[i], "cgroup.procs", v) < 0) {
+			r = -1;
+			break;
+		}
+	}
+	cgroups_release(&c);
+	return r;
+}
+
+bool local_cgroup_can_freeze(const char *sbdir)
+{
+	struct cgroups c;
+
+	cgroups_load(sbdir, &c);
+	bool ok = (c.dir[ROLE_V2] && cg_has(c.dir[ROLE_V2], "cgroup.freeze")) ||
+		  c.dir[ROLE_FREEZER];
+	cgroups_release(&c);
+	return ok;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err)
+{
+	struct cgroups c;
+	int r = -1;
+
+	cgroups_load(sbdir, &c);
+	if (c.dir[ROLE_V2] && cg_has(c.dir[ROLE_V2], "cgroup.freeze")) {
+		if (cg_write(c.dir[ROLE_V2], "cgroup.freeze", freeze ? "1" : "0") < 0) {
+			sbx_err_errno(err, "cannot %s the sandbox's cgroup", freeze ? "freeze" : "thaw");
+			goto out;
+		}
+		/* frozen only once every task stopped: cgroup.events says so (poll wakes on change) */
+		_cleanup_free_ char *ev = xasprintf("%s/cgroup.events", c.dir[ROLE_V2]);
+		_cleanup_close_ int fd = open(ev, O_RDONLY | O_CLOEXEC);
+		for (int i = 0; i < 1000; i++) {
+			long long f = cg_key(c.dir[ROLE_V2], "cgroup.events", "frozen");
+			if (f == (freeze ? 1 : 0) || f < 0)
+				break;
+			struct pollfd pf = { .fd = fd, .events = POLLPRI };
+			if (fd < 0 || poll(&pf, 1, 10) < 0)
+				nap_ms(1);
+		}
+		if (!freeze || cg_key(c.dir[ROLE_V2], "cgroup.events", "frozen") == 1) {
+			r = 0;
+			goto out;
+		}
+		if (!c.dir[ROLE_FREEZER]) {
+			sbx_err_set(err, SBX_E_SYSTEM, "the sandbox's cgroup did not freeze in 10 s");
+			goto out;
+		}
+	}
+	if (c.dir[ROLE_FREEZER]) {
+		const char *want = freeze ? "FROZEN" : "THAWED";
+		if (cg_write(c.dir[ROLE_FREEZER], "freezer.state", want) < 0) {
+			sbx_err_errno(err, "cannot %s the sandbox's cgroup", freeze ? "freeze" : "thaw");
+			goto out;
+		}
+		for (int i = 0; i < 2000; i++) {
+			_cleanup_free_ char *st = cg_read(c.dir[ROLE_FREEZER], "freezer.state");
+			if (st && startswith(st, want)) {
+				r = 0;
+				goto out;
+			}
+			/* FREEZING: a task is busy in the kernel; asking again moves it along */
+			if (freeze && i % 50 == 49)
+				(void)cg_write(c.dir[ROLE_FREEZER], "freezer.state", want);
+			nap_ms(5);
+		}
+		sbx_err_set(err, SBX_E_SYSTEM, "the sandbox's cgroup did not %s in 10 s",
+			    freeze ? "freeze" : "thaw");
+		goto out;
+	}
+	sbx_err_set(err, SBX_E_UNSUPPORTED, "the sandbox has no cgroup freezer");
+out:
+	cgroups_release(&c);
+	return r;
+}
+
+int local_cgroup_frozen(const char *sbdir)
+{
+	struct cgroups c;
+	int r = -1;
+
+	cgroups_load(sbdir, &c);
+	if (c.dir[ROLE_V2] && cg_has(c.dir[ROLE_V2], "cgroup.freeze")) {
+		/* what was asked, not only what is done: a freeze in progress counts */
+		_cleanup_free_ char *t = cg_read(c.dir[ROLE_V2], "cgroup.freeze");
+		if (t)
+			r = t[0] == '1';
+	}
+	if (r != 1 && c.dir[ROLE_FREEZER]) {
+		_cleanup_free_ char *st = cg_read(c.dir[ROLE_FREEZER], "freezer.state");
+		if (st)
+			r = !startswith(st, "THAWED");
+	}
+	cgroups_release(&c);
+	return r;
+}
+
+long long local_cgroup_oom_kills(const char *sbdir)
+{
+	struct cgroups c;
+	long long n = -1;
+
+	cgroups_load(sbdir, &c);
+	if (v2_offers(&c, "memory"))
+		n = cg_key(c.dir[ROLE_V2], "memory.events", "oom_kill");
+	else if (c.dir[ROLE_MEMORY])
+		n = cg_key(c.dir[ROLE_MEMORY], "memory.oom_control", "oom_kill");
+	cgroups_release(&c);
+	return n;
+}
+
+char *local_cgroup_describe(const char *sbdir)
+{
+	struct cgroups c;
+	char *s = NULL;
+
+	cgroups_load(sbdir, &c);
+	bool v2 = c.dir[ROLE_V2] != NULL, v1 = false;
+	for (int i = ROLE_MEMORY; i < N_ROLES; i++)
+		v1 = v1 || c.dir[i];
+	s = xstrdup(v2 && v1 ? "hybrid" : v2 ? "v2" : v1 ? "v1" : "none");
+	cgroups_release(&c);
+	return s;
+}
+
+void local_cgroup_remove(const char *sbdir)
+{
+	struct cgroups c;
+
+	cgroups_load(sbdir, &c);
+	/* a frozen v1 cgroup keeps its tasks (even killed ones) until thawed */
+	if (c.dir[ROLE_FREEZER])
+		(void)cg_write(c.dir[ROLE_FREEZER], "freezer.state", "THAWED");
+	for (int i = 0; i < N_ROLES; i++) {
+		if (!c.dir[i])
+			continue;
+		for (int k = 0; k < 200 && rmdir(c.dir[i]) < 0 && errno == EBUSY; k++) {
+			if (i == ROLE_V2 && k == 0)
+				(void)cg_write(c.dir[i], "cgroup.kill", "1");
+			nap_ms(5);
+		}
+	}
+	cgroups_release(&c);
+}
