@@ -184,20 +184,20 @@ test_expect_success 'a symlink to /etc or ../../.. is copied as the link; -L res
 	expect_one_error_line err "does not exist" && test ! -e out-hs &&
 	expect_code 125 sbx cp -L box:/workspace/hd/secret out-hs 2>err && test ! -e out-hs &&
 	expect_code 125 sbx cp box:/workspace/hd/ out-hs 2>err && test ! -e out-hs &&
-	sbx cp src/a box:/workspace/y 2>err; test ! -e /a || exit 1;
+	{ sbx cp src/a box:/workspace/y 2>err; test ! -e /a; } &&
 	expect_code 125 sbx cp src/a box:/workspace/hd/planted 2>err && test ! -e hostdir/planted
 '
 
 test_expect_success 'the destination on the host is a symlink to a host file: that file is kept' '
 	sbx exec box -c "echo root:x:sandbox >/workspace/shadow-like" &&
 	echo precious >precious && ln -s "$PWD/precious" x &&
-	sbx cp box:/workspace/shadow-like ./x; test "$(cat precious)" = precious &&
+	{ sbx cp box:/workspace/shadow-like ./x; test "$(cat precious)" = precious; } &&
 	mkdir -p into && ln -s "$PWD/precious" into/shadow-like &&
-	sbx cp box:/workspace/shadow-like into/; test "$(cat precious)" = precious &&
+	{ sbx cp box:/workspace/shadow-like into/; test "$(cat precious)" = precious; } &&
 	mkdir -p outside dd &&
 	sbx exec box -c "mkdir -p /workspace/dd/into2 && echo t >/workspace/dd/into2/evil" &&
 	ln -s "$PWD/outside" dd/into2 &&
-	sbx cp box:/workspace/dd/. dd; test ! -e outside/evil
+	{ sbx cp box:/workspace/dd/. dd; test ! -e outside/evil; }
 '
 
 test_expect_success 'the sandbox swaps a directory for a symlink while cp runs (CVE-2018-15664)' '
@@ -259,6 +259,15 @@ test_expect_success 'evil tars on stdin: ../evil, /abs/evil, through a symlink, 
 	! grep -qx h3 inside &&
 	host_untouched evil-dd evil-dd2 evil-abs evil-sym evil-sym2 evil-dev evil-blk h1 h2 h3 &&
 	test "$(sbx exec box cat /workspace/evil/existing)" = mine
+'
+
+test_expect_success 'device nodes of the sandbox are never created on the host' '
+	expect_code 125 sbx cp box:/dev/null devnull 2>err &&
+	expect_one_error_line err "null.*device nodes are never created" && test ! -e devnull &&
+	mkdir -p devdir &&
+	expect_code 125 sbx cp box:/dev/. devdir 2>err &&
+	expect_one_error_line err "device nodes are never created" &&
+	test -z "$(find devdir -type c -o -type b)"
 '
 
 test_expect_success 'setuid and setgid bits are dropped, both ways; hard links within a tar work' '
