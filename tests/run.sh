@@ -48,6 +48,7 @@ run_one() { # file label [setpriv args]
 	log=$(mktemp)
 	chmod 644 "$log"
 	echo "# --- $(basename "$t") as $label"
+	local t0=$SECONDS
 	if [ $# -gt 0 ]; then
 		(cd /tmp && timeout -k 10 600 setpriv "$@" env SBX="$work/sbx" SBX_SRC="$SBX_SRC" TEST_USER_LABEL="$label" \
 			ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
@@ -57,6 +58,7 @@ run_one() { # file label [setpriv args]
 	fi
 	rc=$?
 	cat "$log"
+	echo "# $(basename "$t") as $label took $((SECONDS - t0)) s"
 	count "$log" "$(basename "$t") as $label"
 	rm -f "$log"
 	return $rc
