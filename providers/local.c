@@ -439,10 +439,15 @@ static size_t ns_members(pid_t init, pid_t **ret)
 }
 
 /* SIGSTOP (or SIGCONT) to every process of the pid namespace until each is stopped: new ones
- * forked meanwhile are caught on the next round */
+ * forked meanwhile are caught on the next round. A process stops only once it runs again (one
+ * in uninterruptible sleep, or starved of CPU on a loaded host, takes its time), so the wait is
+ * bounded by time, not by a count of rounds. */
 static int signal_all(pid_t init, bool stop, struct sbx_err *err)
 {
-	for (int round = 0; round < 200; round++) {
+	long long deadline = sbx_now_ms() + 10000;
+	long wait_ns = 200000;
+
+	for (;;) {
 		pid_t *v;
 		size_t n = ns_members(init, &v), busy = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -455,10 +460,17 @@ static int signal_all(pid_t init, bool stop, struct sbx_err *err)
 		free(v);
 		if (!stop || !busy)
 			return 0;
-		struct timespec ts = { 0, 1000000 };
+		if (sbx_now_ms() > deadline) {
+			(void)signal_all(init, false, err); /* not half paused: all run again */
+			break;
+		}
+		struct timespec ts = { 0, wait_ns };
 		nanosleep(&ts, NULL);
+		if (wait_ns < 20000000)
+			wait_ns *= 2;
 	}
-	return sbx_err_set(err, SBX_E_SYSTEM, "the sandbox's processes did not all stop");
+	return sbx_err_set(err, SBX_E_SYSTEM, "the sandbox's processes did not all stop within "
+			   "10 s; they run on, try 'sbx pause' again");
 }
 
 int local_freeze(const char *dir, const struct local_pids *pids, bool freeze, struct sbx_err *err)
