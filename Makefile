@@ -24,7 +24,7 @@ endif
 
 DEPS_CFLAGS := $(shell $(PKG_CONFIG) --cflags libarchive libcurl jansson libseccomp 2>/dev/null)
 # libcurl and libarchive are dlopen'ed by core/lazy.c: never linked (DESIGN.md §2)
-DEPS_LIBS := $(shell $(PKG_CONFIG) --libs jansson libseccomp 2>/dev/null) -ldl
+DEPS_LIBS := $(shell $(PKG_CONFIG) --libs jansson libseccomp 2>/dev/null) -ldl -pthread
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla \
 	-Wno-unused-parameter -Wno-missing-field-initializers $(if $(filter 1,$(WERROR)),-Werror)
 VERSION := 0.1.0

@@ -15,6 +15,7 @@ int cmd_inspect(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_pause(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_resume(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_preview(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_run(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_version(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_help(int argc, char **argv, struct sbx_ctx *ctx);
@@ -49,15 +50,22 @@ struct create_args {
 	size_t n_env;
 	char **label_store;
 	size_t n_labels;
+	char **add_host_store;
+	size_t n_add_hosts;
+	char **host_port_store;
+	size_t n_host_ports;
 };
 /* parses one create option (getopt's c and optarg); 1 handled, 0 not a create option, -1 error */
 int create_parse_opt(struct create_args *a, int c, const char *arg, const char *cmd);
+/* after parsing: fills the option lists, checks what goes together; -1 after a usage error */
+int create_args_finish(struct create_args *a, const char *cmd);
 void create_args_release(struct create_args *a);
 /* getopt_long table entries and short options shared by create and run */
 #define CREATE_SHORTOPTS "e:w:v:"
 enum {
 	OPT_NAME = 1000, OPT_ENV_FILE, OPT_LABEL, OPT_JSON, OPT_PROVIDER, OPT_TIMEOUT, OPT_FORCE,
 	OPT_CPUS, OPT_MEMORY, OPT_PIDS_LIMIT, OPT_TTL, OPT_TTL_ACTION, OPT_RESUME,
+	OPT_NET, OPT_NET_PRESET, OPT_ADD_HOST, OPT_HOST_PORT, OPT_EGRESS, OPT_PUBLIC, OPT_RM,
 	OPT_HELP = 'h',
 };
 #define CREATE_LONGOPTS                                                         \
@@ -72,7 +80,11 @@ enum {
 	{ "memory", required_argument, NULL, OPT_MEMORY },                      \
 	{ "pids-limit", required_argument, NULL, OPT_PIDS_LIMIT },              \
 	{ "ttl", required_argument, NULL, OPT_TTL },                            \
-	{ "ttl-action", required_argument, NULL, OPT_TTL_ACTION }
+	{ "ttl-action", required_argument, NULL, OPT_TTL_ACTION },              \
+	{ "net", required_argument, NULL, OPT_NET },                            \
+	{ "net-preset", required_argument, NULL, OPT_NET_PRESET },              \
+	{ "add-host", required_argument, NULL, OPT_ADD_HOST },                  \
+	{ "host-port", required_argument, NULL, OPT_HOST_PORT }
 
 /* "K=V" from -e: K alone takes the caller's value (skipped when unset); 0 or -1 */
 int env_arg(char ***v, size_t *n, const char *arg, const char *cmd);

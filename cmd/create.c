@@ -5,6 +5,7 @@
 #include <errno.h>
 
 #include "core/json.h"
+#include "core/net.h"
 
 void strv_push(char ***v, size_t *n, char *s)
 {
@@ -154,7 +155,42 @@ int create_parse_opt(struct create_args *a, int c, const char *arg, const char *
 			       -1;
 		a->o.ttl_action = arg;
 		return 1;
+	case OPT_NET:
+		a->o.net = arg;
+		return 1;
+	case OPT_NET_PRESET:
+		if (!streq(arg, "default") && !streq(arg, "none"))
+			return cmd_usage_error(cmd, "invalid --net-preset '%s': use default or none",
+					       arg), -1;
+		a->o.net_preset_none = streq(arg, "none");
+		return 1;
+	case OPT_ADD_HOST:
+		strv_push(&a->add_host_store, &a->n_add_hosts, xstrdup(arg));
+		return 1;
+	case OPT_HOST_PORT:
+		strv_push(&a->host_port_store, &a->n_host_ports, xstrdup(arg));
+		return 1;
 	}
+	return 0;
+}
+
+int create_args_finish(struct create_args *a, const char *cmd)
+{
+	char msg[300];
+
+	a->o.env = a->env_store;
+	a->o.labels = a->label_store;
+	a->o.add_hosts = a->add_host_store;
+	a->o.host_ports = a->host_port_store;
+	if (a->o.ttl_action && !a->o.ttl_ms)
+		return cmd_usage_error(cmd, "--ttl-action goes with --ttl"), -1;
+	if (sbx_net_validate(&a->o, msg, sizeof(msg)) < 0)
+		return cmd_usage_error(cmd, "%s", msg), -1;
+	if (a->o.net_preset_none && a->o.net && strncmp(a->o.net, "allow=", 6) != 0)
+		return cmd_usage_error(cmd, "--net-preset goes with --net allow=..."), -1;
+	if (a->o.net && streq(a->o.net, "host"))
+		fprintf(stderr, "sbx: warning: --net host shares the host's network: the sandbox "
+			"can reach every service on this machine and its network, unlogged\n");
 	return 0;
 }
 
@@ -162,6 +198,8 @@ void create_args_release(struct create_args *a)
 {
 	sbx_strv_free(a->env_store);
 	sbx_strv_free(a->label_store);
+	sbx_strv_free(a->add_host_store);
+	sbx_strv_free(a->host_port_store);
 	for (size_t i = 0; i < a->o.n_volumes; i++) {
 		free(a->o.volumes[i].host);
 		free(a->o.volumes[i].dest);
@@ -202,11 +240,9 @@ int cmd_create(int argc, char **argv, struct sbx_ctx *ctx)
 		create_args_release(&a);
 		return cmd_usage_error("create", "unexpected argument '%s'", argv[optind]);
 	}
-	a.o.env = a.env_store;
-	a.o.labels = a.label_store;
-	if (a.o.ttl_action && !a.o.ttl_ms) {
+	if (create_args_finish(&a, "create") < 0) {
 		create_args_release(&a);
-		return cmd_usage_error("create", "--ttl-action goes with --ttl");
+		return 125;
 	}
 	if (sbx_sandbox_create(ctx, &a.o, &rec, &err) < 0) {
 		ret = cmd_report(&err);

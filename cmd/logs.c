@@ -4,7 +4,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
+
+#include "core/json.h"
 
 static int copy_out(int fd)
 {
@@ -23,22 +26,148 @@ static int copy_out(int fd)
 	return 0;
 }
 
+/* --- sbx logs --egress ---------------------------------------------------------------------- */
+
+/* one table row stays one line: control characters of a command are shown escaped */
+static char *one_line(const char *s)
+{
+	size_t n = strlen(s);
+	char *o = xmalloc(4 * n + 1), *q = o;
+
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '\n' || *p == '\r' || *p == '\t') {
+			*q++ = '\\';
+			*q++ = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+		} else if (*p < 0x20 || *p == 0x7f) {
+			q += sprintf(q, "\\x%02x", *p);
+		} else {
+			*q++ = (char)*p;
+		}
+	}
+	*q = 0;
+	return o;
+}
+
+static void egress_line(const char *line, bool json, bool *header)
+{
+	if (json) {
+		puts(line);
+		return;
+	}
+	json_t *j = json_loads(line, 0, NULL);
+	if (!j)
+		return;
+	if (!*header) {
+		printf("%-24s  %-12s  %-7s  %-28s  %-7s  %9s  %9s  %s\n", "TIME", "EXEC", "PROTO",
+		       "DESTINATION", "VERDICT", "UP", "DOWN", "COMMAND / REASON");
+		*header = true;
+	}
+	const char *t = sbx_json_str(j, "time");
+	_cleanup_free_ char *dest = xasprintf("%s:%lld", sbx_json_str(j, "domain") ?: "?",
+					      (long long)json_integer_value(json_object_get(j, "port")));
+	const char *verdict = sbx_json_str(j, "verdict") ?: "?";
+	bool deny = streq(verdict, "deny");
+	const char *raw = deny ? sbx_json_str(j, "reason") : sbx_json_str(j, "command");
+	_cleanup_free_ char *what = raw ? one_line(raw) : NULL;
+	printf("%-24s  %-12s  %-7s  %-28s  %-7s  %9lld  %9lld  %s\n", t ? t : "?",
+	       sbx_json_str(j, "exec") ?: "-", sbx_json_str(j, "proto") ?: "?", dest, verdict,
+	       (long long)json_integer_value(json_object_get(j, "bytes_up")),
+	       (long long)json_integer_value(json_object_get(j, "bytes_down")), what ? what : "-");
+	json_decref(j);
+}
+
+/* prints the whole lines that can be read from fd; a partial last line waits in pend */
+static void egress_drain(int fd, char **pend, bool json, bool *header)
+{
+	char buf[65536];
+	ssize_t n;
+
+	while ((n = read(fd, buf, sizeof(buf))) > 0) {
+		char *all = xasprintf("%s%.*s", *pend ? *pend : "", (int)n, buf);
+		free(*pend);
+		char *l = all, *nl;
+		while ((nl = strchr(l, '\n'))) {
+			*nl = 0;
+			if (*l)
+				egress_line(l, json, header);
+			l = nl + 1;
+		}
+		*pend = xstrdup(l);
+		free(all);
+	}
+	fflush(stdout);
+}
+
+static int egress_logs(struct sbx_ctx *ctx, const char *sb, bool json, bool follow)
+{
+	_cleanup_free_ char *path = NULL, *id = NULL;
+	struct sbx_err err = { 0 };
+	bool header = false;
+	_cleanup_free_ char *pend = NULL;
+
+	if (sbx_sandbox_egress_log_path(ctx, sb, &path, &id, &err) < 0)
+		return cmd_report(&err);
+	_cleanup_free_ char *old = xasprintf("%s.1", path);
+	int ofd = open(old, O_RDONLY | O_CLOEXEC);
+	if (ofd >= 0) {
+		egress_drain(ofd, &pend, json, &header);
+		close(ofd);
+		free(pend);
+		pend = NULL;
+	}
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0)
+		egress_drain(fd, &pend, json, &header);
+	if (!follow && !json && !header)
+		fprintf(stderr, "sbx: no egress recorded for sandbox '%s' yet\n", sb);
+	for (int tick = 0; follow; tick++) {
+		struct timespec ts = { 0, 100 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+		struct stat a, b;
+		/* rotated: finish the old file, go on with the new one */
+		if (fd >= 0 && fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino != b.st_ino) {
+			egress_drain(fd, &pend, json, &header);
+			close(fd);
+			fd = -1;
+		}
+		if (fd < 0)
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			egress_drain(fd, &pend, json, &header);
+		if (tick % 5 == 4) {
+			struct sbx_record *rec;
+			struct sbx_err e2 = { 0 };
+			if (sbx_sandbox_get(ctx, id, &rec, &e2) < 0)
+				break;
+			bool up = rec->state == SBX_STATE_RUNNING || rec->state == SBX_STATE_PAUSED;
+			sbx_record_free(rec);
+			if (!up)
+				break;
+		}
+	}
+	return 0;
+}
+
 int cmd_logs(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
 		{ "follow", no_argument, NULL, 'f' },
+		{ "egress", no_argument, NULL, OPT_EGRESS },
+		{ "json", no_argument, NULL, OPT_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool follow = false;
+	bool follow = false, egress = false, json = false;
 	struct sbx_err err = { 0 };
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+hf", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hf", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h': return cmd_print_help("logs");
 		case 'f': follow = true; break;
+		case OPT_EGRESS: egress = true; break;
+		case OPT_JSON: json = true; break;
 		default: return cmd_bad_option("logs", argc, argv);
 		}
 	}
@@ -46,6 +175,10 @@ int cmd_logs(int argc, char **argv, struct sbx_ctx *ctx)
 		return cmd_usage_error("logs", "missing sandbox");
 	if (optind + 1 < argc)
 		return cmd_usage_error("logs", "unexpected argument '%s'", argv[optind + 1]);
+	if (json && !egress)
+		return cmd_usage_error("logs", "--json goes with --egress");
+	if (egress)
+		return egress_logs(ctx, argv[optind], json, follow);
 	_cleanup_free_ char *path = NULL, *id = NULL;
 	if (sbx_sandbox_log_path(ctx, argv[optind], &path, &id, &err) < 0)
 		return cmd_report(&err);

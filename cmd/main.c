@@ -31,6 +31,15 @@ const struct sbx_command sbx_commands[] = {
 	  "      --ttl DUR          after DUR without exec, cp or preview traffic: pause\n"
 	  "      --ttl-action pause|rm\n"
 	  "                         what the idle timeout does (default pause)\n"
+	  "      --net MODE         egress: none, allow=DOMAIN[:PORT],... (default: allow= with\n"
+	  "                         the preset of package registries and code hosts), open\n"
+	  "                         (every domain, logged) or host (unsafe: the host's network)\n"
+	  "      --net-preset default|none\n"
+	  "                         with allow=: add the preset (default) or not\n"
+	  "      --add-host NAME:ADDR\n"
+	  "                         NAME resolves to ADDR, in /etc/hosts and for the proxy\n"
+	  "      --host-port PORT[:INSIDE]\n"
+	  "                         the host's 127.0.0.1:PORT at 127.0.0.1:INSIDE inside\n"
 	  "      --json             print the record as JSON instead of the id\n" },
 	{ "exec", cmd_exec, "Run a command in a sandbox",
 	  "sbx exec [OPTIONS] SB [--] CMD [ARG...]\n       sbx exec [OPTIONS] SB -c 'SHELL STRING'",
@@ -50,9 +59,18 @@ const struct sbx_command sbx_commands[] = {
 	  "  -a, --archive          keep the uid/gid of the source files\n"
 	  "  -L, --follow-link      copy what SRC points at when it is a symbolic link\n"
 	  "                         (resolved where it lives: inside the sandbox for SB:PATH)\n" },
-	{ "logs", cmd_logs, "Print the output of a sandbox's detached commands",
-	  "sbx logs [OPTIONS] SB",
-	  "  -f, --follow           keep printing new output until the sandbox stops\n" },
+	{ "logs", cmd_logs, "Print the output of detached commands, or the egress log",
+	  "sbx logs [OPTIONS] SB\n       sbx logs --egress [--json] [OPTIONS] SB",
+	  "  -f, --follow           keep printing new output until the sandbox stops\n"
+	  "      --egress           the sandbox's egress log: one line per connection\n"
+	  "      --json             with --egress: JSON lines\n" },
+	{ "preview", cmd_preview, "Reach a port inside a sandbox from the host by URL",
+	  "sbx preview [OPTIONS] SB PORT\n       sbx preview [--json] SB\n"
+	  "       sbx preview --rm SB PORT",
+	  "      --host-port N      listen on host port N (default: an ephemeral port)\n"
+	  "      --public           listen on every interface; requests need the URL's token\n"
+	  "      --rm               close the preview of PORT\n"
+	  "      --json             print {url, port, host_port, token} (with SB only: a list)\n" },
 	{ "ls", cmd_ls, "List sandboxes",
 	  "sbx ls [OPTIONS]",
 	  "      --json             print a JSON array of records\n"

@@ -63,8 +63,10 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 		return cmd_usage_error("run", "missing command");
 	}
 	x.argv = argv + optind;
-	a.o.env = a.env_store;
-	a.o.labels = a.label_store;
+	if (create_args_finish(&a, "run") < 0) {
+		create_args_release(&a);
+		return 125;
+	}
 	if (sbx_sandbox_create(ctx, &a.o, &rec, &err) < 0) {
 		create_args_release(&a);
 		return cmd_report(&err);

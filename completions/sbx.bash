@@ -3,7 +3,7 @@
 # Install as /usr/share/bash-completion/completions/sbx, or source it from ~/.bashrc.
 
 # options whose value is the next word
-_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user --cpus --memory --pids-limit --ttl --ttl-action --grace '
+_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user --cpus --memory --pids-limit --ttl --ttl-action --grace --net --net-preset --add-host --host-port '
 
 _sbx()
 {
@@ -38,6 +38,14 @@ _sbx()
 	--ttl-action)
 		mapfile -t COMPREPLY < <(compgen -W 'pause rm' -- "$cur")
 		return 0 ;;
+	--net)
+		# allow= takes a list of domains after it: no space
+		mapfile -t COMPREPLY < <(compgen -W 'none allow= open host' -- "$cur")
+		[[ ${COMPREPLY[0]-} == *= ]] && compopt -o nospace 2>/dev/null
+		return 0 ;;
+	--net-preset)
+		mapfile -t COMPREPLY < <(compgen -W 'default none' -- "$cur")
+		return 0 ;;
 	-e | --env)
 		mapfile -t COMPREPLY < <(compgen -e -- "$cur")
 		return 0 ;;
@@ -58,17 +66,22 @@ _sbx()
 			break
 		elif [[ $w == -* ]]; then
 			[[ $_sbx_value_opts == *" $w "* ]] && ((i++))
+		elif [ "$w" = = ] || [ "$w" = : ]; then
+			# COMP_WORDBREAKS split allow=a.com or HOST:PORT: the rest is the same word
+			((i++))
 		else
 			npos+=1
 		fi
 	done
 
-	if [ "$dashdash" -eq 0 ] && [[ $cur == -* ]] && { [ "$cmd" = rm ] || [ "$npos" -eq 0 ]; }; then
+	# options: before the arguments, or anywhere for commands that take them there
+	if [ "$dashdash" -eq 0 ] && [[ $cur == -* ]] &&
+		{ [[ " rm logs preview " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
 		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete options "$cmd" 2>/dev/null)" -- "$cur")
 		return 0
 	fi
 	case $cmd in
-	exec | inspect | logs)
+	exec | inspect | logs | preview)
 		[ "$dashdash" -eq 0 ] && [ "$npos" -eq 0 ] || return 0 ;;
 	rm | pause | resume)
 		[ "$dashdash" -eq 0 ] || return 0 ;;

@@ -4,7 +4,7 @@
 
 # options whose value is the next word
 set -g __sbx_value_opts -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user \
-    --cpus --memory --pids-limit --ttl --ttl-action --grace
+    --cpus --memory --pids-limit --ttl --ttl-action --grace --net --net-preset --add-host --host-port
 
 # the command: the first word after 'sbx' that is not a global option
 function __sbx_cmd
@@ -42,18 +42,19 @@ end
 function __sbx_options
     set -l cmd (__sbx_cmd); or return
     set -l args (__sbx_args); or return
-    if test (count $args) -eq 0; or test "$cmd" = rm
+    # options: before the arguments, or anywhere for commands that take them there
+    if test (count $args) -eq 0; or contains -- $cmd rm logs preview
         sbx __complete options $cmd 2>/dev/null
     end
 end
 
-# SB wanted here: exec, inspect and logs take one, rm, pause and resume any number
+# SB wanted here: exec, inspect, logs and preview take one, rm, pause and resume any number
 function __sbx_wants_sandbox
     set -l cmd (__sbx_cmd); or return 1
     set -l args (__sbx_args); or return 1
     contains -- (commandline -opc)[-1] $__sbx_value_opts; and return 1
     switch $cmd
-        case exec inspect logs
+        case exec inspect logs preview
             test (count $args) -eq 0
         case rm pause resume
             return 0
@@ -77,5 +78,7 @@ complete -c sbx -n 'test "$(__sbx_cmd)" = help; and test (count (__sbx_args)) -e
 complete -c sbx -n 'test "$(__sbx_cmd)" = cp; and not string match -q -- "-*" (commandline -ct)' -F -a '(for s in (sbx __complete sandboxes 2>/dev/null); echo $s:; end)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --provider' -a '(sbx __complete providers 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --ttl-action' -a 'pause rm'
+complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --net' -a 'none allow= open host'
+complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --net-preset' -a 'default none'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is -e --env' -a '(set -nx)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --env-file -v --volume' -F

@@ -8,6 +8,7 @@
 
 #include "core/json.h"
 #include "core/log.h"
+#include "core/net.h"
 #include "core/test-hook.h"
 
 static json_t *strv_json(char **v)
@@ -51,6 +52,7 @@ static json_t *options_json(const struct sbx_create_opts *o)
 		json_object_set_new(j, "ttl_action", json_string(o->ttl_action ? o->ttl_action
 										  : "pause"));
 	}
+	json_object_set_new(j, "net", sbx_net_json(o));
 	return j;
 }
 
@@ -332,6 +334,43 @@ int sbx_sandbox_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path, c
 	*ret_path = p->log_path(rec);
 	*ret_id = xstrdup(rec->id);
 	return 0;
+}
+
+int sbx_sandbox_egress_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path,
+				char **ret_id, struct sbx_err *err)
+{
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	const struct sbx_provider *p;
+
+	if (sbx_sandbox_open(ctx, sb, &rec, &p, err) < 0)
+		return -1;
+	if (!p->egress_log_path)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' keeps no egress log",
+				   p->name);
+	*ret_path = p->egress_log_path(rec);
+	*ret_id = xstrdup(rec->id);
+	return 0;
+}
+
+int sbx_sandbox_preview(struct sbx_ctx *ctx, const char *sb, const struct sbx_preview_opts *o,
+			json_t **ret, struct sbx_err *err)
+{
+	_cleanup_free_ char *id = NULL;
+	_cleanup_record_ struct sbx_record *rec = NULL;
+
+	if (sbx_store_resolve(&ctx->store, sb, &id, err) < 0)
+		return -1;
+	/* shared: a preview may open beside execs, not while a pause or an rm is under way */
+	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, id, false, err);
+	if (lk < 0 || sbx_store_load(&ctx->store, id, &rec, err) < 0)
+		return -1;
+	const struct sbx_provider *p = provider_of(rec, err);
+	if (!p)
+		return -1;
+	if (!p->preview)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' has no previews", p->name);
+	refresh(ctx, rec);
+	return p->preview(ctx, rec, o, ret, err);
 }
 
 int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_err *err)

@@ -17,6 +17,12 @@ int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_paus
 		      struct sbx_err *err);
 /* back to running: thaws a paused SB, boots a released or stopped one on its files */
 int sbx_sandbox_resume(struct sbx_ctx *ctx, const char *sb, struct sbx_err *err);
+/* where the provider keeps the egress log of SB (JSON lines; PATH.1 holds older ones) */
+int sbx_sandbox_egress_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path,
+				char **ret_id, struct sbx_err *err);
+/* opens, closes or lists previews (struct sbx_preview_opts) */
+int sbx_sandbox_preview(struct sbx_ctx *ctx, const char *sb, const struct sbx_preview_opts *o,
+			json_t **ret, struct sbx_err *err);
 int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_err *err);
 /* sbx cp (core/cp.c): a tar stream on tar_fd into SB:dest / a tar of SB:src onto tar_fd */
 int sbx_sandbox_cp_in(struct sbx_ctx *ctx, const char *sb, int tar_fd, const char *dest,

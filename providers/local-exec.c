@@ -99,6 +99,24 @@ static void env_set(char ***env, size_t *n, const char *kv)
 	(*env)[*n] = NULL;
 }
 
+struct env_list {
+	char **v;
+	size_t n;
+};
+
+static void env_list_set(void *l, const char *kv)
+{
+	struct env_list *e = l;
+
+	env_set(&e->v, &e->n, kv);
+}
+
+static void env_list_free(struct env_list *l)
+{
+	sbx_strv_free(l->v);
+	l->v = NULL;
+}
+
 static bool env_has(char **env, const char *key)
 {
 	size_t k = strlen(key);
@@ -230,7 +248,10 @@ static int resolve_user(const char *spec, const char *label, struct user *u, str
 static int join(const struct sbx_record *rec, const struct local_pids *pids, int pidfd,
 		const char *label, struct sbx_err *err)
 {
-	if (setns(pidfd, NS_ALL) == 0)
+	/* --net host: the sandbox shares our network namespace, which we may not re-enter */
+	const char *mode = sbx_json_str(json_object_get(rec->options, "net"), "mode");
+	bool host_net = mode && streq(mode, "host");
+	if (setns(pidfd, host_net ? NS_ALL & ~CLONE_NEWNET : NS_ALL) == 0)
 		return 0;
 	/* kernels before 5.8: one namespace at a time */
 	static const struct { const char *n; int f; } ns[] = {
@@ -246,13 +267,13 @@ static int join(const struct sbx_record *rec, const struct local_pids *pids, int
 		fds[k] = open(p, O_RDONLY | O_CLOEXEC);
 	}
 	for (size_t k = 0; k < ARRAY_SIZE(ns) && r == 0; k++)
-		if (fds[k] < 0 || setns(fds[k], ns[k].f) < 0)
+		if (!(host_net && ns[k].f == CLONE_NEWNET) &&
+		    (fds[k] < 0 || setns(fds[k], ns[k].f) < 0))
 			r = sbx_err_errno(err, "cannot join sandbox '%s' (%s namespace)", label,
 					  ns[k].n);
 	for (size_t k = 0; k < ARRAY_SIZE(ns); k++)
 		if (fds[k] >= 0)
 			close(fds[k]);
-	(void)rec;
 	return r;
 }
 
@@ -404,6 +425,10 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	const char *term = getenv("TERM");
 	_cleanup_free_ char *termkv = xasprintf("TERM=%s", term && *term ? term : "xterm");
 
+	/* this exec's id and proxy credential, registered on the host side */
+	_cleanup_(env_list_free) struct env_list netenv = { NULL, 0 };
+	local_net_exec_env(rec, o->argv, env_list_set, &netenv);
+
 	bool map_range = local_map_range_of(rec);
 	/* the command's cgroups are the sandbox's: its limits, its freezer */
 	if (local_cgroup_enter(rec->dir, getpid()) < 0)
@@ -431,6 +456,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	env_set(&env, &n_env, hostkv);
 	if (o->tty)
 		env_set(&env, &n_env, termkv);
+	for (size_t k = 0; k < netenv.n; k++)
+		env_set(&env, &n_env, netenv.v[k]);
 	json_t *renv = json_object_get(rec->options, "env");
 	size_t i;
 	json_t *v;

@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/mount.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -181,6 +183,32 @@ static bool alone(void)
 	return only;
 }
 
+/* the supervisor's socket factory: sockets made here belong to the sandbox's network
+ * namespace (the supervisor, outside it, may not be able to enter it) */
+static void serve_factory(int fd)
+{
+	struct local_factory_req req;
+	ssize_t n = recv(fd, &req, sizeof(req), MSG_DONTWAIT);
+
+	if (n != (ssize_t)sizeof(req))
+		return;
+	int e = 0;
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0) {
+		e = errno;
+	} else if (req.op == 'L') {
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(req.port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		int one = 1;
+		(void)setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s, 128) < 0)
+			e = errno;
+	}
+	local_factory_reply(fd, e ? -1 : s, e);
+	if (s >= 0)
+		close(s);
+}
+
 static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *volfds,
 				 int sync_fd)
 {
@@ -242,7 +270,8 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 
 	if (sethostname(s->hostname, strlen(s->hostname)) < 0)
 		init_fail("cannot set the hostname");
-	loopback_up();
+	if (!s->net_host)
+		loopback_up();
 
 	if (chdir(R) < 0)
 		init_fail("cannot enter the sandbox root");
@@ -317,9 +346,19 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	for (;;) {
 		if (poll(pf, sfd >= 0 ? 2 : 1, stopping ? 20 : -1) < 0 && errno != EINTR)
 			_exit(1);
-		if (pf[0].revents) /* the supervisor is gone: so is the sandbox (every process in
-				    * the pid namespace dies with its init) */
+		if (pf[0].revents & POLLIN) {
+			char peek;
+			ssize_t pr = recv(sync_fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT);
+			if (pr > 0)
+				serve_factory(sync_fd);
+			else if (pr == 0 || (errno != EAGAIN && errno != EINTR))
+				_exit(0); /* the supervisor is gone: so is the sandbox (every
+					   * process in the pid namespace dies with its init) */
+			else
+				continue;
+		} else if (pf[0].revents) {
 			_exit(0);
+		}
 		struct signalfd_siginfo si;
 		if (sfd >= 0 && pf[1].revents && read(sfd, &si, sizeof(si)) == sizeof(si) &&
 		    (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) && !stopping) {
@@ -438,7 +477,7 @@ static long long idle_timeout(const struct local_setup *s, pid_t init)
 }
 
 /* holds the sandbox until init ends, acting on the idle timeout */
-static _noreturn_ void hold(const struct local_setup *s, pid_t init)
+static _noreturn_ void hold(const struct local_setup *s, pid_t init, struct local_net *net)
 {
 	int pidfd = (int)syscall(SYS_pidfd_open, init, 0);
 	long long wait_ms = -1;
@@ -449,10 +488,8 @@ static _noreturn_ void hold(const struct local_setup *s, pid_t init)
 			wait_ms = 0;
 	}
 	for (;;) {
-		struct pollfd p = { .fd = pidfd, .events = POLLIN };
-		int r = pidfd >= 0 ? poll(&p, 1, wait_ms > INT_MAX ? INT_MAX : (int)wait_ms) : 1;
-		if (r < 0 && errno == EINTR)
-			continue;
+		/* the proxy, forwarders and previews are served meanwhile */
+		int r = pidfd >= 0 ? local_net_wait(net, pidfd, wait_ms) : 1;
 		if (r != 0)
 			break;
 		wait_ms = idle_timeout(s, init);
@@ -503,13 +540,15 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 				sup_fail(report_fd, 0, "cannot open volume '%s'",
 					 s->volumes[i].host);
 	}
-	if (pipe2(sync_p, O_CLOEXEC) < 0 || pipe2(ready_p, O_CLOEXEC) < 0)
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync_p) < 0 ||
+	    pipe2(ready_p, O_CLOEXEC) < 0)
 		sup_fail(report_fd, 0, "cannot create pipes");
 
 	pid_t sup = getpid();
 	/* the cgroup namespace comes later: init makes it once it is in the sandbox's cgroups */
 	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-					 CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | SIGCHLD,
+					 (s->net_host ? 0 : CLONE_NEWNET) | CLONE_NEWUTS |
+					 CLONE_NEWIPC | SIGCHLD,
 				   NULL, NULL, NULL, NULL);
 	if (pid < 0)
 		sup_fail(report_fd, 0, "cannot create the sandbox's namespaces");
@@ -585,8 +624,15 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 		errno = 0;
 		sup_fail(report_fd, pid, "%s", err.msg);
 	}
+	/* the egress proxy and forwarders listen before anyone can exec */
+	char nmsg[300];
+	struct local_net *net = local_net_start(s, sync_p[1], nmsg, sizeof(nmsg));
+	if (!net) {
+		errno = 0;
+		sup_fail(report_fd, pid, "%s", nmsg);
+	}
 	sbx_test_hook("supervisor-ready");
 	report(report_fd, &r);
 
-	hold(s, pid);
+	hold(s, pid, net);
 }

@@ -168,6 +168,18 @@ static int prepare_root(const char *dir, const struct local_setup *s, struct sbx
 	_cleanup_free_ char *hn = xasprintf("%s\n", s->hostname);
 	_cleanup_free_ char *hosts = xasprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
 					       "ip6-loopback\n127.0.1.1\t%s\n", s->hostname);
+	/* --add-host: docker's flag, in /etc/hosts too (the proxy dials these addresses) */
+	json_t *ah = json_object_get(json_object_get(s->options, "net"), "add_hosts");
+	size_t ai;
+	json_t *av;
+	json_array_foreach(ah, ai, av) {
+		const char *nm = sbx_json_str(av, "name"), *ad = sbx_json_str(av, "addr");
+		if (!nm || !ad)
+			continue;
+		char *more = xasprintf("%s%s\t%s\n", hosts, ad, nm);
+		free(hosts);
+		hosts = more;
+	}
 	snprintf(p, sizeof(p), "%s/run/sbx/hostname", root);
 	if (sbx_write_atomic(p, hn, strlen(hn), false, err) < 0 || chmod(p, 0644) < 0)
 		return sbx_err_errno(err, "cannot write '%s'", p);
@@ -266,6 +278,10 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	limits_of(rec->options, &lim);
 	s->store_root = ctx->store.root;
 	s->id = rec->id;
+	s->options = rec->options;
+	s->label = rec->name ? rec->name : rec->id;
+	const char *mode = sbx_json_str(json_object_get(rec->options, "net"), "mode");
+	s->net_host = mode && streq(mode, "host");
 	s->ttl_ms = json_integer_value(json_object_get(rec->options, "ttl_ms"));
 	const char *act = sbx_json_str(rec->options, "ttl_action");
 	s->ttl_rm = act && streq(act, "rm");
@@ -343,6 +359,7 @@ static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, st
 		.dir = rec->dir,
 		.hostname = rec->name ? rec->name : rec->id,
 		.workdir = o->workdir ? o->workdir : "/workspace",
+		.options = rec->options,
 		.volumes = o->volumes,
 		.n_volumes = o->n_volumes,
 	};
@@ -513,6 +530,14 @@ static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx
 		json_object_set_new(live, "idle_deadline_unix", json_integer(dl / 1000));
 	} else {
 		json_object_set_new(live, "idle_deadline", json_null());
+	}
+	{
+		_cleanup_free_ char *pp = xasprintf("%s/previews.json", rec->dir);
+		_cleanup_free_ char *text = sbx_read_file(pp, 1 << 20, NULL);
+		json_t *pv = text ? json_loads(text, 0, NULL) : NULL;
+		json_object_set_new(live, "previews", json_is_array(pv) ? pv : json_array());
+		if (pv && !json_is_array(pv))
+			json_decref(pv);
 	}
 	if (rec->live)
 		json_decref(rec->live);
@@ -710,5 +735,7 @@ const struct sbx_provider sbx_provider_local = {
 	.pause = local_pause,
 	.resume = local_resume,
 	.log_path = local_log_path,
+	.preview = local_preview,
+	.egress_log_path = local_egress_log_path,
 	.inspect = local_inspect,
 };

@@ -38,6 +38,9 @@ struct local_setup {
 	size_t n_volumes;
 	const void *bpf;
 	size_t bpf_len;
+	bool net_host;		/* --net host: the host's network namespace */
+	const json_t *options;	/* the record's options (net policy, previews' defaults) */
+	const char *label;	/* name or id, for messages */
 };
 
 /* the supervisor's report to the creating CLI */
@@ -89,6 +92,37 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	       int *ret_status, struct sbx_err *err);
 /* where detached commands (exec -d) write their output */
 char *local_log_path(const struct sbx_record *rec);
+
+/* the supervisor asks init for sockets of the sandbox's network namespace over a
+ * SOCK_SEQPACKET pair: op 'S' a plain TCP socket, 'L' one listening on 127.0.0.1:port */
+struct local_factory_req {
+	char op;
+	unsigned short port;
+};
+/* sends sock (or, when it is -1, the error e) as the answer */
+void local_factory_reply(int fd, int sock, int e);
+
+/* the supervisor's network service (local-net.c): egress proxy, --host-port forwarders,
+ * previews and the control socket */
+struct local_net;
+/* before the supervisor reports: opens the listeners; NULL with msg on failure */
+struct local_net *local_net_start(const struct local_setup *s, int factory_fd, char *msg,
+				  size_t len);
+/* waits up to timeout_ms (-1: forever) for init's pidfd, serving the network meanwhile;
+ * 1 when the pidfd is ready, 0 on timeout */
+int local_net_wait(struct local_net *n, int pidfd, long long timeout_ms);
+/* why the proxy must not dial an address for a name the sandbox chose ("a loopback address",
+ * "a private address", ...), or NULL */
+struct sockaddr;
+const char *local_net_forbidden(const struct sockaddr *sa);
+/* the CLI's side of sbx preview */
+int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
+		  const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err);
+char *local_egress_log_path(const struct sbx_record *rec);
+/* exec: a proxy credential for this exec, registered for the supervisor to check; adds the
+ * proxy variables and SBX_EXEC_ID to env */
+void local_net_exec_env(const struct sbx_record *rec, char *const *argv,
+			void (*set)(void *, const char *), void *env);
 
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);

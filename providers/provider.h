@@ -32,6 +32,18 @@ struct sbx_create_opts {
 	long long pids_limit;	/* --pids-limit (0: none) */
 	long long ttl_ms;	/* --ttl: idle time before ttl_action (0: none) */
 	const char *ttl_action;	/* "pause" (default) or "rm" */
+	const char *net;	/* --net: none, open, host or allow=LIST (NULL: allow= + preset) */
+	bool net_preset_none;	/* --net-preset none: the allow list only */
+	char **add_hosts;	/* --add-host NAME:ADDR, NULL-terminated */
+	char **host_ports;	/* --host-port PORT[:INSIDE], NULL-terminated */
+};
+
+/* sbx preview: open (port > 0, rm false), close (rm) or list (port 0) */
+struct sbx_preview_opts {
+	int port;		/* inside the sandbox */
+	int host_port;		/* 0: an ephemeral port */
+	bool public;		/* bind every interface, require a token */
+	bool rm;
 };
 
 struct sbx_pause_opts {
@@ -86,6 +98,11 @@ struct sbx_provider {
 	int (*resume)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 	/* the output of detached commands: a path on this host, or NULL (unsupported) */
 	char *(*log_path)(const struct sbx_record *);
+	/* previews: *ret is the opened preview's object, or the array of open previews */
+	int (*preview)(struct sbx_ctx *, const struct sbx_record *, const struct sbx_preview_opts *,
+		       json_t **ret, struct sbx_err *);
+	/* the egress log (JSON lines; PATH.1 is the rotated part): a path, or NULL */
+	char *(*egress_log_path)(const struct sbx_record *);
 	/* refresh rec->state (and state_reason) by looking */
 	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 };

@@ -25,5 +25,6 @@ void test_json(void);
 void test_store(void);
 void test_options(void);
 void test_lazy(void);
+void test_net(void);
 
 #endif

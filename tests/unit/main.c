@@ -12,6 +12,7 @@ int main(void)
 	test_store();
 	test_options();
 	test_lazy();
+	test_net();
 	printf("# unit: %d ok, %d not ok, %d skipped\n", unit_pass, unit_fail, unit_skip);
 	return unit_fail ? 1 : 0;
 }

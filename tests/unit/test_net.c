@@ -1,0 +1,105 @@
+/* Unit tests: --net parsing and matching, and the addresses the egress proxy refuses. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <stdlib.h>
+
+#include "core/net.h"
+#include "core/util.h"
+#include "providers/local.h"
+#include "tests/unit/harness.h"
+
+static const char *why(const char *addr)
+{
+	static struct sockaddr_storage ss;
+
+	memset(&ss, 0, sizeof(ss));
+	if (strchr(addr, ':')) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		a->sin6_family = AF_INET6;
+		inet_pton(AF_INET6, addr, &a->sin6_addr);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		a->sin_family = AF_INET;
+		inet_pton(AF_INET, addr, &a->sin_addr);
+	}
+	return local_net_forbidden((struct sockaddr *)&ss);
+}
+
+static int validate(const char *net, char **hosts, char **ports)
+{
+	struct sbx_create_opts o = { .net = net, .add_hosts = hosts, .host_ports = ports };
+	char msg[300];
+
+	return sbx_net_validate(&o, msg, sizeof(msg));
+}
+
+void test_net(void)
+{
+	char *pat = NULL, *name = NULL, *addr = NULL;
+	int port, hp, in;
+
+	CHECK(sbx_net_match("example.com", "example.com"), "exact match");
+	CHECK(!sbx_net_match("example.com", "a.example.com"), "exact is not a wildcard");
+	CHECK(sbx_net_match("*.example.com", "a.example.com"), "wildcard matches a subdomain");
+	CHECK(sbx_net_match("*.example.com", "a.b.example.com"), "wildcard matches deeper");
+	CHECK(!sbx_net_match("*.example.com", "example.com"), "wildcard is subdomains only");
+	CHECK(!sbx_net_match("*.example.com", "badexample.com"), "wildcard needs the dot");
+
+	CHECK(sbx_net_parse_allow("Web.Test:8080", &pat, &port) == 0 && streq(pat, "web.test") &&
+	      port == 8080, "allow entry with port, lowercased");
+	free(pat);
+	CHECK(sbx_net_parse_allow("*.zone.test", &pat, &port) == 0 && port == 0, "wildcard entry");
+	free(pat);
+	CHECK(sbx_net_parse_allow("a..b", &pat, &port) < 0, "empty label refused");
+	CHECK(sbx_net_parse_allow("a.test:0", &pat, &port) < 0, "port 0 refused");
+	CHECK(sbx_net_parse_allow("a b", &pat, &port) < 0, "space refused");
+	CHECK(sbx_net_parse_allow("", &pat, &port) < 0, "empty refused");
+
+	CHECK(sbx_net_parse_add_host("db.test:10.0.0.5", &name, &addr) == 0 &&
+	      streq(name, "db.test") && streq(addr, "10.0.0.5"), "add-host v4");
+	free(name);
+	free(addr);
+	CHECK(sbx_net_parse_add_host("db.test:fd00::1", &name, &addr) == 0 && streq(addr, "fd00::1"),
+	      "add-host v6");
+	free(name);
+	free(addr);
+	CHECK(sbx_net_parse_add_host("db.test:nope", &name, &addr) < 0, "add-host needs an address");
+	CHECK(sbx_net_parse_add_host("db.test", &name, &addr) < 0, "add-host needs the colon");
+
+	CHECK(sbx_net_parse_host_port("5432", &hp, &in) == 0 && hp == 5432 && in == 5432,
+	      "host-port alone");
+	CHECK(sbx_net_parse_host_port("5432:6000", &hp, &in) == 0 && hp == 5432 && in == 6000,
+	      "host-port with inside");
+	CHECK(sbx_net_parse_host_port("70000", &hp, &in) < 0, "host-port range");
+
+	char *p3128[] = { "9000:3128", NULL }, *pdup[] = { "1:9", "2:9", NULL }, *pok[] = { "5432", NULL };
+	CHECK(validate(NULL, NULL, NULL) == 0, "the default is valid");
+	CHECK(validate("allow=a.test,*.b.test:443", NULL, NULL) == 0, "allow list");
+	CHECK(validate("allow=", NULL, NULL) == 0, "allow= alone");
+	CHECK(validate("everything", NULL, NULL) < 0, "unknown mode");
+	CHECK(validate("allow=a..test", NULL, NULL) < 0, "bad domain");
+	CHECK(validate(NULL, NULL, p3128) < 0, "inside port of the proxy");
+	CHECK(validate("none", NULL, p3128) == 0, "3128 is free without a proxy");
+	CHECK(validate(NULL, NULL, pdup) < 0, "two forwarders on one inside port");
+	CHECK(validate("host", NULL, pok) < 0, "host-port with --net host");
+
+	CHECK(why("127.0.0.1") && strstr(why("127.0.0.1"), "loopback"), "loopback");
+	CHECK(why("10.1.2.3") && strstr(why("10.1.2.3"), "private"), "10/8");
+	CHECK(why("172.31.0.1") && strstr(why("172.31.0.1"), "private"), "172.16/12");
+	CHECK(!why("172.32.0.1"), "172.32 is public");
+	CHECK(why("192.168.1.1") && strstr(why("192.168.1.1"), "private"), "192.168/16");
+	CHECK(why("100.64.0.1") && strstr(why("100.64.0.1"), "private"), "100.64/10");
+	CHECK(why("169.254.169.254") && strstr(why("169.254.169.254"), "metadata"), "metadata");
+	CHECK(why("169.254.1.1") && strstr(why("169.254.1.1"), "link-local"), "link-local");
+	CHECK(why("224.0.0.1") && strstr(why("224.0.0.1"), "multicast"), "multicast");
+	CHECK(why("0.0.0.0") != NULL, "0.0.0.0");
+	CHECK(why("198.18.0.1") != NULL, "198.18/15");
+	CHECK(!why("93.184.216.34"), "a public address passes");
+	CHECK(why("::1") && strstr(why("::1"), "loopback"), "::1");
+	CHECK(why("::ffff:127.0.0.1") && strstr(why("::ffff:127.0.0.1"), "loopback"), "mapped v4");
+	CHECK(why("fd00:ec2::254") && strstr(why("fd00:ec2::254"), "metadata"), "v6 metadata");
+	CHECK(why("fe80::1") && strstr(why("fe80::1"), "link-local"), "v6 link-local");
+	CHECK(why("fc00::1") && strstr(why("fc00::1"), "private"), "v6 ULA");
+	CHECK(why("ff02::1") && strstr(why("ff02::1"), "multicast"), "v6 multicast");
+	CHECK(!why("2606:2800:220:1::1"), "a public v6 address passes");
+}
