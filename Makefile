@@ -62,11 +62,14 @@ $(BUILD)/sbx: $(CMD_OBJ) $(LIB_OBJ)
 $(BUILD)/unit: $(UNIT_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 
+# the tests' own tools (servers, a browser, shells for the completions) are checked here too
 test: all
+	@scripts/install-deps || echo "sbx: test tools are missing; the tests that need them skip"
 	tests/run.sh $(BUILD)/sbx $(BUILD)/unit
 
 check-san:
 	$(MAKE) SANITIZE=address,undefined all
+	@scripts/install-deps || echo "sbx: test tools are missing; the tests that need them skip"
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		tests/run.sh build-san/sbx build-san/unit
 

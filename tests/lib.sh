@@ -206,3 +206,66 @@ wait_state() {
 	say "sandbox $1 is $(sb_state "$1" 2>&1), not $2" >&2
 	return 1
 }
+
+# --- network and preview test helpers (t0500-net.sh, t0510-preview.sh) ----------------------
+# test_atexit 'CODE'      CODE runs when the file ends, pass or fail (last registered first),
+#                         before test_cleanup; for servers, namespaces, links the file made.
+#                         Call it at the top level of a file: a test body is a subshell.
+# stop_pid PID...         SIGTERM, then SIGKILL after 3 s; waits (bounded) until they are gone
+# wait_until SECS CMD...  runs CMD every 0.1 s until it succeeds; 1 (with a message) after SECS
+# free_port               a TCP port free on 127.0.0.1 right now
+# jsonl_assert FILE 'python statements on r': r is the list of FILE's JSON lines
+# TEST_PYTHON             Debian's python3, the one sandboxes see (they bind the host's /usr)
+TEST_PYTHON=/usr/bin/python3
+[ -x "$TEST_PYTHON" ] || TEST_PYTHON=$(command -v python3 || echo python3)
+TEST_ATEXIT=()
+
+test_atexit() { TEST_ATEXIT+=("$1"); }
+
+test_run_atexit() {
+	local i
+	for ((i = ${#TEST_ATEXIT[@]} - 1; i >= 0; i--)); do
+		eval "${TEST_ATEXIT[i]}" >/dev/null 2>&1
+	done
+	TEST_ATEXIT=()
+}
+trap 'test_run_atexit; test_cleanup' EXIT
+
+stop_pid() {
+	local p i=0 left
+	kill -TERM "$@" 2>/dev/null
+	while [ "$i" -lt 30 ]; do
+		left=
+		for p in "$@"; do pid_alive "$p" && left=1; done
+		[ -z "$left" ] && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -KILL "$@" 2>/dev/null
+	return 0
+}
+
+wait_until() {
+	local max=$(($1 * 10)) i=0
+	shift
+	while [ "$i" -lt "$max" ]; do
+		"$@" >/dev/null 2>&1 && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	say "wait_until: '$*' still fails after $((max / 10)) s" >&2
+	return 1
+}
+
+free_port() {
+	"$TEST_PYTHON" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+jsonl_assert() {
+	"$TEST_PYTHON" -c 'import json, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+exec(sys.argv[2])' "$1" "$2"
+}

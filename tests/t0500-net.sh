@@ -1,0 +1,408 @@
+#!/bin/bash
+# --net none|allow=|open|host: the egress proxy (HTTP, CONNECT, SOCKS5) for curl, git and a raw
+# TCP client; refusals (names not allowed, ports, wildcards, private and loopback addresses)
+# and their 403 text; --add-host; --host-port; the egress log; direct connections failing.
+# The internet is the file's own. As root: a network namespace behind a veth pair in
+# 10.249.0.0/16 (a /30 picked per run), with HTTP, HTTPS and TCP echo servers inside. As
+# another uid (no veth): the same servers on 127.0.0.1, ephemeral ports. Names reach them
+# through --add-host NAME:ADDR either way, so the same cases run in both modes.
+# shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
+# the variables set here
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+test_skip_unless USERNS python3 curl git openssl
+
+HELPERS=$TEST_DIR/helpers
+NET_KIND=loopback # or netns
+WEB_ADDR=127.0.0.1 # where the internet's servers listen, as the sandboxes' --add-host gives it
+PEER_ADDR=127.0.0.1 # the address their connections come from (the host side)
+
+# a CA and a certificate for every name the tests use
+make_certs() {
+	local k=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+	{
+		openssl req -x509 "${k[@]}" -keyout ca.key -out ca.pem -days 2 -subj /CN=sbx-test-ca \
+			-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign &&
+			openssl req -new "${k[@]}" -keyout srv.key -out srv.csr -subj /CN=web.test &&
+			printf '%s\n' 'subjectAltName=DNS:web.test,DNS:*.zone.test,DNS:zone.test,DNS:any.test,DNS:bad.test' \
+				'extendedKeyUsage=serverAuth' >srv.ext &&
+			openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+				-out srv.pem -extfile srv.ext
+	} >openssl.log 2>&1
+}
+
+# a repository served by dumb HTTP from www/repo.git
+make_repo() {
+	{
+		git init -q -b main src && echo "cloned through the proxy" >src/README &&
+			git -C src add README &&
+			git -C src -c user.name=t -c user.email=t@example.invalid commit -qm one &&
+			mkdir -p www && git clone -q --bare src www/repo.git &&
+			git -C www/repo.git update-server-info
+	} >git.log 2>&1
+}
+
+# as root: a namespace with one end of a veth pair, on a /30 of 10.249.0.0/16 no address or
+# route of this host is in; sets WEB_ADDR (inside) and PEER_ADDR (the host's end)
+netns_up() {
+	local i x y used
+	NS=sbxt-$$-$RANDOM VH=sbxv$$h VN=sbxv$$n
+	used=$(ip -o -4 addr show; ip -4 route show table all)
+	for i in $(seq 1 50); do
+		x=$((RANDOM % 256)) y=$((RANDOM % 64 * 4))
+		grep -q "10\.249\.$x\." <<<"$used" || break
+		[ "$i" -lt 50 ] || return 1
+	done
+	PEER_ADDR=10.249.$x.$((y + 1)) WEB_ADDR=10.249.$x.$((y + 2))
+	ip netns add "$NS" || return 1
+	test_atexit "ip netns del $NS"
+	ip link add "$VH" type veth peer name "$VN" || return 1
+	test_atexit "ip link del $VH"
+	ip link set "$VN" netns "$NS" &&
+		ip addr add "$PEER_ADDR/30" dev "$VH" && ip link set "$VH" up &&
+		ip -n "$NS" link set lo up &&
+		ip -n "$NS" addr add "$WEB_ADDR/30" dev "$VN" && ip -n "$NS" link set "$VN" up
+}
+
+# ready_port FILE NAME: the port netsrv.py wrote for server NAME
+ready_port() { sed -n "s/^$2=//p" "$1"; }
+
+make_certs || { cat openssl.log; exit 1; }
+make_repo || { cat git.log; exit 1; }
+if test_have_prereq ROOT; then
+	if ! command -v ip >/dev/null; then
+		test_skip 'the internet in a network namespace (on 127.0.0.1 instead)' 'no ip (iproute2)'
+	elif netns_up >netns.log 2>&1; then
+		NET_KIND=netns
+	else
+		test_skip 'the internet in a network namespace (on 127.0.0.1 instead)' \
+			"cannot make a namespace and veth pair: $(tail -n 1 netns.log)"
+		WEB_ADDR=127.0.0.1 PEER_ADDR=127.0.0.1
+	fi
+fi
+
+# the internet: web (HTTP), alt (HTTP on another port), tls (HTTPS), tcp (echo)
+if [ "$NET_KIND" = netns ]; then
+	ip netns exec "$NS" "$TEST_PYTHON" "$HELPERS/netsrv.py" --bind "$WEB_ADDR" \
+		--ready inet.ready --root www --cert srv.pem --key srv.key --lifetime 240 \
+		web:http:80 alt:http:8080 tls:https:8443 tcp:echo:7777 2>inet.log &
+else
+	"$TEST_PYTHON" "$HELPERS/netsrv.py" --bind 127.0.0.1 \
+		--ready inet.ready --root www --cert srv.pem --key srv.key --lifetime 240 \
+		web:http:0 alt:http:0 tls:https:0 tcp:echo:0 2>inet.log &
+fi
+test_atexit "stop_pid $!"
+# services on the host's loopback, for --host-port and the loopback refusals
+"$TEST_PYTHON" "$HELPERS/netsrv.py" --bind 127.0.0.1 --ready host.ready --root www \
+	--lifetime 240 hp1:http:0 hp2:http:0 hp3:http:0 2>host.log &
+test_atexit "stop_pid $!"
+wait_until 10 test -s inet.ready
+wait_until 10 test -s host.ready
+HTTP_PORT=$(ready_port inet.ready web) ALT_PORT=$(ready_port inet.ready alt)
+HTTPS_PORT=$(ready_port inet.ready tls) TCP_PORT=$(ready_port inet.ready tcp)
+HP1=$(ready_port host.ready hp1) HP2=$(ready_port host.ready hp2)
+HP3=$(ready_port host.ready hp3)
+INET=$TRASH/inet.log HOSTLOG=$TRASH/host.log
+WEB=web.test:$HTTP_PORT
+ADD=(--add-host "web.test:$WEB_ADDR" --add-host "a.zone.test:$WEB_ADDR"
+	--add-host "zone.test:$WEB_ADDR" --add-host "bad.test:$WEB_ADDR")
+CURL=(curl -sS --max-time 10)
+
+# refused_403 FILE NAME HINT: FILE (curl -i output) is a 403, text/plain, one line of body
+# naming NAME, "refused" and HINT
+refused_403() {
+	tr -d '\r' <"$1" >"$1.lf"
+	sed '1,/^$/d' "$1.lf" >"$1.body"
+	if head -n 1 "$1.lf" | grep -Eq '^HTTP/1\.[01] 403' &&
+		grep -iq '^content-type: text/plain' "$1.lf" &&
+		test "$(grep -c '' "$1.body")" = 1 &&
+		grep -qF "$2" "$1.body" && grep -q refused "$1.body" && grep -qF -- "$3" "$1.body"; then
+		return 0
+	fi
+	say "not the 403 wanted (name $2, hint $3):" >&2
+	cat "$1" >&2
+	return 1
+}
+
+# egress_match SB ARGS...: SB's egress log (left in egress.jsonl) passes egress.py match ARGS
+egress_match() {
+	sbx logs --egress --json "$1" >egress.jsonl && shift &&
+		"$TEST_PYTHON" "$HELPERS/egress.py" match egress.jsonl "$@"
+}
+
+# egress_wait SB ARGS...: polls (bounded) until egress_match SB ARGS holds; the log if never
+egress_wait() {
+	wait_until 10 egress_match "$@" || egress_match "$@"
+}
+
+# count_lines PATTERN FILE: how many lines of FILE match PATTERN (grep -E)
+count_lines() { grep -Ec "$1" "$2" || true; }
+
+# has_lines FILE N: FILE has at least N lines
+has_lines() { test "$(grep -c '' "$1" 2>/dev/null)" -ge "$2"; }
+
+say "# the internet ($NET_KIND): $WEB_ADDR http $HTTP_PORT, alt $ALT_PORT, https $HTTPS_PORT," \
+	"tcp $TCP_PORT; the host's 127.0.0.1: $HP1 $HP2 $HP3"
+
+test_expect_success "set-up ($NET_KIND): the servers answer from the host" '
+	test -n "$HTTP_PORT" && test -n "$HTTPS_PORT" && test -n "$TCP_PORT" && test -n "$HP3" &&
+	test "$("${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/hello")" = "hello from web" &&
+	test "$("${CURL[@]}" "http://$WEB_ADDR:$ALT_PORT/hello")" = "hello from alt" &&
+	test "$("${CURL[@]}" --cacert ca.pem --resolve "web.test:$HTTPS_PORT:$WEB_ADDR" \
+		"https://web.test:$HTTPS_PORT/hello")" = "hello from tls" &&
+	test "$("${CURL[@]}" "http://127.0.0.1:$HP1/hello")" = "hello from hp1" &&
+	test "$("${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/repo.git/info/refs")" != "" &&
+	exec 3<>"/dev/tcp/$WEB_ADDR/$TCP_PORT" && echo ping >&3 && read -r -t 5 l <&3 &&
+	test "$l" = ping &&
+	if [ "$NET_KIND" = netns ]; then
+		ip netns list | grep -q "^$NS" && ip -o link show "$VH" >/dev/null
+	fi
+'
+
+test_expect_success 'create: bad --net, --net-preset, --add-host, --host-port: 125, no sandbox' '
+	for args in "--net bogus" "--net allow" "--net-preset maybe" "--add-host nocolon" \
+		"--add-host web.test:not-an-address" "--add-host :10.0.0.1" "--host-port 0" \
+		"--host-port 70000" "--host-port abc" "--host-port 8080:0" "--host-port 8080:x"; do
+		expect_code 125 sbx create $args >out 2>err || { echo "with $args"; exit 1; }
+		head -n 1 err | grep -q "^sbx: error: " || { echo "with $args:"; cat err; exit 1; }
+		test ! -s out || exit 1
+	done &&
+	test -z "$(sbx ls -q)"
+'
+
+test_expect_success '--net none: only lo, no proxy, nothing leaves' '
+	sbx create --name none --net none >/dev/null &&
+	sbx exec none cat /proc/net/dev >dev &&
+	sed -n "3,\$p" dev | cut -d: -f1 | tr -d " " >ifaces && test "$(cat ifaces)" = lo &&
+	sbx exec none env >env && ! grep -Ei "^(https?|all|no)_proxy=" env &&
+	expect_code 7 sbx exec none "${CURL[@]}" -x http://127.0.0.1:3128 "http://$WEB/hello?t=none1" &&
+	expect_code 7 sbx exec none "${CURL[@]}" --socks5-hostname 127.0.0.1:1080 "http://$WEB/hello?t=none2" &&
+	expect_code 7 sbx exec none "${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/hello?t=none3" &&
+	expect_code 1 sbx exec none timeout 5 bash -c "exec 3<>/dev/tcp/$WEB_ADDR/$TCP_PORT" &&
+	! grep -E "t=none" "$INET"
+'
+
+test_expect_success 'allow: every exec gets the proxy variables with its own credential' '
+	sbx create --name main --net "allow=web.test,*.zone.test" --net-preset none "${ADD[@]}" \
+		>/dev/null &&
+	sbx cp ca.pem main:/workspace/ca.pem && sbx cp "$HELPERS/socks.py" main:/workspace/socks.py &&
+	sbx exec main env >env1 && sbx exec main env >env2 &&
+	id1=$(sed -n "s/^SBX_EXEC_ID=//p" env1) && id2=$(sed -n "s/^SBX_EXEC_ID=//p" env2) &&
+	echo "$id1" | grep -Eqx "[0-9a-f]{12}" && echo "$id2" | grep -Eqx "[0-9a-f]{12}" &&
+	test "$id1" != "$id2" &&
+	s1=$(sed -n "s|^HTTP_PROXY=http://$id1:\([^@]*\)@127\.0\.0\.1:3128\$|\1|p" env1) &&
+	s2=$(sed -n "s|^HTTP_PROXY=http://$id2:\([^@]*\)@127\.0\.0\.1:3128\$|\1|p" env2) &&
+	test -n "$s1" && test -n "$s2" && test "$s1" != "$s2" &&
+	for v in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy; do
+		grep -qx "$v=http://$id1:$s1@127.0.0.1:3128" env1 || { echo "$v:"; cat env1; exit 1; }
+	done &&
+	grep -qx "ALL_PROXY=socks5h://$id1:$s1@127.0.0.1:1080" env1 &&
+	grep -qx "all_proxy=socks5h://$id1:$s1@127.0.0.1:1080" env1 &&
+	grep -qx "NO_PROXY=localhost,127.0.0.1" env1 && grep -qx "no_proxy=localhost,127.0.0.1" env1 &&
+	grep -qx "NODE_USE_ENV_PROXY=1" env1 &&
+	sbx exec main getent hosts web.test >h && test "$(awk "{ print \$1 }" h)" = "$WEB_ADDR" &&
+	sbx exec main getent hosts a.zone.test >h && test "$(awk "{ print \$1 }" h)" = "$WEB_ADDR"
+'
+
+test_expect_success 'allow: plain HTTP through the proxy, dialled from the host side' '
+	sbx exec main "${CURL[@]}" "http://$WEB/hello?t=http1" >out &&
+	test "$(cat out)" = "hello from web" &&
+	grep -qx "web GET /hello?t=http1" "$INET" && grep -q "^web conn $PEER_ADDR:" "$INET"
+'
+
+test_expect_success 'allow: HTTPS through CONNECT, the server'"'"'s own certificate (--cacert, -k)' '
+	sbx exec main "${CURL[@]}" --cacert /workspace/ca.pem "https://web.test:$HTTPS_PORT/hello?t=tls1" >out &&
+	test "$(cat out)" = "hello from tls" &&
+	sbx exec main "${CURL[@]}" -k "https://web.test:$HTTPS_PORT/hello?t=tls2" >out &&
+	test "$(cat out)" = "hello from tls" &&
+	grep -qx "tls GET /hello?t=tls1" "$INET" && grep -qx "tls GET /hello?t=tls2" "$INET"
+'
+
+test_expect_success 'allow: git clone over HTTP through the proxy' '
+	sbx exec -e GIT_TERMINAL_PROMPT=0 main timeout 30 git clone -q "http://$WEB/repo.git" \
+		/workspace/clone &&
+	test "$(sbx exec main cat /workspace/clone/README)" = "cloned through the proxy" &&
+	grep -q "^web GET /repo.git/info/refs" "$INET"
+'
+
+test_expect_success 'allow: SOCKS5 with the credential and without, curl and a raw TCP client' '
+	sbx exec main env -u http_proxy -u HTTP_PROXY "${CURL[@]}" "http://$WEB/hello?t=socks1" >out &&
+	test "$(cat out)" = "hello from web" &&
+	sbx exec main "${CURL[@]}" --socks5-hostname 127.0.0.1:1080 "http://$WEB/hello?t=socks2" >out &&
+	test "$(cat out)" = "hello from web" &&
+	grep -qx "web GET /hello?t=socks1" "$INET" && grep -qx "web GET /hello?t=socks2" "$INET" &&
+	sbx exec main /usr/bin/python3 /workspace/socks.py web.test "$TCP_PORT" "raw tcp, with auth" >out &&
+	test "$(cat out)" = "raw tcp, with auth" &&
+	sbx exec main /usr/bin/python3 /workspace/socks.py --no-auth web.test "$TCP_PORT" "no auth" >out &&
+	test "$(cat out)" = "no auth"
+'
+
+test_expect_success 'a name not allowed (though --add-host maps it): 403 with the way to allow it' '
+	sbx exec main "${CURL[@]}" -i "http://bad.test:$HTTP_PORT/hello?t=bad1" >resp &&
+	refused_403 resp bad.test "--net allow=" &&
+	expect_code 56 sbx exec main "${CURL[@]}" --cacert /workspace/ca.pem \
+		"https://bad.test:$HTTPS_PORT/hello?t=bad2" 2>err &&
+	grep -q "403" err &&
+	expect_code 97 sbx exec main env -u http_proxy -u HTTP_PROXY "${CURL[@]}" \
+		"http://bad.test:$HTTP_PORT/hello?t=bad3" &&
+	expect_code 2 sbx exec main /usr/bin/python3 /workspace/socks.py bad.test "$TCP_PORT" x 2>err &&
+	grep -qx "socks: reply 0x02" err &&
+	! grep "t=bad" "$INET"
+'
+
+test_expect_success 'wildcard: *.zone.test allows a.zone.test, not zone.test itself' '
+	sbx exec main "${CURL[@]}" "http://a.zone.test:$HTTP_PORT/hello?t=zone1" >out &&
+	test "$(cat out)" = "hello from web" &&
+	sbx exec main "${CURL[@]}" --cacert /workspace/ca.pem "https://a.zone.test:$HTTPS_PORT/hello" >out &&
+	test "$(cat out)" = "hello from tls" &&
+	sbx exec main "${CURL[@]}" -i "http://zone.test:$HTTP_PORT/hello?t=zone2" >resp &&
+	refused_403 resp zone.test "--net allow=" &&
+	expect_code 56 sbx exec main "${CURL[@]}" -k "https://zone.test:$HTTPS_PORT/hello" &&
+	grep -qx "web GET /hello?t=zone1" "$INET" && ! grep -q "t=zone2" "$INET"
+'
+
+test_expect_success 'a port restriction: allow=web.test:PORT refuses every other port' '
+	sbx create --name port --net "allow=web.test:$HTTP_PORT" --net-preset none "${ADD[@]}" >/dev/null &&
+	sbx cp "$HELPERS/socks.py" port:/workspace/socks.py &&
+	test "$(sbx exec port "${CURL[@]}" "http://$WEB/hello?t=port1")" = "hello from web" &&
+	alt=$(count_lines "^alt conn" "$INET") && tls=$(count_lines "^tls conn" "$INET") &&
+	tcp=$(count_lines "^tcp conn" "$INET") &&
+	sbx exec port "${CURL[@]}" -i "http://web.test:$ALT_PORT/hello?t=port2" >resp &&
+	refused_403 resp "web.test:$ALT_PORT" "--net allow=" &&
+	expect_code 56 sbx exec port "${CURL[@]}" -k "https://web.test:$HTTPS_PORT/hello?t=port3" &&
+	expect_code 2 sbx exec port /usr/bin/python3 /workspace/socks.py web.test "$TCP_PORT" x &&
+	test "$(count_lines "^alt conn" "$INET")" = "$alt" &&
+	test "$(count_lines "^tls conn" "$INET")" = "$tls" &&
+	test "$(count_lines "^tcp conn" "$INET")" = "$tcp"
+'
+
+test_expect_success 'an allowed name on a loopback address without --add-host: refused' '
+	sbx create --name lo --net allow=localhost --net-preset none >/dev/null &&
+	hp=$(count_lines "^hp1 conn" "$HOSTLOG") &&
+	sbx exec lo env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://localhost:$HP1/hello?t=lo1" >resp &&
+	refused_403 resp localhost "--add-host" && grep -q "loopback" resp.body &&
+	expect_code 56 sbx exec lo env -u NO_PROXY -u no_proxy "${CURL[@]}" -k "https://localhost:$HP1/" &&
+	expect_code 97 sbx exec lo env -u NO_PROXY -u no_proxy -u http_proxy -u HTTP_PROXY \
+		"${CURL[@]}" "http://localhost:$HP1/hello?t=lo2" &&
+	test "$(count_lines "^hp1 conn" "$HOSTLOG")" = "$hp" && ! grep -q "t=lo" "$HOSTLOG"
+'
+
+test_expect_success '--net open: any name through the proxy; address literals still refused' '
+	sbx create --name open --net open --add-host "any.test:$WEB_ADDR" >/dev/null &&
+	test "$(sbx exec open "${CURL[@]}" "http://any.test:$HTTP_PORT/hello?t=open1")" = "hello from web" &&
+	test "$(sbx exec open "${CURL[@]}" -k "https://any.test:$HTTPS_PORT/hello")" = "hello from tls" &&
+	hp=$(count_lines "^hp2 conn" "$HOSTLOG") &&
+	sbx exec open env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://127.0.0.1:$HP2/hello?t=open2" >resp &&
+	refused_403 resp 127.0.0.1 "refused" && grep -q "loopback" resp.body &&
+	sbx exec open env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://$WEB_ADDR:$HTTP_PORT/hello?t=open3" >resp &&
+	refused_403 resp "$WEB_ADDR" "refused" &&
+	if [ "$NET_KIND" = netns ]; then grep -q "private" resp.body; fi &&
+	test "$(count_lines "^hp2 conn" "$HOSTLOG")" = "$hp" &&
+	grep -qx "web GET /hello?t=open1" "$INET" && ! grep -Eq "t=open(2|3)" "$INET" "$HOSTLOG"
+'
+
+test_expect_success 'connections that ignore the proxy fail' '
+	expect_code 7 sbx exec main "${CURL[@]}" --noproxy "*" "http://$WEB/hello?t=direct1" &&
+	expect_code 7 sbx exec main "${CURL[@]}" --noproxy "*" "http://$WEB_ADDR:$HTTP_PORT/hello?t=direct2" &&
+	expect_code 1 sbx exec main timeout 5 bash -c "exec 3<>/dev/tcp/$WEB_ADDR/$TCP_PORT" &&
+	expect_code 7 sbx exec main "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP1/hello?t=direct3" &&
+	! grep -q "t=direct" "$INET" "$HOSTLOG"
+'
+
+test_expect_success '--host-port: that host port and no other reaches the host loopback' '
+	sbx create --name hp --host-port "$HP1:9000" --host-port "$HP2" >/dev/null &&
+	test "$(sbx exec hp "${CURL[@]}" --noproxy "*" "http://127.0.0.1:9000/hello?t=hp1")" = "hello from hp1" &&
+	test "$(sbx exec hp "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP2/hello?t=hp2")" = "hello from hp2" &&
+	expect_code 7 sbx exec hp "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP3/hello?t=hp3" &&
+	expect_code 7 sbx exec hp "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP1/hello?t=hp4" &&
+	expect_code 7 sbx exec hp "${CURL[@]}" --noproxy "*" "http://$WEB_ADDR:$HTTP_PORT/hello?t=hp5" &&
+	grep -qx "hp1 GET /hello?t=hp1" "$HOSTLOG" && grep -qx "hp2 GET /hello?t=hp2" "$HOSTLOG" &&
+	! grep -Eq "t=hp[345]" "$HOSTLOG" "$INET"
+'
+
+test_expect_success 'the egress log: each connection with its exec id and command, deny lines' '
+	sbx create --name log --net "allow=web.test" --net-preset none "${ADD[@]}" >/dev/null &&
+	sbx cp ca.pem log:/workspace/ca.pem &&
+	allow="echo \$SBX_EXEC_ID && curl -sS --max-time 10 -o /dev/null http://$WEB/hello?t=log1 &&
+curl -sS --max-time 10 -o /dev/null --cacert /workspace/ca.pem https://web.test:$HTTPS_PORT/hello &&
+env -u http_proxy -u HTTP_PROXY curl -sS --max-time 10 -o /dev/null http://$WEB/hello?t=log2" &&
+	sbx exec log sh -c "$allow" >id1 && id1=$(cat id1) &&
+	deny="echo \$SBX_EXEC_ID; curl -sS --max-time 10 -o /dev/null http://bad.test:$HTTP_PORT/;
+curl -sS --max-time 10 -o /dev/null -k https://bad.test:$HTTPS_PORT/;
+env -u http_proxy -u HTTP_PROXY curl -sS --max-time 10 -o /dev/null http://bad.test:$HTTP_PORT/; true" &&
+	sbx exec log sh -c "$deny" >id2 2>/dev/null && id2=$(cat id2) &&
+	cmd3="curl -sS --max-time 10 -o /dev/null http://$WEB/hello?t=log3" &&
+	sbx exec log $cmd3 &&
+	egress_wait log --command "$cmd3" --verdict allow &&
+	egress_wait log --exec "$id1" --count 3 &&
+	egress_wait log --exec "$id2" --count 3 &&
+	e="$TEST_PYTHON $HELPERS/egress.py" &&
+	$e schema egress.jsonl &&
+	test "$(wc -l <egress.jsonl)" = 7 &&
+	$e match egress.jsonl --exec "$id1" --command "sh -c $allow" --proto http --domain web.test \
+		--port "$HTTP_PORT" --verdict allow --min-bytes-down 15 &&
+	$e match egress.jsonl --exec "$id1" --command "sh -c $allow" --proto connect \
+		--domain web.test --port "$HTTPS_PORT" --verdict allow --min-bytes-down 100 &&
+	$e match egress.jsonl --exec "$id1" --command "sh -c $allow" --proto socks --domain web.test \
+		--port "$HTTP_PORT" --verdict allow --min-bytes-down 15 &&
+	for p in http connect socks; do
+		$e match egress.jsonl --exec "$id2" --command "sh -c $deny" --proto "$p" \
+			--domain bad.test --verdict deny || exit 1
+	done &&
+	$e match egress.jsonl --exec-other "$id1" --exec-other "$id2" --command "$cmd3" --proto http \
+		--domain web.test --port "$HTTP_PORT" --verdict allow
+'
+
+test_expect_success 'logs --egress: a table, a header and one row per connection' '
+	sbx logs --egress --json log >egress.jsonl && test "$(grep -c "" egress.jsonl)" = 7 &&
+	sbx logs --egress log >table && cat table &&
+	test "$(grep -c "" table)" = 8 &&
+	test "$(sed 1d table | grep -c "web\.test")" = 4 &&
+	test "$(sed 1d table | grep -c "bad\.test")" = 3
+'
+
+test_expect_success 'logs --egress --follow prints new lines and ends when the sandbox goes' '
+	sbx create --name fol --net allow=web.test --net-preset none "${ADD[@]}" >/dev/null || exit 1
+	{ timeout 20 "$SBX" logs --egress --json --follow fol >follow.out 2>follow.err;
+	  echo $? >follow.rc; } &
+	sbx exec fol "${CURL[@]}" -o /dev/null "http://$WEB/hello?t=follow1" &&
+	sbx exec fol "${CURL[@]}" -o /dev/null "http://bad.test:$HTTP_PORT/hello?t=follow2" &&
+	wait_until 10 has_lines follow.out 2 &&
+	test ! -e follow.rc &&
+	"$TEST_PYTHON" "$HELPERS/egress.py" match follow.out --domain web.test --verdict allow &&
+	"$TEST_PYTHON" "$HELPERS/egress.py" match follow.out --domain bad.test --verdict deny &&
+	sbx rm -f fol >/dev/null &&
+	wait_until 10 test -s follow.rc && test "$(cat follow.rc)" = 0
+'
+
+test_expect_success '--net host: a warning, and the host'"'"'s own network' '
+	sbx create --name hostnet --net host >id 2>err &&
+	grep -Eqx "[0-9a-f]{12}" id && test "$(grep -c "" err)" = 1 && grep -q "^sbx: warning: " err &&
+	test "$(sbx exec hostnet stat -L -c %i /proc/self/ns/net)" = "$(stat -L -c %i /proc/self/ns/net)" &&
+	test "$(sbx exec hostnet "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP3/hello?t=host1")" = \
+		"hello from hp3" &&
+	sbx rm -f hostnet >/dev/null
+'
+
+test_expect_success 'the default (the preset) and --net allow= alone: a test name is refused' '
+	sbx create --name dflt "${ADD[@]}" >/dev/null &&
+	sbx exec dflt env >env && grep -q "^HTTP_PROXY=http://" env &&
+	sbx exec dflt "${CURL[@]}" -i "http://$WEB/hello?t=dflt1" >resp &&
+	refused_403 resp web.test "--net allow=" &&
+	sbx inspect dflt >j && json_assert j "assert r[\"options\"][\"net\"][\"preset\"] is True, r" &&
+	sbx create --name empty --net allow= "${ADD[@]}" >/dev/null &&
+	sbx inspect empty >j && json_assert j "assert r[\"options\"][\"net\"][\"preset\"] is False, r" &&
+	sbx exec empty "${CURL[@]}" -i "http://$WEB/hello?t=dflt2" >resp &&
+	refused_403 resp web.test "--net allow=" &&
+	! grep -q "t=dflt" "$INET"
+'
+
+test_expect_success 'rm: nothing of the sandboxes, their proxies and forwarders stays' '
+	for id in $(sbx ls -q); do
+		pids=$(sandbox_pids "$id") && sbx rm -f "$id" >/dev/null && assert_gone "$id" $pids ||
+			exit 1
+	done &&
+	test -z "$(sbx ls -q)"
+'
+
+test_done

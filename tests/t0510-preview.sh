@@ -1,0 +1,199 @@
+#!/bin/bash
+# sbx preview: a host URL for a port inside (HTTP, a large body, a WebSocket echo, a page whose
+# text JavaScript writes, rendered by headless Chromium); --json, --host-port, the list;
+# --public and its token (query, cookie, header); surviving exec, pause and resume; --rm and
+# rm closing it. Servers run inside with exec -d; every request goes to 127.0.0.1.
+# shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
+# the variables set here
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+test_skip_unless USERNS python3 curl
+
+HELPERS=$TEST_DIR/helpers
+CURL=(curl -sS --max-time 10 --noproxy "*")
+
+# the site: a page whose text a script writes (with a second request, for data.txt), a large file
+mkdir -p site
+cat >site/index.html <<'EOF'
+<!doctype html>
+<html><head><title>sbx preview</title><script src="app.js"></script></head>
+<body><p id="out">not rendered</p><script>render();</script></body></html>
+EOF
+cat >site/app.js <<'EOF'
+function render() {
+	var x = new XMLHttpRequest();
+	x.open("GET", "data.txt", false);
+	x.send();
+	document.getElementById("out").textContent =
+		"rendered by javascript: " + (6 * 7) + ", " + x.responseText.trim();
+}
+EOF
+echo "served from the sandbox" >site/data.txt
+head -c 3000000 /dev/urandom >site/big.bin
+BIG_SUM=$(sha256sum <site/big.bin | cut -d" " -f1)
+
+# url_port URL: the port of http://HOST:PORT/...
+url_port() { sed -n 's|^http://[^/]*:\([0-9]*\)/.*|\1|p' <<<"$1"; }
+
+# listening ADDR PORT: a TCP socket listens on exactly ADDR:PORT on the host
+listening() { ss -Hltn "sport = :$2" | awk '{ print $4 }' | grep -qx "$1:$2"; }
+
+# serve_inside SB: the site on 8000 and 8001, WebSocket echoes on 8765 and 8766, all on the
+# sandbox's 127.0.0.1, started with exec -d; waits (bounded) until they answer
+serve_inside() {
+	sbx cp site "$1:/workspace/" && sbx cp "$HELPERS/ws.py" "$1:/workspace/ws.py" &&
+		for p in 8000 8001; do
+			sbx exec -d "$1" /usr/bin/python3 -m http.server "$p" --bind 127.0.0.1 \
+				--directory /workspace/site >/dev/null || return 1
+		done &&
+		for p in 8765 8766; do
+			sbx exec -d "$1" /usr/bin/python3 /workspace/ws.py serve "$p" >/dev/null || return 1
+		done &&
+		for p in 8000/data.txt 8001/data.txt 8765/ 8766/; do
+			wait_until 10 sbx exec "$1" "${CURL[@]}" -f "http://127.0.0.1:$p" || return 1
+		done
+}
+
+test_expect_success 'set-up: servers inside a sandbox, on its own loopback' '
+	sbx create --name box >/dev/null && serve_inside box
+'
+
+test_expect_success 'preview prints one URL on 127.0.0.1 that reaches the port inside' '
+	sbx preview box 8000 >url && test "$(grep -c "" url)" = 1 &&
+	grep -Eqx "http://127\.0\.0\.1:[0-9]+/" url && url=$(cat url) &&
+	"${CURL[@]}" "${url}data.txt" >out && test "$(cat out)" = "served from the sandbox" &&
+	"${CURL[@]}" "$url" | grep -q "not rendered" &&
+	test "$("${CURL[@]}" "${url}big.bin" | sha256sum | cut -d" " -f1)" = "$BIG_SUM" &&
+	listening 127.0.0.1 "$(url_port "$url")" &&
+	cp url url8000
+'
+
+test_expect_success 'preview --json, --host-port N; a WebSocket echo through it' '
+	hp=$(free_port) &&
+	sbx preview box 8765 --host-port "$hp" --json >j &&
+	json_assert j "assert r[\"url\"] == \"http://127.0.0.1:$hp/\", r
+assert r[\"port\"] == 8765 and r[\"host_port\"] == $hp and r[\"token\"] is None, r" &&
+	"$TEST_PYTHON" "$HELPERS/ws.py" client "http://127.0.0.1:$hp/echo" "hello through the preview" >out &&
+	test "$(cat out)" = "hello through the preview" &&
+	"$TEST_PYTHON" "$HELPERS/ws.py" client "ws://127.0.0.1:$hp/" --size 300000 big >out &&
+	echo "http://127.0.0.1:$hp/" >url8765
+'
+
+test_expect_success 'preview SB lists the open previews; --json an array of the same objects' '
+	sbx preview box >list && cat list &&
+	test "$(grep -c "" list)" = 3 &&
+	grep -F "$(cat url8000)" list | grep -qw 8000 && grep -F "$(cat url8765)" list | grep -qw 8765 &&
+	sbx preview box --json >j &&
+	json_assert j "assert isinstance(r, list) and len(r) == 2, r
+by = {p[\"port\"]: p for p in r}
+assert sorted(by) == [8000, 8765], r
+assert by[8000][\"url\"] == \"$(cat url8000)\" and by[8765][\"url\"] == \"$(cat url8765)\", r
+assert all(p[\"token\"] is None and p[\"url\"].endswith(\":%d/\" % p[\"host_port\"]) for p in r), r"
+'
+
+test_expect_success '--public: on every address, 401 without the token; query, cookie, header' '
+	sbx preview box 8001 --public --json >j &&
+	eval "$("$TEST_PYTHON" -c "import json, shlex, sys
+r = json.load(open(sys.argv[1]))
+for k in (\"url\", \"token\", \"host_port\", \"port\"):
+    print(\"%s=%s\" % (k, shlex.quote(str(r[k]))))" j)" &&
+	test "$port" = 8001 && test -n "$token" && test "$token" != None &&
+	echo "$url" | grep -Eqx "http://[^/]+:$host_port/\?sbx_token=$token" &&
+	listening 0.0.0.0 "$host_port" &&
+	base=http://127.0.0.1:$host_port &&
+	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" "$base/data.txt")" = 401 &&
+	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" "$base/data.txt?sbx_token=wrong$token")" = 401 &&
+	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" -H "X-Sbx-Preview-Token: nope" "$base/")" = 401 &&
+	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" -b "sbx_preview_token=nope" "$base/")" = 401 &&
+	"${CURL[@]}" -D head -o /dev/null "$base/data.txt?sbx_token=$token" &&
+	tr -d "\r" <head >h && head -n 1 h | grep -Eq "^HTTP/1\.[01] 302" &&
+	grep -i "^set-cookie: sbx_preview_token=$token;" h | grep -iq "httponly" &&
+	grep -iq "^location: " h &&
+	test "$("${CURL[@]}" -b "sbx_preview_token=$token" "$base/data.txt")" = "served from the sandbox" &&
+	test "$("${CURL[@]}" -H "X-Sbx-Preview-Token: $token" "$base/data.txt")" = "served from the sandbox" &&
+	"${CURL[@]}" -L -c jar -b jar -o /dev/null -w "%{http_code}" "$url" >code && test "$(cat code)" = 200 &&
+	echo "$base/" >url8001 && echo "$token" >token
+'
+
+test_expect_success '--public: a WebSocket with the token header; without it the handshake gets 401' '
+	sbx preview box 8766 --public --json >j &&
+	json_assert j "print(r[\"host_port\"], r[\"token\"])" >hp_token && read -r hp token <hp_token &&
+	"$TEST_PYTHON" "$HELPERS/ws.py" client "http://127.0.0.1:$hp/" --header "X-Sbx-Preview-Token: $token" \
+		"public echo" >out &&
+	test "$(cat out)" = "public echo" &&
+	expect_code 2 "$TEST_PYTHON" "$HELPERS/ws.py" client "http://127.0.0.1:$hp/" x 2>err &&
+	grep -q "handshake failed: HTTP/1\.[01] 401" err &&
+	sbx preview --rm box 8766
+'
+
+test_expect_success 'previews survive exec, pause and resume' '
+	sbx exec box true && sbx exec box sh -c "echo busy >/workspace/f" &&
+	test "$("${CURL[@]}" "$(cat url8000)data.txt")" = "served from the sandbox" &&
+	sbx pause box >/dev/null && sbx resume box >/dev/null && test "$(sb_state box)" = running &&
+	test "$("${CURL[@]}" "$(cat url8000)data.txt")" = "served from the sandbox" &&
+	test "$("${CURL[@]}" -H "X-Sbx-Preview-Token: $(cat token)" "$(cat url8001)data.txt")" = \
+		"served from the sandbox" &&
+	"$TEST_PYTHON" "$HELPERS/ws.py" client "$(cat url8765)" "after resume" >out &&
+	test "$(cat out)" = "after resume" &&
+	sbx preview box --json >j && json_assert j "assert len(r) == 3, r"
+'
+
+if command -v chromium >/dev/null; then
+	test_expect_success 'headless Chromium renders a page served inside, through the preview' '
+		mkdir -p chrome &&
+		HOME=$TRASH/chrome timeout 45 chromium --headless --no-sandbox --disable-gpu \
+			--disable-dev-shm-usage --no-first-run --no-default-browser-check \
+			--disable-background-networking --disable-component-update --disable-sync \
+			--disable-extensions --disable-default-apps --no-pings --metrics-recording-only \
+			--proxy-server=http://127.0.0.1:9 \
+			--host-resolver-rules="MAP * ~NOTFOUND, EXCLUDE 127.0.0.1" \
+			--user-data-dir="$TRASH/chrome/profile" --dump-dom "$(cat url8000)" >dom 2>chrome.err ||
+			{ tail -n 20 chrome.err; exit 1; }
+		grep -q "rendered by javascript: 42, served from the sandbox" dom &&
+		! grep -q "not rendered" dom
+	'
+else
+	test_skip 'headless Chromium renders a page served inside' 'chromium is not installed'
+fi
+
+test_expect_success 'preview --rm closes one preview; the others stay' '
+	sbx preview --rm box 8000 >out && test ! -s out &&
+	expect_code 7 "${CURL[@]}" "$(cat url8000)data.txt" 2>/dev/null &&
+	test "$("${CURL[@]}" -H "X-Sbx-Preview-Token: $(cat token)" "$(cat url8001)data.txt")" = \
+		"served from the sandbox" &&
+	sbx preview box --json >j &&
+	json_assert j "assert sorted(p[\"port\"] for p in r) == [8001, 8765], r" &&
+	sbx preview box 8000 >url && test "$("${CURL[@]}" "$(cat url)data.txt")" = "served from the sandbox" &&
+	cp url url8000
+'
+
+test_expect_success 'preview: bad ports, no sandbox, --rm of a port not previewed: 125' '
+	expect_code 125 sbx preview box 0 2>err && head -n 1 err | grep -q "^sbx: error: " &&
+	expect_code 125 sbx preview box 65536 2>err && head -n 1 err | grep -q "^sbx: error: " &&
+	expect_code 125 sbx preview box http 2>err && head -n 1 err | grep -q "^sbx: error: " &&
+	expect_code 125 sbx preview box 8000 --host-port x 2>err && head -n 1 err | grep -q "^sbx: error: " &&
+	expect_code 125 sbx preview --rm box 2>err && head -n 1 err | grep -q "^sbx: error: " &&
+	expect_code 125 sbx preview 2>err && head -n 1 err | grep -q "^sbx: error: " &&
+	expect_code 125 sbx preview nosuch 8000 2>err && expect_one_error_line err "nosuch" &&
+	expect_code 125 sbx preview --rm box 9999 2>err && expect_one_error_line err "9999"
+'
+
+test_expect_success 'a sandbox with --net none can be previewed too' '
+	sbx create --name quiet --net none >/dev/null && serve_inside quiet &&
+	sbx preview quiet 8000 >url &&
+	test "$("${CURL[@]}" "$(cat url)data.txt")" = "served from the sandbox" &&
+	cp url urlquiet
+'
+
+test_expect_success 'rm closes every preview of the sandbox, and only those' '
+	sbx rm -f box >/dev/null &&
+	for u in url8000 url8765; do
+		expect_code 7 "${CURL[@]}" "$(cat $u)" 2>/dev/null || exit 1
+	done &&
+	expect_code 7 "${CURL[@]}" -H "X-Sbx-Preview-Token: $(cat token)" "$(cat url8001)" 2>/dev/null &&
+	test "$("${CURL[@]}" "$(cat urlquiet)data.txt")" = "served from the sandbox" &&
+	sbx rm -f quiet >/dev/null &&
+	expect_code 7 "${CURL[@]}" "$(cat urlquiet)" 2>/dev/null
+'
+
+test_done
