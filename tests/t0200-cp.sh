@@ -287,7 +287,7 @@ test_expect_success 'setuid and setgid bits are dropped, both ways; hard links w
 
 test_expect_success 'a stopped sandbox: cp in and out still work, its /usr stays read-only' '
 	id=$(sbx create --name st) &&
-	sbx exec st -c "echo before >/workspace/f" &&
+	sbx exec st -c "echo before >/workspace/f && ln -s /tmp /workspace/esc" &&
 	sup=$(python3 -c "import json; print(json.load(open(\"$SBX_HOME/sandboxes/$id/sandbox.json\"))[\"extra\"][\"supervisor_pid\"])") &&
 	pid=$(python3 -c "import json; print(json.load(open(\"$SBX_HOME/sandboxes/$id/sandbox.json\"))[\"extra\"][\"init_pid\"])") &&
 	kill -9 "$sup" &&
@@ -301,6 +301,9 @@ test_expect_success 'a stopped sandbox: cp in and out still work, its /usr stays
 	expect_code 125 sbx cp src/a st:/usr/planted 2>err &&
 	expect_one_error_line err "Read-only file system" && test ! -e /usr/planted &&
 	test ! -e "$SBX_HOME/sandboxes/$id/root/usr/planted" &&
+	: "a link to /tmp resolves to the sandbox'"'"'s /tmp even with no init running" &&
+	sbx cp src/a "st:/workspace/esc/sbx-planted-$id" && test ! -e "/tmp/sbx-planted-$id" &&
+	sbx cp "st:/workspace/esc/sbx-planted-$id" planted-back && cmp planted-back src/a &&
 	sbx rm st >/dev/null
 '
 
