@@ -26,5 +26,6 @@ void test_store(void);
 void test_options(void);
 void test_lazy(void);
 void test_net(void);
+void test_registry(void);
 
 #endif
