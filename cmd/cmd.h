@@ -20,6 +20,7 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_version(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_help(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_image(int argc, char **argv, struct sbx_ctx *ctx);
 
 struct sbx_command {
 	const char *name;
@@ -66,6 +67,7 @@ enum {
 	OPT_NAME = 1000, OPT_ENV_FILE, OPT_LABEL, OPT_JSON, OPT_PROVIDER, OPT_TIMEOUT, OPT_FORCE,
 	OPT_CPUS, OPT_MEMORY, OPT_PIDS_LIMIT, OPT_TTL, OPT_TTL_ACTION, OPT_RESUME,
 	OPT_NET, OPT_NET_PRESET, OPT_ADD_HOST, OPT_HOST_PORT, OPT_EGRESS, OPT_PUBLIC, OPT_RM,
+	OPT_IMAGE, OPT_PLATFORM, OPT_INSECURE, OPT_ROOTFS,
 	OPT_HELP = 'h',
 };
 #define CREATE_LONGOPTS                                                         \
@@ -84,7 +86,8 @@ enum {
 	{ "net", required_argument, NULL, OPT_NET },                            \
 	{ "net-preset", required_argument, NULL, OPT_NET_PRESET },              \
 	{ "add-host", required_argument, NULL, OPT_ADD_HOST },                  \
-	{ "host-port", required_argument, NULL, OPT_HOST_PORT }
+	{ "host-port", required_argument, NULL, OPT_HOST_PORT },                \
+	{ "image", required_argument, NULL, OPT_IMAGE }
 
 /* "K=V" from -e: K alone takes the caller's value (skipped when unset); 0 or -1 */
 int env_arg(char ***v, size_t *n, const char *arg, const char *cmd);

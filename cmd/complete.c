@@ -3,6 +3,37 @@
 #include "cmd/cmd.h"
 
 #include <getopt.h>
+#include <unistd.h>
+
+#include "core/image.h"
+#include "core/json.h"
+
+/* the images of the store, as people type them: REPOSITORY:TAG (REPOSITORY@DIGEST for a ref
+ * by digest); nothing at all when the store has none or cannot be read */
+static void print_images(struct sbx_ctx *ctx)
+{
+	/* a store without images has no refs.json: listing would create the directories */
+	_cleanup_free_ char *refs = xasprintf("%s/images/refs.json", ctx->store.root);
+	if (access(refs, R_OK) < 0)
+		return;
+	json_t *a = NULL;
+	struct sbx_err err = { 0 };
+	if (sbx_image_list(&ctx->store, &a, &err) < 0)
+		return; /* completions stay quiet */
+	size_t i;
+	json_t *v;
+	json_array_foreach(a, i, v) {
+		const char *repo = sbx_json_str(v, "repository"), *tag = sbx_json_str(v, "tag");
+		const char *name = sbx_json_str(v, "name"), *at = name ? strrchr(name, '@') : NULL;
+		if (!repo || !*repo || !tag)
+			continue;
+		if (streq(tag, "<none>"))
+			printf("%s%s\n", repo, at ? at : "");
+		else
+			printf("%s:%s\n", repo, tag);
+	}
+	json_decref(a);
+}
 
 /* long and short options of a command, from its help text */
 static void print_options(const struct sbx_command *c, bool borrowed)
@@ -58,6 +89,8 @@ int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx)
 			sbx_record_free(rec);
 		}
 		sbx_strv_free(ids);
+	} else if (streq(what, "images")) {
+		print_images(ctx);
 	} else if (streq(what, "options")) {
 		if (argc < 3)
 			return cmd_usage_error("__complete", "missing command");

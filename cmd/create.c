@@ -170,6 +170,9 @@ int create_parse_opt(struct create_args *a, int c, const char *arg, const char *
 	case OPT_HOST_PORT:
 		strv_push(&a->host_port_store, &a->n_host_ports, xstrdup(arg));
 		return 1;
+	case OPT_IMAGE:
+		a->o.image = arg;
+		return 1;
 	}
 	return 0;
 }

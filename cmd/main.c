@@ -40,6 +40,8 @@ const struct sbx_command sbx_commands[] = {
 	  "                         NAME resolves to ADDR, in /etc/hosts and for the proxy\n"
 	  "      --host-port PORT[:INSIDE]\n"
 	  "                         the host's 127.0.0.1:PORT at 127.0.0.1:INSIDE inside\n"
+	  "      --image REF        an OCI image's files as the root (pulled when missing);\n"
+	  "                         its Env, WorkingDir and User are the defaults\n"
 	  "      --json             print the record as JSON instead of the id\n" },
 	{ "exec", cmd_exec, "Run a command in a sandbox",
 	  "sbx exec [OPTIONS] SB [--] CMD [ARG...]\n       sbx exec [OPTIONS] SB -c 'SHELL STRING'",
@@ -89,17 +91,35 @@ const struct sbx_command sbx_commands[] = {
 	  "sbx rm [OPTIONS] SB...",
 	  "  -f, --force            remove running sandboxes too, and records that cannot be read\n" },
 	{ "run", cmd_run, "Create a sandbox, run a command in it, remove it",
-	  "sbx run [CREATE OPTIONS] [--timeout DUR] [-i] -- CMD [ARG...]",
+	  "sbx run [CREATE OPTIONS] [--timeout DUR] [-i] -- CMD [ARG...]\n"
+	  "       sbx run --image REF [CREATE OPTIONS] [-- CMD [ARG...]]",
 	  "  -i, --interactive      keep stdin open to the command\n"
 	  "      --timeout DUR      kill the command after DUR (exit 124)\n"
-	  "  and every option of 'sbx create' but --json\n" },
+	  "  and every option of 'sbx create' but --json; with --image and no CMD, the\n"
+	  "  image's Entrypoint and Cmd run\n" },
+	{ "image", cmd_image, "Pull, import, list and remove OCI images",
+	  "sbx image pull [--platform OS/ARCH] [--insecure] [-q] REF\n"
+	  "       sbx image import FILE\n"
+	  "       sbx image import --rootfs DIR|TAR NAME[:TAG]\n"
+	  "       sbx image ls [--json] [-q]\n"
+	  "       sbx image rm [-f] REF...\n"
+	  "       sbx image prune",
+	  "      --platform OS/ARCH[/VARIANT]\n"
+	  "                         pull: the image of a multi-platform index (default\n"
+	  "                         linux/amd64)\n"
+	  "      --insecure         pull: plain HTTP to a registry not on loopback\n"
+	  "  -q, --quiet            pull: no progress; ls: image ids only\n"
+	  "      --rootfs           import: a one-layer image from a directory or a tar\n"
+	  "      --json             ls: a JSON array\n"
+	  "  -f, --force            rm: even while a sandbox uses the image\n" },
 	{ "version", cmd_version, "Show which sbx this is",
 	  "sbx version",
 	  "" },
 	{ "help", cmd_help, "Show help for a command",
 	  "sbx help [COMMAND]",
 	  "" },
-	{ "__complete", cmd_complete, NULL, "sbx __complete commands|sandboxes|providers|options CMD",
+	{ "__complete", cmd_complete, NULL,
+	  "sbx __complete commands|sandboxes|providers|images|options CMD",
 	  "" },
 	{ NULL, NULL, NULL, NULL, NULL },
 };

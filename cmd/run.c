@@ -58,7 +58,7 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 	}
 	if (optind < argc && streq(argv[optind], "--"))
 		optind++;
-	if (optind >= argc) {
+	if (optind >= argc && !a.o.image) {
 		create_args_release(&a);
 		return cmd_usage_error("run", "missing command");
 	}
@@ -70,6 +70,26 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 	if (sbx_sandbox_create(ctx, &a.o, &rec, &err) < 0) {
 		create_args_release(&a);
 		return cmd_report(&err);
+	}
+	/* no command: the image's Entrypoint and Cmd, as docker run does */
+	_cleanup_(strv_freep) char **image_argv = NULL;
+	if (optind >= argc) {
+		json_t *img = json_object_get(rec->options, "image");
+		size_t n = 0, i;
+		json_t *v;
+		json_t *parts[] = { json_object_get(img, "entrypoint"), json_object_get(img, "cmd") };
+		for (size_t k = 0; k < 2; k++)
+			json_array_foreach(parts[k], i, v)
+				strv_push(&image_argv, &n, xstrdup(json_string_value(v)));
+		if (!n) {
+			struct sbx_err e2 = { 0 };
+			(void)sbx_sandbox_rm(ctx, rec->id, true, &e2);
+			sbx_record_free(rec);
+			create_args_release(&a);
+			return cmd_usage_error("run", "missing command: image '%s' has no Entrypoint "
+					       "or Cmd", a.o.image);
+		}
+		x.argv = image_argv;
 	}
 	/* exec joins the sandbox's namespaces, so it runs in a child; this process stays on the
 	 * host to remove the sandbox afterwards */

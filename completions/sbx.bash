@@ -3,12 +3,36 @@
 # Install as /usr/share/bash-completion/completions/sbx, or source it from ~/.bashrc.
 
 # options whose value is the next word
-_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user --cpus --memory --pids-limit --ttl --ttl-action --grace --net --net-preset --add-host --host-port '
+_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user --cpus --memory --pids-limit --ttl --ttl-action --grace --net --net-preset --add-host --host-port --image --platform '
+
+# the word at the cursor, with the pieces COMP_WORDBREAKS split off at ':' joined again
+# (tiny:1, localhost:5000/app:v2), into _sbx_word; the index of its first piece into _sbx_word_at
+_sbx_colon_word()
+{
+	local -i j=COMP_CWORD
+	_sbx_word=${COMP_WORDS[j]}
+	while ((j > 1)) && { [ "${COMP_WORDS[j]}" = : ] || [ "${COMP_WORDS[j - 1]}" = : ]; }; do
+		j+=-1
+		_sbx_word=${COMP_WORDS[j]}$_sbx_word
+	done
+	_sbx_word_at=$j
+}
+
+# image names from the store that start with _sbx_word, less what readline keeps of the word
+# before its last ':'
+_sbx_images()
+{
+	local pre=''
+	[[ $_sbx_word == *:* ]] && pre=${_sbx_word%"${_sbx_word##*:}"}
+	mapfile -t COMPREPLY < <(compgen -W "$("$1" __complete images 2>/dev/null)" -- "$_sbx_word")
+	[ ${#COMPREPLY[@]} -eq 0 ] || COMPREPLY=("${COMPREPLY[@]#"$pre"}")
+}
 
 _sbx()
 {
-	local cur=${COMP_WORDS[COMP_CWORD]} prev='' sbx=${COMP_WORDS[0]} cmd='' i w
+	local cur=${COMP_WORDS[COMP_CWORD]} prev='' sbx=${COMP_WORDS[0]} cmd='' sub='' i w
 	local -i cmd_at=0 npos=0 dashdash=0
+	local _sbx_word _sbx_word_at
 	COMPREPLY=()
 	[ "$COMP_CWORD" -gt 0 ] && prev=${COMP_WORDS[COMP_CWORD - 1]}
 	# shellcheck disable=SC2088 # a literal ~/ typed on the command line
@@ -31,6 +55,11 @@ _sbx()
 	fi
 
 	# the value of an option
+	_sbx_colon_word
+	if [ "${COMP_WORDS[_sbx_word_at - 1]}" = --image ]; then
+		_sbx_images "$sbx"
+		return 0
+	fi
 	case $prev in
 	--provider)
 		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete providers 2>/dev/null)" -- "$cur")
@@ -58,8 +87,9 @@ _sbx()
 		return 0
 	fi
 
-	# how many arguments (not options, not option values) come before this word
-	for ((i = cmd_at + 1; i < COMP_CWORD; i++)); do
+	# how many arguments (not options, not option values) come before this word; the first
+	# of 'sbx image' is its subcommand
+	for ((i = cmd_at + 1; i < _sbx_word_at; i++)); do
 		w=${COMP_WORDS[i]}
 		if [ "$w" = -- ]; then
 			dashdash=1
@@ -70,13 +100,19 @@ _sbx()
 			# COMP_WORDBREAKS split allow=a.com or HOST:PORT: the rest is the same word
 			((i++))
 		else
+			[ "$npos" -eq 0 ] && sub=$w
 			npos+=1
 		fi
 	done
 
-	# options: before the arguments, or anywhere for commands that take them there
+	# options: before the arguments, or anywhere for commands that take them there; 'sbx
+	# image' takes them after its subcommand
+	if [ "$cmd" = image ] && [ "$npos" -eq 0 ] && [[ $cur == -* ]]; then
+		mapfile -t COMPREPLY < <(compgen -W '-h --help' -- "$cur")
+		return 0
+	fi
 	if [ "$dashdash" -eq 0 ] && [[ $cur == -* ]] &&
-		{ [[ " rm logs preview " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
+		{ [[ " rm logs preview image " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
 		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete options "$cmd" 2>/dev/null)" -- "$cur")
 		return 0
 	fi
@@ -91,6 +127,18 @@ _sbx()
 		mapfile -t sbs < <("$sbx" __complete sandboxes 2>/dev/null)
 		compopt -o nospace -o filenames 2>/dev/null
 		mapfile -t COMPREPLY < <(compgen -W "${sbs[*]/%/:}" -- "$cur"; compgen -f -- "$cur")
+		return 0 ;;
+	image)
+		case $npos:$sub in
+		0:*)
+			mapfile -t COMPREPLY < <(compgen -W 'pull import ls rm prune' -- "$cur") ;;
+		*:rm)
+			_sbx_images "$sbx" ;;
+		1:import)
+			# FILE, or with --rootfs a directory or a tar
+			compopt -o filenames 2>/dev/null
+			mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
+		esac
 		return 0 ;;
 	help)
 		[ "$npos" -eq 0 ] &&

@@ -4,7 +4,8 @@
 
 # options whose value is the next word
 set -g __sbx_value_opts -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user \
-    --cpus --memory --pids-limit --ttl --ttl-action --grace --net --net-preset --add-host --host-port
+    --cpus --memory --pids-limit --ttl --ttl-action --grace --net --net-preset --add-host --host-port \
+    --image --platform
 
 # the command: the first word after 'sbx' that is not a global option
 function __sbx_cmd
@@ -42,10 +43,25 @@ end
 function __sbx_options
     set -l cmd (__sbx_cmd); or return
     set -l args (__sbx_args); or return
-    # options: before the arguments, or anywhere for commands that take them there
-    if test (count $args) -eq 0; or contains -- $cmd rm logs preview
+    # options: before the arguments, or anywhere for commands that take them there; 'sbx
+    # image' takes them after its subcommand
+    if test "$cmd" = image; and test (count $args) -eq 0
+        printf '%s\n' -h --help
+    else if test (count $args) -eq 0; or contains -- $cmd rm logs preview image
         sbx __complete options $cmd 2>/dev/null
     end
+end
+
+# 'sbx image SUB ...': true when the first argument is SUB ("": whatever it is) and, when counts
+# follow, the arguments so far number one of them
+function __sbx_image_at
+    test "$(__sbx_cmd)" = image; or return 1
+    contains -- (commandline -opc)[-1] $__sbx_value_opts; and return 1
+    set -l args (__sbx_args); or return 1
+    if test -n "$argv[1]"
+        test (count $args) -gt 0; and test "$args[1]" = "$argv[1]"; or return 1
+    end
+    test (count $argv) -eq 1; or contains -- (count $args) $argv[2..-1]
 end
 
 # SB wanted here: exec, inspect, logs and preview take one, rm, pause and resume any number
@@ -77,6 +93,10 @@ complete -c sbx -n '__sbx_wants_sandbox' -a '(sbx __complete sandboxes 2>/dev/nu
 complete -c sbx -n 'test "$(__sbx_cmd)" = help; and test (count (__sbx_args)) -eq 0' -a '(sbx __complete commands 2>/dev/null)'
 complete -c sbx -n 'test "$(__sbx_cmd)" = cp; and not string match -q -- "-*" (commandline -ct)' -F -a '(for s in (sbx __complete sandboxes 2>/dev/null); echo $s:; end)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --provider' -a '(sbx __complete providers 2>/dev/null)'
+complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --image' -a '(sbx __complete images 2>/dev/null)'
+complete -c sbx -n '__sbx_image_at "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'pull import ls rm prune'
+complete -c sbx -n '__sbx_image_at rm; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete images 2>/dev/null)'
+complete -c sbx -n '__sbx_image_at import 1; and not string match -q -- "-*" (commandline -ct)' -F
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --ttl-action' -a 'pause rm'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --net' -a 'none allow= open host'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --net-preset' -a 'default none'

@@ -35,6 +35,15 @@ int sbx_archive_pack(int fd, const struct sbx_cp_src *src, bool follow, struct s
 int sbx_archive_extract(int fd, const char *dest, const char *top, unsigned flags,
 			struct sbx_err *err);
 
+/* unpacks an image layer (a tar, compressed or not) read from fd into the existing directory
+ * dest (the process's cwd is changed): OCI whiteouts become overlay's (a 0/0 character device,
+ * the user.overlay.opaque xattr), device nodes and sockets are skipped, and what cp refuses is
+ * refused. shift >= 0: owners are kept, moved up by shift (an id range of 65536); -1: everything
+ * belongs to the caller. lowers: the unpacked layers below, topmost first, which give a directory
+ * the layer names a file in but does not list its mode, owner and times. */
+int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *lowers,
+			     size_t n_lowers, struct sbx_err *err);
+
 /* a forked child's outcome: the child sends err (NULL: success) on fd once; the parent waits
  * for pid, then reads it (a child that died without a word is an error naming what) */
 void sbx_err_send(int fd, const struct sbx_err *err);

@@ -4,8 +4,10 @@
 
 #include <errno.h>
 #include <sys/file.h>
+#include <unistd.h>
 #include <time.h>
 
+#include "core/image.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/net.h"
@@ -56,6 +58,80 @@ static json_t *options_json(const struct sbx_create_opts *o)
 	return j;
 }
 
+/* "K=V" entries: a later K replaces an earlier one in place */
+static void env_merge(json_t *into, const char *kv)
+{
+	size_t klen = strcspn(kv, "=");
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(into, i, v) {
+		const char *s = json_string_value(v);
+		if (s && strncmp(s, kv, klen) == 0 && (s[klen] == '=' || !s[klen])) {
+			json_array_set_new(into, i, json_string(kv));
+			return;
+		}
+	}
+	json_array_append_new(into, json_string(kv));
+}
+
+static json_t *strings_of(json_t *a)
+{
+	json_t *r = json_array();
+	size_t i;
+	json_t *v;
+	json_array_foreach(a, i, v)
+		if (json_is_string(v))
+			json_array_append(r, v);
+	return r;
+}
+
+/* --image: the image (pulled when the store lacks it) and its config's defaults under the
+ * flags: Env, then -e; WorkingDir unless -w; User (exec -u overrides) */
+static int image_options(struct sbx_ctx *ctx, const struct sbx_create_opts *o, json_t *opts,
+			 struct sbx_err *err)
+{
+	struct sbx_image img = { 0 };
+
+	if (sbx_image_find(&ctx->store, o->image, &img, err) < 0) {
+		if (err->kind != SBX_E_NOTFOUND)
+			return -1;
+		*err = (struct sbx_err){ 0 };
+		struct sbx_image_pull_opts po = { .progress = isatty(2) == 1 };
+		if (sbx_image_pull(&ctx->store, o->image, &po, &img, err) < 0)
+			return -1;
+	}
+	json_t *cfg = json_object_get(img.config, "config");
+	json_t *env = json_array();
+	size_t i;
+	json_t *v;
+	json_array_foreach(json_object_get(cfg, "Env"), i, v)
+		if (json_is_string(v))
+			env_merge(env, json_string_value(v));
+	json_array_foreach(json_object_get(opts, "env"), i, v)
+		env_merge(env, json_string_value(v));
+	json_object_set_new(opts, "env", env);
+	const char *wd = sbx_json_str(cfg, "WorkingDir");
+	if (!o->workdir && wd && *wd)
+		json_object_set_new(opts, "workdir", json_string(wd));
+	const char *user = sbx_json_str(cfg, "User");
+	if (user && *user)
+		json_object_set_new(opts, "user", json_string(user));
+	json_t *layers = json_array(), *chain = json_array();
+	for (size_t k = 0; k < img.n_layers; k++) {
+		json_array_append_new(layers, json_string(img.layers[k]));
+		json_array_append_new(chain, json_string(img.chain[k]));
+	}
+	json_object_set_new(opts, "image",
+			    json_pack("{s:s, s:s?, s:s, s:o, s:o, s:o, s:o}", "ref", o->image,
+				      "name", img.name, "id", img.id, "layers", layers, "chain",
+				      chain, "entrypoint",
+				      strings_of(json_object_get(cfg, "Entrypoint")), "cmd",
+				      strings_of(json_object_get(cfg, "Cmd"))));
+	sbx_image_release(&img);
+	return 0;
+}
+
 static const char *label_of(const struct sbx_record *rec)
 {
 	return rec->name ? rec->name : rec->id;
@@ -88,8 +164,16 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 				   "starting with a letter or digit, at most %d characters",
 				   o->name, SBX_NAME_MAX);
 	long long t0 = sbx_now_ms();
-	if (sbx_store_claim(&ctx->store, o->name, &id, err) < 0)
+	/* the image first: a pull can take a while, and no record waits on it */
+	json_t *opts = options_json(o);
+	if (o->image && image_options(ctx, o, opts, err) < 0) {
+		json_decref(opts);
 		return -1;
+	}
+	if (sbx_store_claim(&ctx->store, o->name, &id, err) < 0) {
+		json_decref(opts);
+		return -1;
+	}
 	sbx_debug("claimed id %s%s%s", id, o->name ? " for name " : "", o->name ? o->name : "");
 
 	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, id, true, err);
@@ -99,7 +183,7 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	rec->provider = xstrdup(p->name);
 	rec->state = SBX_STATE_CREATING;
 	rec->created = time(NULL);
-	rec->options = options_json(o);
+	rec->options = opts;
 	rec->dir = sbx_store_dir(&ctx->store, id);
 	if (lk < 0 || sbx_store_save(&ctx->store, rec, false, err) < 0)
 		goto fail;

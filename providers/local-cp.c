@@ -15,7 +15,11 @@
 #include <sys/wait.h>
 
 #include "core/archive.h"
+#include "core/digest.h"
+#include "core/image.h"
+#include "core/json.h"
 #include "core/log.h"
+#include "core/strbuf.h"
 
 #ifndef AT_RECURSIVE
 #define AT_RECURSIVE 0x8000
@@ -33,6 +37,8 @@ struct cp_job {
 	unsigned flags;		/* cp_in: SBX_EXTRACT_* */
 	struct sbx_cp_src src;	/* cp_out */
 	bool follow;		/* cp_out: -L */
+	char **layers;		/* an image sandbox's layer directories, base first (NULL: none) */
+	size_t n_layers;
 };
 
 /* keeps 0-2, a and b; closes every other descriptor */
@@ -123,13 +129,38 @@ static _noreturn_ void child_running(const struct cp_job *j, int pidfd, pid_t in
 static const char *const sys_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
 					"etc" };
 
+/* detached copies of an image sandbox's layer directories and of its fs/ (next to root/, which
+ * rootfd, or the working directory, is) */
+static int *image_trees(const struct cp_job *j, int rootfd, int efd)
+{
+	int *fds = xcalloc(j->n_layers + 1, sizeof(int));
+
+	for (size_t i = 0; i <= j->n_layers; i++) {
+		fds[i] = (int)syscall(SYS_open_tree, i < j->n_layers ? AT_FDCWD : rootfd,
+				      i < j->n_layers ? j->layers[i] : "../fs",
+				      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+		if (fds[i] < 0) {
+			struct sbx_err e = { 0 };
+			sbx_err_errno(&e, "cannot open the image's files");
+			child_exit(efd, &e);
+		}
+	}
+	return fds;
+}
+
 static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int sync_in,
 				     int sync_out, bool map_range, pid_t parent, int efd)
 {
 	struct sbx_err e = { 0 };
 	int sysfd[ARRAY_SIZE(sys_dirs)];
 	char c;
+	int *treefd = NULL;
 
+	/* an image sandbox's trees (its layers, its fs/ with upper/ and work/): run by root,
+	 * detached now, while we can still reach them (sandbox root cannot traverse root's home);
+	 * otherwise once in our own namespaces, where we may */
+	if (j->n_layers && map_range)
+		treefd = image_trees(j, rootfd, efd);
 	/* into the sandbox's files first: run by root, sandbox root cannot traverse root's home;
 	 * unshare then moves the working directory onto our own copy of its mount */
 	if (fchdir(rootfd) < 0) {
@@ -153,6 +184,46 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
 		sbx_err_errno(&e, "cannot make mounts private");
 		child_exit(efd, &e);
+	}
+	if (j->n_layers && !map_range)
+		treefd = image_trees(j, AT_FDCWD, efd);
+	if (j->n_layers) {
+		/* root/ of an image sandbox is only a place to stand: the trees go on mount points
+		 * made in it (once; they stay, empty), the overlay on root/m, which we enter */
+		struct strbuf o = STRBUF_INIT;
+		char at[32];
+		for (size_t i = 0; i <= j->n_layers + 1; i++) {
+			snprintf(at, sizeof(at), i <= j->n_layers ? "%zu" : "m", i);
+			if (mkdir(at, 0755) < 0 && errno != EEXIST) {
+				sbx_err_errno(&e, "cannot create mount point '%s'", at);
+				child_exit(efd, &e);
+			}
+			if (i <= j->n_layers &&
+			    syscall(SYS_move_mount, treefd[i], "", AT_FDCWD, at,
+				    MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+				sbx_err_errno(&e, "cannot attach layer %zu of the image", i);
+				child_exit(efd, &e);
+			}
+		}
+		strbuf_addstr(&o, "lowerdir=");
+		for (size_t i = j->n_layers; i-- > 0;) {
+			snprintf(at, sizeof(at), "%zu%s", i, i ? ":" : "");
+			strbuf_addstr(&o, at);
+		}
+		snprintf(at, sizeof(at), ",upperdir=%zu/upper", j->n_layers);
+		strbuf_addstr(&o, at);
+		snprintf(at, sizeof(at), ",workdir=%zu/work", j->n_layers);
+		strbuf_addstr(&o, at);
+		strbuf_addstr(&o, ",userxattr");
+		/* every path resolves inside from here: the chroot is what keeps it so */
+		if (mount("overlay", "m", "overlay", 0, o.buf) < 0 || chdir("m") < 0 ||
+		    chroot(".") < 0) {
+			sbx_err_errno(&e, "cannot mount the image's files (is the sandbox starting "
+				      "at the same time?)");
+			child_exit(efd, &e);
+		}
+		strbuf_release(&o);
+		child_run(j, parent, efd);
 	}
 	/* the host's system view, read-only, as init binds it: detached copies now, attached
 	 * once inside, where the mount points resolve within the sandbox only */
@@ -328,6 +399,21 @@ fail:
 	return -1;
 }
 
+/* the layer directories of an image sandbox (NULL, 0 for one on the host's system view) */
+static char **image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, size_t *ret_n)
+{
+	json_t *ls = json_object_get(json_object_get(rec->options, "image"), "chain");
+	size_t n = json_array_size(ls);
+	char **v = n ? xcalloc(n + 1, sizeof(char *)) : NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *d = json_string_value(json_array_get(ls, i));
+		v[i] = sbx_digest_valid(d) ? sbx_image_layer_dir(&ctx->store, d) : xstrdup("/nonexistent");
+	}
+	*ret_n = n;
+	return v;
+}
+
 int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
 		const struct sbx_cp_opts *opts, struct sbx_err *err)
 {
@@ -338,8 +424,9 @@ int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, c
 		.flags = opts->archive ? SBX_EXTRACT_OWNER : 0,
 	};
 
-	(void)ctx;
 	local_touch_activity(rec->dir);
+	_cleanup_(strv_freep) char **layers = image_layers(ctx, rec, &j.n_layers);
+	j.layers = layers;
 	return run(rec, &j, err);
 }
 
@@ -350,8 +437,9 @@ int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *
 
 	sbx_cp_src_parse(src, &j.src);
 	local_touch_activity(rec->dir);
+	_cleanup_(strv_freep) char **layers = image_layers(ctx, rec, &j.n_layers);
+	j.layers = layers;
 	int r = run(rec, &j, err);
 	sbx_cp_src_release(&j.src);
-	(void)ctx;
 	return r;
 }

@@ -443,7 +443,12 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 
 	/* inside now: users, the environment, the pty */
 	struct user u = { 0, 0, NULL };
-	if (o->user && resolve_user(o->user, label, &u, err) < 0)
+	/* -u, or the image's User; run by an ordinary user only uid 0 exists inside, so an
+	 * image's User is not applied then */
+	const char *user = o->user;
+	if (!user && map_range)
+		user = sbx_json_str(rec->options, "user");
+	if (user && resolve_user(user, label, &u, err) < 0)
 		return -1;
 	_cleanup_free_ char *home = u.home;
 	char **env = NULL;
@@ -597,8 +602,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 				return sbx_err_set(err, SBX_E_STATE,
 						   "cannot run as user '%s' in sandbox '%s': run by an "
 						   "ordinary user, sbx maps only uid 0 into a sandbox",
-						   o->user, label);
-			return sbx_err_errno(err, "cannot run as user '%s' in sandbox '%s'", o->user,
+						   user, label);
+			return sbx_err_errno(err, "cannot run as user '%s' in sandbox '%s'", user,
 					     label);
 		case STAGE_EXEC:
 			if (f.errnum == ENOENT)

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 
 #include "core/store.h"
+#include "core/strbuf.h"
 #include "core/test-hook.h"
 
 #ifndef MOUNT_ATTR_RDONLY
@@ -110,6 +111,52 @@ static void bind_ro(const char *src, const char *dst)
 }
 
 #define R "/tmp"	/* where the new root is assembled, in our private mount namespace */
+
+/* --image: the root is an overlay of the image's layers (fds[0..n-1], base first) with the
+ * sandbox's fs/upper (fds[n]: the sandbox's fs directory) on top. The trees are attached on a
+ * small tmpfs at R first, so their paths are short and ours; the overlay then covers R. A
+ * tree not detached by the supervisor (fd -1) is opened here. */
+static void mount_image_root(const struct local_setup *s, int *fds)
+{
+	char p[PATH_MAX];
+	struct strbuf o = STRBUF_INIT;
+
+	/* every tree first: the tmpfs hides what lies under R (the store may be there) */
+	for (size_t i = 0; i <= s->n_layers; i++) {
+		if (fds[i] >= 0)
+			continue;
+		if (i < s->n_layers)
+			snprintf(p, sizeof(p), "%s", s->layers[i]);
+		else
+			snprintf(p, sizeof(p), "%s/fs", s->dir);
+		if ((fds[i] = clone_tree(p)) < 0)
+			init_fail("cannot open '%s'", p);
+	}
+	if (mount("tmpfs", R, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+		init_fail("cannot mount a tmpfs to assemble the image's root");
+	for (size_t i = 0; i <= s->n_layers; i++) {
+		char at[64];
+		snprintf(at, sizeof(at), R "/%zu", i);
+		if (mkdir(at, 0755) < 0)
+			init_fail("cannot create '%s'", at);
+		if (attach_tree(fds[i], at) < 0)
+			init_fail("cannot attach layer %zu of the image", i);
+		close(fds[i]);
+		fds[i] = -1;
+	}
+	strbuf_addstr(&o, "lowerdir=");
+	for (size_t i = s->n_layers; i-- > 0;) {
+		char l[64];
+		snprintf(l, sizeof(l), R "/%zu%s", i, i ? ":" : "");
+		strbuf_addstr(&o, l);
+	}
+	snprintf(p, sizeof(p), ",upperdir=" R "/%zu/upper,workdir=" R "/%zu/work,userxattr",
+		 s->n_layers, s->n_layers);
+	strbuf_addstr(&o, p);
+	if (mount("overlay", R, "overlay", 0, o.buf) < 0)
+		init_fail("cannot mount the image's layers (overlay)");
+	strbuf_release(&o);
+}
 
 static void setup_dev(void)
 {
@@ -210,7 +257,7 @@ static void serve_factory(int fd)
 }
 
 static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *volfds,
-				 int sync_fd)
+				 int *layerfds, int sync_fd)
 {
 	char c;
 	char p[PATH_MAX];
@@ -232,23 +279,27 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	/* the sandbox's own root directory: run by root, the supervisor cloned it (sandbox root
 	 * cannot traverse root's home); otherwise the path is ours to reach */
 	snprintf(p, sizeof(p), "%s/root", s->dir);
-	if (rootfd < 0 && (rootfd = clone_tree(p)) < 0)
+	if (!s->n_layers && rootfd < 0 && (rootfd = clone_tree(p)) < 0)
 		init_fail("cannot open the sandbox root '%s'", p);
 	/* volume sources, detached now (before R hides the host's /tmp), attached after the
 	 * pivot */
 	for (size_t i = 0; i < s->n_volumes; i++)
 		if (volfds[i] < 0 && (volfds[i] = clone_tree(s->volumes[i].host)) < 0)
 			init_fail("cannot open volume '%s'", s->volumes[i].host);
-	if (attach_tree(rootfd, R) < 0)
-		init_fail("cannot attach the sandbox root");
-	close(rootfd);
+	if (s->n_layers) {
+		mount_image_root(s, layerfds);
+	} else {
+		if (attach_tree(rootfd, R) < 0)
+			init_fail("cannot attach the sandbox root");
+		close(rootfd);
+	}
 	if (mount(NULL, R, NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		init_fail("cannot make the sandbox root private");
 
-	/* the host's system view, read-only */
+	/* the host's system view, read-only (an image brings its own) */
 	static const char *const sys[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
 					   "etc" };
-	for (size_t i = 0; i < ARRAY_SIZE(sys); i++) {
+	for (size_t i = 0; i < (s->n_layers ? 0 : ARRAY_SIZE(sys)); i++) {
 		char host[64], dst[64];
 		struct stat st;
 
@@ -290,6 +341,13 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 		struct stat st;
 		snprintf(src, sizeof(src), "/run/sbx/%s", etc[i]);
 		snprintf(dst, sizeof(dst), "/etc/%s", etc[i]);
+		/* an image without them gets empty ones to bind over (its root is writable) */
+		if (s->n_layers && lstat(dst, &st) < 0 && errno == ENOENT) {
+			(void)mkdir("/etc", 0755);
+			int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+			if (fd >= 0)
+				close(fd);
+		}
 		if (lstat(src, &st) < 0 || !S_ISREG(st.st_mode) || lstat(dst, &st) < 0 ||
 		    !S_ISREG(st.st_mode))
 			continue; /* a planted symlink is never followed */
@@ -531,10 +589,21 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	int *volfds = xcalloc(s->n_volumes + 1, sizeof(int));
 	for (size_t i = 0; i < s->n_volumes; i++)
 		volfds[i] = -1;
+	int *layerfds = xcalloc(s->n_layers + 1, sizeof(int));
+	for (size_t i = 0; i <= s->n_layers; i++)
+		layerfds[i] = -1;
 	if (s->map_range) {
 		snprintf(p, sizeof(p), "%s/root", s->dir);
-		if ((rootfd = clone_tree(p)) < 0)
+		if (!s->n_layers && (rootfd = clone_tree(p)) < 0)
 			sup_fail(report_fd, 0, "cannot open '%s'", p);
+		for (size_t i = 0; s->n_layers && i <= s->n_layers; i++) {
+			if (i < s->n_layers)
+				snprintf(p, sizeof(p), "%s", s->layers[i]);
+			else
+				snprintf(p, sizeof(p), "%s/fs", s->dir);
+			if ((layerfds[i] = clone_tree(p)) < 0)
+				sup_fail(report_fd, 0, "cannot open '%s'", p);
+		}
 		for (size_t i = 0; i < s->n_volumes; i++)
 			if ((volfds[i] = clone_tree(s->volumes[i].host)) < 0)
 				sup_fail(report_fd, 0, "cannot open volume '%s'",
@@ -560,12 +629,16 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 		close(sync_p[1]);
 		close(ready_p[0]);
 		ready_fd = ready_p[1];
-		init_main(s, rootfd, volfds, sync_p[0]);
+		init_main(s, rootfd, volfds, layerfds, sync_p[0]);
 	}
 	close(sync_p[0]);
 	close(ready_p[1]);
 	if (rootfd >= 0)
 		close(rootfd);
+	for (size_t i = 0; i <= s->n_layers; i++)
+		if (layerfds[i] >= 0)
+			close(layerfds[i]);
+	free(layerfds);
 	int *volfds_keep = volfds; /* closed once the id maps are in place */
 
 	if (write_maps(s, pid) < 0)

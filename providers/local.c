@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "core/digest.h"
+#include "core/image.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/sandbox.h"
@@ -24,6 +26,9 @@
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
 #endif
+
+_Static_assert(SBX_IMAGE_ID_SHIFT == LOCAL_UID_BASE, "image layers are owned in the id range "
+	       "root-run sandboxes map");
 
 #define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | \
 		CLONE_NEWIPC | CLONE_NEWCGROUP)
@@ -123,25 +128,40 @@ int local_read_pids(const char *dir, struct local_pids *ret)
 /* the sandbox's root directory: empty, with the top-level names a system expects */
 static int prepare_root(const char *dir, const struct local_setup *s, struct sbx_err *err)
 {
+	/* the first three are all an image's root gets: the rest is the image's own */
 	static const struct { const char *name; mode_t mode; } dirs[] = {
-		{ "workspace", 0755 }, { "tmp", 01777 }, { "root", 0700 }, { "home", 0755 },
-		{ "var", 0755 },       { "var/tmp", 01777 }, { "run", 0755 }, { "mnt", 0755 },
+		{ "workspace", 0755 }, { "tmp", 01777 }, { "run", 0755 },  { "root", 0700 },
+		{ "home", 0755 },      { "var", 0755 },  { "var/tmp", 01777 }, { "mnt", 0755 },
 		{ "opt", 0755 },       { "srv", 0755 },  { "proc", 0555 }, { "dev", 0755 },
 		{ "sys", 0555 },
 	};
 	static const char *const sys[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
 					   "etc" };
-	_cleanup_free_ char *root = xasprintf("%s/root", dir);
+	bool image = s->n_layers > 0;
+	size_t ndirs = image ? 3 : ARRAY_SIZE(dirs), nsys = image ? 0 : ARRAY_SIZE(sys);
+	/* with an image, the root is an overlay of its layers and fs/upper (fs/work is overlay's
+	 * own); root/ stays, empty, for the checks that a sandbox has files */
+	_cleanup_free_ char *root = xasprintf(image ? "%s/fs/upper" : "%s/root", dir);
 	char p[PATH_MAX];
 
+	if (image) {
+		static const char *const fs[] = { "root", "fs", "fs/work" };
+		for (size_t i = 0; i < ARRAY_SIZE(fs); i++) {
+			snprintf(p, sizeof(p), "%s/%s", dir, fs[i]);
+			if (mkdir(p, i == 2 ? 0700 : 0755) < 0)
+				return sbx_err_errno(err, "cannot create '%s'", p);
+			if (s->map_range && lchown(p, s->uid, s->gid) < 0)
+				return sbx_err_errno(err, "cannot hand '%s' to the sandbox", p);
+		}
+	}
 	if (mkdir(root, 0755) < 0)
 		return sbx_err_errno(err, "cannot create '%s'", root);
-	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+	for (size_t i = 0; i < ndirs; i++) {
 		snprintf(p, sizeof(p), "%s/%s", root, dirs[i].name);
 		if (mkdir(p, dirs[i].mode) < 0 || chmod(p, dirs[i].mode) < 0)
 			return sbx_err_errno(err, "cannot create '%s'", p);
 	}
-	for (size_t i = 0; i < ARRAY_SIZE(sys); i++) {
+	for (size_t i = 0; i < nsys; i++) {
 		char host[64], target[PATH_MAX];
 		struct stat st;
 		snprintf(host, sizeof(host), "/%s", sys[i]);
@@ -198,12 +218,12 @@ static int prepare_root(const char *dir, const struct local_setup *s, struct sbx
 		/* sandbox root owns its root directory */
 		if (lchown(root, s->uid, s->gid) < 0)
 			return sbx_err_errno(err, "cannot hand '%s' to the sandbox", root);
-		for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		for (size_t i = 0; i < ndirs; i++) {
 			snprintf(p, sizeof(p), "%s/%s", root, dirs[i].name);
 			if (lchown(p, s->uid, s->gid) < 0)
 				return sbx_err_errno(err, "cannot hand '%s' to the sandbox", p);
 		}
-		for (size_t i = 0; i < ARRAY_SIZE(sys); i++) {
+		for (size_t i = 0; i < nsys; i++) {
 			snprintf(p, sizeof(p), "%s/%s", root, sys[i]);
 			(void)lchown(p, s->uid, s->gid);
 		}
@@ -285,6 +305,23 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	s->ttl_ms = json_integer_value(json_object_get(rec->options, "ttl_ms"));
 	const char *act = sbx_json_str(rec->options, "ttl_action");
 	s->ttl_rm = act && streq(act, "rm");
+	json_t *ls = json_object_get(json_object_get(rec->options, "image"), "chain");
+	s->n_layers = json_array_size(ls);
+	char **layers = s->n_layers ? xcalloc(s->n_layers + 1, sizeof(char *)) : NULL;
+	_cleanup_(strv_freep) char **layers_owned = layers;
+	for (size_t i = 0; i < s->n_layers; i++) {
+		const char *d = json_string_value(json_array_get(ls, i));
+		struct stat st;
+		if (!d || !sbx_digest_valid(d))
+			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has a broken image record",
+					   rec->id);
+		layers[i] = sbx_image_layer_dir(&ctx->store, d);
+		if (stat(layers[i], &st) < 0 || !S_ISDIR(st.st_mode))
+			return sbx_err_set(err, SBX_E_STATE, "layer %.19s of sandbox '%s' is gone from "
+					   "the image store ('sbx image pull' its image again)", d,
+					   rec->id);
+	}
+	s->layers = layers;
 	if (local_cgroup_setup(rec->dir, rec->id, &lim, err) < 0)
 		return -1;
 	local_touch_activity(rec->dir);
@@ -358,7 +395,7 @@ static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, st
 	struct local_setup s = {
 		.dir = rec->dir,
 		.hostname = rec->name ? rec->name : rec->id,
-		.workdir = o->workdir ? o->workdir : "/workspace",
+		.workdir = sbx_json_str(rec->options, "workdir") ?: "/workspace",
 		.options = rec->options,
 		.volumes = o->volumes,
 		.n_volumes = o->n_volumes,
@@ -367,6 +404,8 @@ static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, st
 	size_t bpf_len = 0;
 
 	ids_for(&s, can_map_range());
+	s.n_layers = json_array_size(json_object_get(json_object_get(rec->options, "image"),
+						     "layers"));
 	if (prepare_root(rec->dir, &s, err) < 0)
 		return -1;
 	/* the filter is the same for every sandbox of this sbx: compile it once per version */

@@ -41,6 +41,8 @@ struct local_setup {
 	bool net_host;		/* --net host: the host's network namespace */
 	const json_t *options;	/* the record's options (net policy, previews' defaults) */
 	const char *label;	/* name or id, for messages */
+	char **layers;		/* --image: the unpacked layer directories, base first */
+	size_t n_layers;	/* 0: the host's system view */
 };
 
 /* the supervisor's report to the creating CLI */

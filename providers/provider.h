@@ -36,6 +36,7 @@ struct sbx_create_opts {
 	bool net_preset_none;	/* --net-preset none: the allow list only */
 	char **add_hosts;	/* --add-host NAME:ADDR, NULL-terminated */
 	char **host_ports;	/* --host-port PORT[:INSIDE], NULL-terminated */
+	const char *image;	/* --image REF (NULL: the host's system view) */
 };
 
 /* sbx preview: open (port > 0, rm false), close (rm) or list (port 0) */

@@ -176,12 +176,29 @@ else
 		'needs user namespaces'
 fi
 
+test_expect_success 'bash completion completes image subcommands and the names in the image store' '
+	bash_complete sbx image "" >out && printf "%s\n" pull import ls rm prune >want &&
+	diff -u want out &&
+	bash_complete sbx image pull --pl >out && echo --platform >want && diff -u want out &&
+	sbx __complete images >out && test ! -s out &&
+	test ! -d "$SBX_HOME/images" &&
+	mkdir -p rootfs/etc && echo x >rootfs/etc/x &&
+	sbx image import --rootfs rootfs t0900img:1 >/dev/null &&
+	sbx __complete images >out && echo t0900img:1 >want && diff -u want out &&
+	bash_complete sbx image rm t09 >out && diff -u want out &&
+	bash_complete sbx image rm -f t0900img:1 "" >out && diff -u want out &&
+	bash_complete sbx create --image "" >out && diff -u want out &&
+	bash_complete sbx run --name x --image t0900img : "" >out && echo 1 >want &&
+	diff -u want out &&
+	bash_complete sbx image import --rootfs rootfs "" >out && test ! -s out
+'
+
 test_expect_success 'zsh and fish completions ask the binary for commands, options, sandboxes' '
 	head -n 1 "$COMP/_sbx" | grep -qx "#compdef sbx" &&
 	grep -q "complete -c sbx" "$COMP/sbx.fish" &&
 	for f in "$COMP/_sbx" "$COMP/sbx.fish" "$COMP/sbx.bash"; do
 		for w in "__complete commands" "__complete options" "__complete sandboxes" \
-			"__complete providers"; do
+			"__complete providers" "__complete images"; do
 			grep -q "$w" "$f" || { echo "$f: does not use $w"; exit 1; }
 		done
 	done
@@ -198,8 +215,10 @@ if command -v fish >/dev/null; then
 		fish -n "$COMP/sbx.fish" &&
 		mkdir -p "$TRASH/bin" && ln -sf "$SBX" "$TRASH/bin/sbx" &&
 		PATH="$TRASH/bin:$PATH" fish --no-config -c "source \"$COMP/sbx.fish\"; \
-			complete -C \"sbx ex\"; complete -C \"sbx exec --ti\"" >out &&
-		grep -q "^exec" out && grep -q "^--timeout" out
+			complete -C \"sbx ex\"; complete -C \"sbx exec --ti\"; \
+			complete -C \"sbx image p\"" >out &&
+		grep -q "^exec" out && grep -q "^--timeout" out && grep -q "^pull" out &&
+		grep -q "^prune" out
 	'
 else
 	test_skip 'fish completion parses and completes commands and options' 'fish missing'

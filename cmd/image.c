@@ -1,0 +1,243 @@
+/* sbx image: pull, import, ls, rm and prune the local image store. */
+#define _GNU_SOURCE
+#include "cmd/cmd.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include "core/image.h"
+#include "core/json.h"
+#include "core/registry.h"
+
+static const char *short_id(const char *id)
+{
+	return id && strlen(id) > 7 + 12 ? id + 7 : (id ? id : "");
+}
+
+static int image_pull(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "platform", required_argument, NULL, OPT_PLATFORM },
+		{ "insecure", no_argument, NULL, OPT_INSECURE },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sbx_image_pull_opts po = { 0 };
+	bool quiet = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+hq", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			return cmd_print_help("image");
+		case 'q':
+			quiet = true;
+			break;
+		case OPT_PLATFORM:
+			po.platform = optarg;
+			break;
+		case OPT_INSECURE:
+			po.insecure = true;
+			break;
+		default:
+			return cmd_bad_option("image", argc, argv);
+		}
+	}
+	if (optind >= argc)
+		return cmd_usage_error("image", "pull: missing image reference");
+	if (optind + 1 < argc)
+		return cmd_usage_error("image", "pull: one image at a time ('%s' is extra)",
+				       argv[optind + 1]);
+	po.progress = !quiet && isatty(2) == 1;
+	struct sbx_image img = { 0 };
+	struct sbx_err err = { 0 };
+	if (sbx_image_pull(&ctx->store, argv[optind], &po, &img, &err) < 0)
+		return cmd_report(&err);
+	printf("%s\n", img.id);
+	sbx_image_release(&img);
+	return 0;
+}
+
+static int image_import(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "rootfs", no_argument, NULL, OPT_ROOTFS },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool rootfs = false;
+	int c;
+	struct sbx_err err = { 0 };
+
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		if (c == 'h')
+			return cmd_print_help("image");
+		if (c == OPT_ROOTFS)
+			rootfs = true;
+		else
+			return cmd_bad_option("image", argc, argv);
+	}
+	if (rootfs) {
+		if (argc - optind != 2)
+			return cmd_usage_error("image", "import --rootfs: give DIR|TAR and NAME[:TAG]");
+		_cleanup_free_ char *id = NULL;
+		if (sbx_image_import_rootfs(&ctx->store, argv[optind], argv[optind + 1], &id, &err) < 0)
+			return cmd_report(&err);
+		printf("%s\n", id);
+		return 0;
+	}
+	if (argc - optind != 1)
+		return cmd_usage_error("image", "import: give one FILE (a docker save or OCI-layout "
+				       "tar, or - for stdin)");
+	char **lines = NULL;
+	if (sbx_image_import(&ctx->store, argv[optind], &lines, &err) < 0)
+		return cmd_report(&err);
+	for (char **l = lines; l && *l; l++)
+		printf("%s\n", *l);
+	sbx_strv_free(lines);
+	return 0;
+}
+
+static void human_size(long long b, char *out, size_t n)
+{
+	if (b >= 1 << 30)
+		snprintf(out, n, "%.1f GiB", (double)b / (1 << 30));
+	else if (b >= 1 << 20)
+		snprintf(out, n, "%.1f MiB", (double)b / (1 << 20));
+	else if (b >= 1 << 10)
+		snprintf(out, n, "%.1f KiB", (double)b / (1 << 10));
+	else
+		snprintf(out, n, "%lld B", b);
+}
+
+static int image_ls(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool json = false, quiet = false;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+hq", opts, NULL)) != -1) {
+		if (c == 'h')
+			return cmd_print_help("image");
+		else if (c == 'q')
+			quiet = true;
+		else if (c == OPT_JSON)
+			json = true;
+		else
+			return cmd_bad_option("image", argc, argv);
+	}
+	if (optind < argc)
+		return cmd_usage_error("image", "ls: unexpected argument '%s'", argv[optind]);
+	json_t *a = NULL;
+	struct sbx_err err = { 0 };
+	if (sbx_image_list(&ctx->store, &a, &err) < 0)
+		return cmd_report(&err);
+	size_t i;
+	json_t *v;
+	if (json) {
+		char *t = json_dumps(a, JSON_INDENT(2));
+		printf("%s\n", t);
+		free(t);
+	} else if (quiet) {
+		json_array_foreach(a, i, v)
+			printf("%.12s\n", short_id(sbx_json_str(v, "id")));
+	} else {
+		printf("%-40s  %-16s  %-12s  %-20s  %s\n", "REPOSITORY", "TAG", "IMAGE ID", "CREATED",
+		       "SIZE");
+		json_array_foreach(a, i, v) {
+			char sz[32], when[32];
+			time_t t = (time_t)json_integer_value(json_object_get(v, "created"));
+			struct tm tm;
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime_r(&t, &tm));
+			human_size(json_integer_value(json_object_get(v, "size")), sz, sizeof(sz));
+			printf("%-40s  %-16s  %-12.12s  %-20s  %s\n", sbx_json_str(v, "repository"),
+			       sbx_json_str(v, "tag"), short_id(sbx_json_str(v, "id")), when, sz);
+		}
+	}
+	json_decref(a);
+	return 0;
+}
+
+static int image_rm(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "force", no_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool force = false;
+	int c, ret = 0;
+
+	while ((c = getopt_long(argc, argv, "+hf", opts, NULL)) != -1) {
+		if (c == 'h')
+			return cmd_print_help("image");
+		else if (c == 'f')
+			force = true;
+		else
+			return cmd_bad_option("image", argc, argv);
+	}
+	if (optind >= argc)
+		return cmd_usage_error("image", "rm: missing image reference");
+	for (int i = optind; i < argc; i++) {
+		struct sbx_err err = { 0 };
+		if (sbx_image_rm(&ctx->store, argv[i], force, &err) < 0)
+			ret = cmd_report(&err);
+		else
+			printf("%s\n", argv[i]);
+	}
+	return ret;
+}
+
+static int image_prune(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		if (c == 'h')
+			return cmd_print_help("image");
+		return cmd_bad_option("image", argc, argv);
+	}
+	if (optind < argc)
+		return cmd_usage_error("image", "prune: unexpected argument '%s'", argv[optind]);
+	long long layers, blobs, bytes;
+	struct sbx_err err = { 0 };
+	if (sbx_image_prune(&ctx->store, &layers, &blobs, &bytes, &err) < 0)
+		return cmd_report(&err);
+	printf("removed %lld layers, %lld blobs (%.1f MiB)\n", layers, blobs,
+	       (double)bytes / (1 << 20));
+	return 0;
+}
+
+int cmd_image(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **, struct sbx_ctx *);
+	} subs[] = {
+		{ "pull", image_pull },	   { "import", image_import }, { "ls", image_ls },
+		{ "list", image_ls },	   { "rm", image_rm },	       { "prune", image_prune },
+	};
+
+	if (argc < 2)
+		return cmd_usage_error("image", "missing subcommand (pull, import, ls, rm, prune)");
+	if (streq(argv[1], "-h") || streq(argv[1], "--help") || streq(argv[1], "help"))
+		return cmd_print_help("image");
+	for (size_t i = 0; i < ARRAY_SIZE(subs); i++)
+		if (streq(argv[1], subs[i].name)) {
+			optind = 0;
+			opterr = 0;
+			return subs[i].fn(argc - 1, argv + 1, ctx);
+		}
+	return cmd_usage_error("image", "unknown subcommand '%s' (pull, import, ls, rm, prune)",
+			       argv[1]);
+}
