@@ -97,7 +97,7 @@ uninstall:
 	for m in $(MAN_OUT); do rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/}; done
 
 lint:
-	shellcheck -x tests/*.sh tests/run.sh scripts/install-deps scripts/demo scripts/demo-net \
+	shellcheck -x tests/*.sh tests/run.sh scripts/install-deps scripts/demo scripts/demo-net scripts/demo-image \
 		bench/run bench/lifecycle bench/net .ci/run
 	clang-format --dry-run $(CORE_SRC) $(PROV_SRC) $(CMD_SRC) 2>&1 | head -n 50
 
