@@ -421,22 +421,35 @@ int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err)
 			sbx_err_errno(err, "cannot %s the sandbox's cgroup", freeze ? "freeze" : "thaw");
 			goto out;
 		}
-		/* frozen only once every task stopped: cgroup.events says so (poll wakes on change) */
+		/* frozen only once every task stopped: cgroup.events says so, and poll wakes on a
+		 * change of it; reading it through the polled fd re-arms the poll (without that,
+		 * poll returns at once every time), and the wait is bounded by time, not rounds */
 		_cleanup_free_ char *ev = xasprintf("%s/cgroup.events", c.dir[ROLE_V2]);
 		_cleanup_close_ int fd = open(ev, O_RDONLY | O_CLOEXEC);
-		for (int i = 0; i < 1000; i++) {
-			long long f = cg_key(c.dir[ROLE_V2], "cgroup.events", "frozen");
-			if (f == (freeze ? 1 : 0) || f < 0)
+		long long deadline = sbx_now_ms() + 10000;
+		while (fd >= 0 && sbx_now_ms() < deadline) {
+			char buf[256];
+			ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+			if (n <= 0)
+				break;
+			buf[n] = 0;
+			const char *k = strstr(buf, "frozen ");
+			if (!k || (k[7] == '1') == freeze)
 				break;
 			struct pollfd pf = { .fd = fd, .events = POLLPRI };
-			if (fd < 0 || poll(&pf, 1, 10) < 0)
+			if (poll(&pf, 1, 10) < 0 && errno != EINTR)
 				nap_ms(1);
 		}
-		if (!freeze || cg_key(c.dir[ROLE_V2], "cgroup.events", "frozen") == 1) {
+		if (freeze && cg_key(c.dir[ROLE_V2], "cgroup.events", "frozen") == 1) {
 			r = 0;
 			goto out;
 		}
-		if (!c.dir[ROLE_FREEZER]) {
+		/* a thaw goes on to the v1 freezer too: a pause may have had to fall back to it */
+		if (!freeze && !c.dir[ROLE_FREEZER]) {
+			r = 0;
+			goto out;
+		}
+		if (freeze && !c.dir[ROLE_FREEZER]) {
 			sbx_err_set(err, SBX_E_SYSTEM, "the sandbox's cgroup did not freeze in 10 s");
 			goto out;
 		}

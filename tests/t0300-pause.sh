@@ -148,8 +148,21 @@ if [ -w /sys/fs/cgroup/freezer/cgroup.procs ]; then
 		pids=$(sandbox_pids "$id") && sbx pause v1 >/dev/null &&
 		sbx rm -f v1 >/dev/null && assert_gone "$id" $pids
 	'
+	test_expect_success 'hybrid: a pause that fell back to the v1 freezer is undone by resume' '
+		id=$(sbx create --name hy) &&
+		fz=$(awk "\$1 == \"freezer\" { print \$2 }" "$SBX_HOME/sandboxes/$id/cgroups") &&
+		if ! grep -q "^v2 " "$SBX_HOME/sandboxes/$id/cgroups" || [ -z "$fz" ]; then
+			echo "not a hybrid sandbox: nothing to check"; sbx rm -f hy >/dev/null; exit 0
+		fi &&
+		: "what a pause leaves when cgroup.freeze does not settle in time" &&
+		echo FROZEN >"$fz/freezer.state" && test "$(sb_state hy)" = paused &&
+		sbx resume hy >/dev/null && test "$(cat "$fz/freezer.state")" = THAWED &&
+		test "$(timeout 10 "$SBX" exec hy echo ok)" = ok &&
+		sbx rm -f hy >/dev/null
+	'
 else
 	test_skip 'the v1 freezer' "no writable v1 freezer hierarchy for uid $(id -u)"
+	test_skip 'hybrid: v1 freezer fallback' "no writable v1 freezer hierarchy for uid $(id -u)"
 fi
 
 test_expect_success 'rm -f of a paused sandbox leaves nothing' '
