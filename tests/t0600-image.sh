@@ -201,7 +201,7 @@ setup() {
 	registry_push oci app "$TOKREG/test/app:latest" --dest-creds bob:t0ken || return 1
 	authproxy_start anon "$REG_PLAIN_PORT" --auth bearer || return 1
 	ANON=127.0.0.1:$PROXY_PORT ANONLOG=$PROXY_LOG
-	authproxy_start fault "$REG_PLAIN_PORT" --stall 20 || return 1
+	authproxy_start fault "$REG_PLAIN_PORT" --stall 20 --file-dir "$TRASH/fileblobs" || return 1
 	FAULT=127.0.0.1:$PROXY_PORT FAULTLOG=$PROXY_LOG
 }
 
@@ -870,6 +870,13 @@ test_expect_success 'a blob redirected to another host: followed, the digest sti
 	store_check "$h" &&
 	h=$(fresh_home redirect-bad) &&
 	refused_pull "$h" "$FAULT/f/redirect-bad/test/app" "(digest|match|verif)"
+'
+
+test_expect_success 'a blob redirected to file://: refused, though the file holds the very bytes' '
+	mkdir -p fileblobs && cp "$IMG"/blobs/sha256/* fileblobs/ &&
+	h=$(fresh_home redirect-file) &&
+	refused_pull "$h" "$FAULT/f/redirect-file/test/app" "(file|protocol|redirect)" &&
+	grep -q "^proxy GET /v2/f/redirect-file/test/app/blobs/sha256:[0-9a-f]* 307" "$FAULTLOG"
 '
 
 test_expect_success 'a redirect from a registry that wants a token: the token is not sent to the other host' '

@@ -4,6 +4,7 @@ token flow as registries really do it, and faults that no well-behaved registry 
 
 Usage: authproxy.py --upstream 127.0.0.1:PORT --ready FILE [--auth none|bearer]
                     [--basic USER:PASS] [--fault NAME] [--stall SECONDS] [--alt-host HOST]
+                    [--file-dir DIR]
                     [--log FILE] [--lifetime SECONDS]
 
 Listens on 127.0.0.1 (free ports) and writes FILE, when ready, with lines port=P, alt=Q and
@@ -31,6 +32,8 @@ f/NAME/REPO). NAME is one of
   redirect    blobs answer 307 to http://ALTHOST:Q/... (--alt-host, default localhost), a
               second listener that serves the same bytes
   redirect-bad  the same, and the second listener changes one byte
+  redirect-file blobs answer 307 to file://FILEDIR/HEX (--file-dir): a client that follows a
+              redirect to anything but http(s) reads the blob from there
   flaky       the first GET of each blob answers 503; the next ones are forwarded
   slow        blobs come 64 KiB every 20 ms (about 3 MiB/s), so parallel pulls overlap
 Each request is logged as one line "proxy METHOD PATH STATUS [fault=NAME] [auth=bearer|basic|-]"
@@ -55,7 +58,7 @@ import time
 import urllib.parse
 
 FAULTS = {"m500", "b500", "notjson", "huge", "deep", "mdigest", "stall", "short",
-          "baddigest", "redirect", "redirect-bad", "flaky", "slow"}
+          "baddigest", "redirect", "redirect-bad", "redirect-file", "flaky", "slow"}
 V2 = re.compile(r"^/v2/(.+)/(manifests|blobs)/([^/?]+)$")
 CFG = None
 LOCK = threading.Lock()
@@ -240,6 +243,11 @@ class Proxy(Base):
             done(307)
             self.send(307, b"", [("Location", loc)], ctype="text/plain")
             return
+        if kind == "blobs" and fault == "redirect-file" and self.command == "GET":
+            done(307)
+            self.send(307, b"", [("Location", "file://%s/%s" % (
+                CFG.file_dir, m.group(3).split(":")[-1]))], ctype="text/plain")
+            return
         if kind == "blobs" and fault == "flaky" and self.command == "GET":
             with LOCK:
                 first = path not in CFG.seen
@@ -310,6 +318,7 @@ def main():
     ap.add_argument("--fault", choices=sorted(FAULTS))
     ap.add_argument("--stall", type=float, default=60)
     ap.add_argument("--alt-host", default="localhost")
+    ap.add_argument("--file-dir", default="/nonexistent")
     ap.add_argument("--log")
     ap.add_argument("--lifetime", type=float, default=600)
     a = ap.parse_args()
@@ -320,6 +329,7 @@ def main():
     CFG.up_host, CFG.up_port = a.upstream.rsplit(":", 1)[0], int(a.upstream.rsplit(":", 1)[1])
     CFG.auth, CFG.basic, CFG.fault, CFG.stall = a.auth, a.basic, a.fault, a.stall
     CFG.alt_host, CFG.tokens, CFG.seen = a.alt_host, {}, set()
+    CFG.file_dir = a.file_dir
     CFG.logf = open(a.log, "a") if a.log else sys.stderr
     main_srv = Server(("127.0.0.1", 0), Proxy)
     alt_srv = Server(("127.0.0.1", 0), Alt)
