@@ -795,7 +795,7 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 				      ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
 				      ARCHIVE_EXTRACT_UNLINK |
 				      (shift >= 0 ? ARCHIVE_EXTRACT_OWNER : 0));
-	if (ar.read_open_fd(rd, fd, 65536) != ARCHIVE_OK) {
+	if (ar.read_open_fd(rd, fd, 1 << 20) != ARCHIVE_OK) {
 		sbx_err_set(err, SBX_E_USAGE, "cannot read the layer: %s", ar_msg(rd));
 		goto out;
 	}

@@ -116,11 +116,6 @@ static int hold(const struct sbx_store *st, const char *digest, struct sbx_err *
 	return 0;
 }
 
-static int hold_cb(void *arg, const char *digest, struct sbx_err *err)
-{
-	return hold(arg, digest, err);
-}
-
 static void lease_drop(void)
 {
 	if (lease.fd >= 0) {
@@ -264,15 +259,48 @@ static int chain_key(const char *below, const char *blob, char *ret, struct sbx_
 	return sbx_sha256_buf(t, strlen(t), ret, err);
 }
 
-/* unpacks a layer blob once into layers/KEY, over the layers below (base first) (a child does
- * it: the unpacker changes directory) */
-static int unpack_layer(const struct sbx_store *st, const char *digest, const char *key,
-			char *const *below, size_t n_below, struct sbx_err *err)
+/* an unpacking under way: a child unpacks a layer blob into tmp, which becomes dir */
+struct unpack_job {
+	pid_t pid;		/* 0: none */
+	int ep;			/* the child's report */
+	char *tmp, *dir, *what;
+};
+
+static int unpack_finish(struct unpack_job *j, struct sbx_err *err)
+{
+	int r = 0;
+
+	if (!j->pid)
+		return 0;
+	r = sbx_err_recv(j->ep, j->pid, j->what, err);
+	close(j->ep);
+	if (r < 0) {
+		(void)sbx_rm_rf(j->tmp);
+	} else if (rename(j->tmp, j->dir) < 0) {
+		int e = errno;
+		(void)sbx_rm_rf(j->tmp);
+		if (e != EEXIST && e != ENOTEMPTY) /* another pull won: its copy is as good */
+			r = (errno = e, sbx_err_errno(err, "cannot store layer '%s'", j->dir));
+	}
+	free(j->tmp);
+	free(j->dir);
+	free(j->what);
+	memset(j, 0, sizeof(*j));
+	return r;
+}
+
+/* starts unpacking a layer blob into layers/KEY, over the layers below (their keys, base
+ * first; they must be unpacked already), unless it is there; a child does it (the unpacker
+ * changes directory), and unpack_finish waits for it */
+static int unpack_start(const struct sbx_store *st, const char *digest, const char *key,
+			char *const *below, size_t n_below, struct unpack_job *j,
+			struct sbx_err *err)
 {
 	_cleanup_free_ char *dir = sbx_image_layer_dir(st, key);
 	_cleanup_free_ char *blob = blob_path(st, digest);
 	char rnd[SBX_ID_LEN + 1];
 
+	memset(j, 0, sizeof(*j));
 	if (access(dir, F_OK) == 0)
 		return 0;
 	if (sbx_id_generate(rnd, err) < 0)
@@ -288,14 +316,19 @@ static int unpack_layer(const struct sbx_store *st, const char *digest, const ch
 		return -1;
 	}
 	int ep[2];
-	if (pipe2(ep, O_CLOEXEC) < 0)
-		return sbx_err_errno(err, "cannot create a pipe");
+	if (pipe2(ep, O_CLOEXEC) < 0) {
+		sbx_err_errno(err, "cannot create a pipe");
+		(void)sbx_rm_rf(tmp);
+		return -1;
+	}
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
+		sbx_err_errno(err, "cannot fork");
 		close(ep[0]);
 		close(ep[1]);
-		return sbx_err_errno(err, "cannot fork");
+		(void)sbx_rm_rf(tmp);
+		return -1;
 	}
 	if (pid == 0) {
 		struct sbx_err e = { 0 };
@@ -315,20 +348,22 @@ static int unpack_layer(const struct sbx_store *st, const char *digest, const ch
 		_exit(1);
 	}
 	close(ep[1]);
-	_cleanup_free_ char *what = xasprintf("unpacking layer %.19s", digest);
-	int r = sbx_err_recv(ep[0], pid, what, err);
-	close(ep[0]);
-	if (r < 0) {
-		(void)sbx_rm_rf(tmp);
-		return -1;
-	}
-	if (rename(tmp, dir) < 0) {
-		int e = errno;
-		(void)sbx_rm_rf(tmp);
-		if (e != EEXIST && e != ENOTEMPTY) /* another pull won: its copy is as good */
-			return errno = e, sbx_err_errno(err, "cannot store layer '%s'", digest);
-	}
+	*j = (struct unpack_job){ .pid = pid, .ep = ep[0], .tmp = TAKE_PTR(tmp),
+				  .dir = TAKE_PTR(dir),
+				  .what = xasprintf("unpacking layer %.19s", digest) };
 	return 0;
+}
+
+/* the key of layer i (keys[0..i-1] known), held, and its unpacking started */
+static int layer_start(const struct sbx_store *st, char *const *layers, char **keys, size_t i,
+		       struct unpack_job *j, struct sbx_err *err)
+{
+	char key[72];
+
+	if (chain_key(i ? keys[i - 1] : NULL, layers[i], key, err) < 0 || hold(st, key, err) < 0)
+		return -1;
+	keys[i] = xstrdup(key);
+	return unpack_start(st, layers[i], key, keys, i, j, err);
 }
 
 /* records NAME -> the image whose blobs are in the store, its layers unpacked first */
@@ -340,15 +375,14 @@ static int add_ref(struct sbx_store *st, const char *name, const char *manifest,
 	char **keys = xcalloc(n + 1, sizeof(char *));
 
 	for (size_t i = 0; i < n; i++) {
-		char key[72];
-		if (chain_key(i ? keys[i - 1] : NULL, layers[i], key, err) < 0 ||
-		    hold(st, key, err) < 0 || unpack_layer(st, layers[i], key, keys, i, err) < 0) {
+		struct unpack_job j;
+		if (layer_start(st, layers, keys, i, &j, err) < 0 || unpack_finish(&j, err) < 0) {
 			json_decref(ls);
 			json_decref(cs);
 			sbx_strv_free(keys);
 			return -1;
 		}
-		keys[i] = xstrdup(key);
+		const char *key = keys[i];
 		_cleanup_free_ char *b = blob_path(st, layers[i]);
 		size += file_size(b);
 		json_array_append_new(ls, json_string(layers[i]));
@@ -482,6 +516,39 @@ int sbx_image_find(struct sbx_store *st, const char *ref, struct sbx_image *ret,
 
 /* --- pull ------------------------------------------------------------------------------------- */
 
+/* a pull unpacks each layer while the next ones download */
+struct pull_state {
+	struct sbx_store *st;
+	char **layers, **keys;
+	struct unpack_job job;
+};
+
+static int pull_hold(void *arg, const char *digest, struct sbx_err *err)
+{
+	return hold(((struct pull_state *)arg)->st, digest, err);
+}
+
+static void pull_state_release(struct pull_state *ps)
+{
+	sbx_strv_free(ps->layers);
+	sbx_strv_free(ps->keys);
+}
+
+static int pull_fetched(void *arg, size_t i, size_t n, const char *digest, struct sbx_err *err)
+{
+	struct pull_state *ps = arg;
+
+	if (!ps->layers) {
+		ps->layers = xcalloc(n + 1, sizeof(char *));
+		ps->keys = xcalloc(n + 1, sizeof(char *));
+	}
+	ps->layers[i] = xstrdup(digest);
+	/* the layer below first: it must be whole before this one is unpacked over it */
+	if (unpack_finish(&ps->job, err) < 0)
+		return -1;
+	return layer_start(ps->st, ps->layers, ps->keys, i, &ps->job, err);
+}
+
 int sbx_image_pull(struct sbx_store *st, const char *ref, const struct sbx_image_pull_opts *o,
 		   struct sbx_image *ret, struct sbx_err *err)
 {
@@ -497,12 +564,22 @@ int sbx_image_pull(struct sbx_store *st, const char *ref, const struct sbx_image
 	struct sbx_pull_opts po = { .platform = o ? o->platform : NULL,
 				    .insecure = o && o->insecure,
 				    .progress = o && o->progress };
-	po.hold = hold_cb;
-	po.hold_arg = st;
+	struct pull_state ps = { .st = st };
+	po.hold = pull_hold;
+	po.fetched = pull_fetched;
+	po.hold_arg = &ps;
 	const char *stall = getenv("SBX_TEST_STALL_TIMEOUT");
 	if (stall)
 		po.stall_timeout_s = atol(stall);
-	if (sbx_registry_pull(&r, &po, dir, &p, err) < 0)
+	if (sbx_registry_pull(&r, &po, dir, &p, err) < 0) {
+		struct sbx_err ignored = { 0 };
+		(void)unpack_finish(&ps.job, &ignored);
+		pull_state_release(&ps);
+		goto out;
+	}
+	rc = unpack_finish(&ps.job, err);
+	pull_state_release(&ps);
+	if (rc < 0)
 		goto out;
 	char **layers = xcalloc(p.n_layers + 1, sizeof(char *));
 	for (size_t i = 0; i < p.n_layers; i++)

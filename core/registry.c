@@ -26,6 +26,7 @@
 
 #define MiB (1024.0 * 1024.0)
 #define MANIFEST_MAX (4 << 20)
+#define WRITEBACK (2LL << 20)
 #define TOKEN_MAX (1 << 20)
 #define EBODY_MAX 65536
 #define INDEX_MAX_NESTING 2
@@ -183,6 +184,12 @@ static size_t on_write(char *p, size_t size, size_t n, void *u)
 			return 0;
 		}
 		sbx_sha256_update(x->sha, p, len);
+		/* start writing each WRITEBACK bytes back as they complete, so that the fsync
+		 * before the blob's rename has little left to wait for */
+		long long from = x->got / WRITEBACK * WRITEBACK;
+		long long to = (x->got + (long long)len) / WRITEBACK * WRITEBACK;
+		if (to > from)
+			(void)sync_file_range(x->fd, from, to - from, SYNC_FILE_RANGE_WRITE);
 	}
 	x->got += (long long)len;
 	x->tdata = sbx_now_ms();
@@ -1111,9 +1118,13 @@ static int pull(struct sess *s, const char *platform, bool platform_given, struc
 			 os, arch, platform);
 	}
 
-	for (size_t i = 0; i < p->n_layers; i++)
+	for (size_t i = 0; i < p->n_layers; i++) {
 		if (fetch_blob(s, p->layers[i].digest, p->layers[i].size, s->progress, err) < 0)
 			return -1;
+		if (s->o && s->o->fetched &&
+		    s->o->fetched(s->o->hold_arg, i, p->n_layers, p->layers[i].digest, err) < 0)
+			return -1;
+	}
 	return 0;
 }
 

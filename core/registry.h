@@ -34,7 +34,9 @@ struct sbx_pull_opts {
 	long stall_timeout_s;	/* 0 = 30: a transfer with no byte for that long fails */
 	/* when set: told each digest before its blob is looked for in the store or fetched */
 	int (*hold)(void *arg, const char *digest, struct sbx_err *err);
-	void *hold_arg;
+	/* when set: told when layer i of n is in the store, while the next ones are fetched */
+	int (*fetched)(void *arg, size_t i, size_t n, const char *digest, struct sbx_err *err);
+	void *hold_arg;		/* the argument of both */
 };
 
 struct sbx_pulled_layer {
