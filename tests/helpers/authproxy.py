@@ -22,8 +22,9 @@ f/NAME/REPO). NAME is one of
   m500        manifests answer 500
   b500        blobs answer 500
   notjson     manifests answer 200 with a body that is not JSON
-  huge        manifests answer 200 with a valid 5 MiB JSON manifest
-  deep        manifests answer 200 with JSON nested 100000 levels deep
+  huge        manifests come padded past 5 MiB (an annotation), otherwise usable
+  deep        manifests come with an extra key nested 1000 levels deep (under jansson's own
+              limit of 2048, over the client's), otherwise usable
   mdigest     manifests come with one byte changed (the upstream Docker-Content-Digest kept)
   stall       blobs send their headers and half their bytes, then nothing for --stall seconds
               (default 60), then the connection closes
@@ -213,20 +214,12 @@ class Proxy(Base):
         def done(code):
             log("proxy %s %s %d%s%s" % (self.command, url.path, code, ftag, authtag))
 
-        if kind == "manifests" and fault in ("m500", "notjson", "huge", "deep"):
+        if kind == "manifests" and fault in ("m500", "notjson"):
             if fault == "m500":
                 done(500)
                 self.error(500, "INTERNAL_ERROR")
                 return
-            if fault == "notjson":
-                body = b"<html>this is not a manifest</html>\n"
-            elif fault == "huge":
-                body = json.dumps({"schemaVersion": 2,
-                                   "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                                   "annotations": {"pad": "x" * (5 << 20)},
-                                   "config": {}, "layers": []}).encode()
-            else:
-                body = b"[" * 100000 + b"]" * 100000
+            body = b"<html>this is not a manifest</html>\n"
             done(200)
             self.send(200, body, [
                 ("Docker-Content-Digest", "sha256:" + hashlib.sha256(body).hexdigest())],
@@ -261,6 +254,18 @@ class Proxy(Base):
         hd = [(k, v) for k, v in hd if k.lower() not in ("content-length",)]
         if st == 200 and kind == "manifests" and fault == "mdigest":
             body = body.replace(b"{", b"{ ", 1)
+        if st == 200 and kind == "manifests" and fault in ("huge", "deep") and \
+                self.command == "GET":
+            # the real manifest, still one a client could use, made too large or too deep
+            man = json.loads(body)
+            if fault == "huge":
+                man.setdefault("annotations", {})["pad"] = "x" * (5 << 20)
+                body = json.dumps(man).encode()
+            else:
+                body = (json.dumps(man).encode()[:-1] + b', "deep": ' + b"[" * 1000 +
+                        b"]" * 1000 + b"}")
+            hd = [(k, v) for k, v in hd if k.lower() != "docker-content-digest"]
+            hd.append(("Docker-Content-Digest", "sha256:" + hashlib.sha256(body).hexdigest()))
         if st == 200 and kind == "blobs" and self.command == "GET":
             if fault == "baddigest":
                 body = flip(body)

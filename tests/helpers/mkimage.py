@@ -40,7 +40,7 @@ symlink, a duplicate entry, long and UTF-8 names, a file over a lower layer's sy
 "app" by name, a WorkingDir the image lacks) and crosslink (lib -> usr/lib in one layer,
 lib/marker in the next). Hostile (busybox + one bad layer): escape (../escape), abs
 (/abs/evil-abs), symlink (link -> --arg DIR, then link/evil), symlink-rel (rlink ->
-../../../../../../.. then rlink/tmp/evil-rel), hardlink (h -> ../../etc/passwd),
+../../../../../../.. then rlink/tmp/evil-rel), hardlink (h -> ../ 16 times, then etc/passwd),
 hardlink-abs (h -> /etc/passwd), device (a char device), setuid (a 4755 file and a 2755
 one), bigowner (a file owned by uid 70000).
 Python standard library only (zstd layers need the zstd command).
@@ -452,7 +452,9 @@ def preset(name, arg):
                          "target": "../../../../../../../../.."},
                         {"type": "file", "path": "rlink/tmp/evil-rel", "data": "rel\n"}])
     if name == "hardlink":
-        return hostile([{"type": "hardlink", "path": "h", "target": "../../etc/passwd"}])
+        # deep enough to reach the host's / from wherever the store unpacks it
+        return hostile([{"type": "hardlink", "path": "h",
+                         "target": "../" * 16 + "etc/passwd"}])
     if name == "hardlink-abs":
         return hostile([{"type": "hardlink", "path": "h", "target": "/etc/passwd"}])
     if name == "device":
