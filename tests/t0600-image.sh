@@ -125,7 +125,9 @@ refused_pull() {
 	store_snapshot "$h" snap.before || return 1
 	expect_code 125 env "$@" SBX_HOME="$h" "$SBX" image pull "$ref" >pull.out 2>pull.err ||
 		{ cat pull.err; return 1; }
-	expect_one_error_line pull.err "^sbx: error: .*$pat" || return 1
+	# the pattern must match what sbx says, not the reference it repeats
+	sed -E "s/cannot pull '[^']*'/cannot pull REF/" pull.err >pull.msg
+	expect_one_error_line pull.msg "^sbx: error: .*$pat" || return 1
 	test ! -s pull.out || { echo "stdout:"; cat pull.out; return 1; }
 	store_snapshot "$h" snap.after || return 1
 	cmp -s snap.before snap.after || { diff snap.before snap.after; return 1; }
@@ -875,7 +877,7 @@ test_expect_success 'a blob redirected to another host: followed, the digest sti
 test_expect_success 'a blob redirected to file://: refused, though the file holds the very bytes' '
 	mkdir -p fileblobs && cp "$IMG"/blobs/sha256/* fileblobs/ &&
 	h=$(fresh_home redirect-file) &&
-	refused_pull "$h" "$FAULT/f/redirect-file/test/app" "(file|protocol|redirect)" &&
+	refused_pull "$h" "$FAULT/f/redirect-file/test/app" "not http or https" &&
 	grep -q "^proxy GET /v2/f/redirect-file/test/app/blobs/sha256:[0-9a-f]* 307" "$FAULTLOG"
 '
 
