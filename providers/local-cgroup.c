@@ -423,7 +423,9 @@ int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err)
 		}
 		/* frozen only once every task stopped: cgroup.events says so, and poll wakes on a
 		 * change of it; reading it through the polled fd re-arms the poll (without that,
-		 * poll returns at once every time), and the wait is bounded by time, not rounds */
+		 * poll returns at once every time), and the wait is bounded by time, not rounds.
+		 * The kernel may hold a notification back by up to 10 ms, so the file is read
+		 * again every millisecond anyway. */
 		_cleanup_free_ char *ev = xasprintf("%s/cgroup.events", c.dir[ROLE_V2]);
 		_cleanup_close_ int fd = open(ev, O_RDONLY | O_CLOEXEC);
 		long long deadline = sbx_now_ms() + 10000;
@@ -437,7 +439,7 @@ int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err)
 			if (!k || (k[7] == '1') == freeze)
 				break;
 			struct pollfd pf = { .fd = fd, .events = POLLPRI };
-			if (poll(&pf, 1, 10) < 0 && errno != EINTR)
+			if (poll(&pf, 1, 1) < 0 && errno != EINTR)
 				nap_ms(1);
 		}
 		if (freeze && cg_key(c.dir[ROLE_V2], "cgroup.events", "frozen") == 1) {
