@@ -420,50 +420,6 @@ void sbx_challenge_release(struct sbx_challenge *c)
 
 /* --- credentials ------------------------------------------------------------------------------ */
 
-static int b64val(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+' || c == '-')
-		return 62;
-	if (c == '/' || c == '_')
-		return 63;
-	return -1;
-}
-
-/* standard or URL-safe base64, padding optional; NULL when malformed */
-static char *b64_decode(const char *s, size_t *ret_len)
-{
-	size_t n = strlen(s);
-	char *out = xmalloc(n / 4 * 3 + 4);
-	size_t o = 0;
-	unsigned acc = 0;
-	int bits = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == '=')
-			break;
-		int v = b64val(s[i]);
-		if (v < 0) {
-			free(out);
-			return NULL;
-		}
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[o++] = (char)((acc >> bits) & 0xff);
-		}
-	}
-	out[o] = 0;
-	*ret_len = o;
-	return out;
-}
-
 /* an auths key ("https://index.docker.io/v1/", "ghcr.io") as a bare host[:port] */
 static char *auth_key_host(const char *k)
 {
@@ -550,7 +506,7 @@ int sbx_registry_credentials(const char *registry, struct sbx_registry_creds *re
 	const char *auth = sbx_json_str(entry, "auth");
 	if (auth && *auth) {
 		size_t n;
-		_cleanup_free_ char *plain = b64_decode(auth, &n);
+		_cleanup_free_ char *plain = sbx_base64_decode(auth, &n);
 		char *colon = plain ? memchr(plain, ':', n) : NULL;
 		if (!colon || strlen(plain) != n) {
 			if (plain)

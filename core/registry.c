@@ -38,25 +38,6 @@
 #define MT_OCI_CONFIG "application/vnd.oci.image.config.v1+json"
 #define MT_DOCKER_CONFIG "application/vnd.docker.container.image.v1+json"
 
-static char *b64_encode(const char *s, size_t n)
-{
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	struct strbuf sb = STRBUF_INIT;
-
-	for (size_t i = 0; i < n; i += 3) {
-		unsigned v = (unsigned char)s[i] << 16;
-		if (i + 1 < n)
-			v |= (unsigned char)s[i + 1] << 8;
-		if (i + 2 < n)
-			v |= (unsigned char)s[i + 2];
-		strbuf_addch(&sb, tab[(v >> 18) & 63]);
-		strbuf_addch(&sb, tab[(v >> 12) & 63]);
-		strbuf_addch(&sb, i + 1 < n ? tab[(v >> 6) & 63] : '=');
-		strbuf_addch(&sb, i + 2 < n ? tab[v & 63] : '=');
-	}
-	return strbuf_detach(&sb);
-}
-
 /* --- libcurl, loaded on first use ------------------------------------------------------------- */
 
 #define CU_FNS(X)                                                                                \
@@ -495,7 +476,7 @@ static int load_creds(struct sess *s, struct sbx_err *err)
 static char *basic_header(const struct sbx_registry_creds *c)
 {
 	_cleanup_free_ char *up = xasprintf("%s:%s", c->username, c->password ? c->password : "");
-	_cleanup_free_ char *b = b64_encode(up, strlen(up));
+	_cleanup_free_ char *b = sbx_base64_encode(up, strlen(up));
 	explicit_bzero(up, strlen(up));
 	char *h = xasprintf("Authorization: Basic %s", b);
 	explicit_bzero(b, strlen(b));

@@ -304,6 +304,67 @@ char *sbx_time_rfc3339(long long t)
 	return xstrdup(buf);
 }
 
+char *sbx_base64_encode(const void *data, size_t n)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const unsigned char *s = data;
+	char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
+
+	for (size_t i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)s[i] << 16;
+		if (i + 1 < n)
+			v |= (unsigned)s[i + 1] << 8;
+		if (i + 2 < n)
+			v |= s[i + 2];
+		*o++ = tab[(v >> 18) & 63];
+		*o++ = tab[(v >> 12) & 63];
+		*o++ = i + 1 < n ? tab[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < n ? tab[v & 63] : '=';
+	}
+	*o = 0;
+	return out;
+}
+
+static int base64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+' || c == '-')
+		return 62;
+	if (c == '/' || c == '_')
+		return 63;
+	return -1;
+}
+
+char *sbx_base64_decode(const char *s, size_t *ret_len)
+{
+	size_t n = strlen(s), o = 0;
+	char *out = xmalloc(n / 4 * 3 + 4);
+	unsigned acc = 0;
+	int bits = 0;
+
+	for (size_t i = 0; i < n && s[i] != '='; i++) {
+		int v = base64_value(s[i]);
+		if (v < 0) {
+			free(out);
+			return NULL;
+		}
+		acc = (acc << 6) | (unsigned)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	out[o] = 0;
+	*ret_len = o;
+	return out;
+}
+
 long long sbx_now_ms(void)
 {
 	struct timespec ts;

@@ -54,6 +54,11 @@ int sbx_mkdir_p(const char *path, mode_t mode);
 /* remove a tree, fixing permissions that prevent it (does not cross mount points); -1 errno */
 int sbx_rm_rf(const char *path);
 
+/* base64 of n bytes (standard alphabet, padded) */
+char *sbx_base64_encode(const void *data, size_t n);
+/* standard or URL-safe base64, padding optional, NUL-terminated; NULL when malformed */
+char *sbx_base64_decode(const char *s, size_t *ret_len);
+
 /* current time as RFC 3339 UTC */
 char *sbx_time_rfc3339(long long unix_sec);
 long long sbx_now_ms(void);

@@ -183,43 +183,6 @@ static bool header_value(const char *head, const char *name, char *out, size_t l
 	return false;
 }
 
-static int b64val(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
-static size_t b64decode(const char *in, char *out, size_t cap)
-{
-	unsigned acc = 0;
-	int bits = 0;
-	size_t n = 0;
-
-	for (; *in && *in != '='; in++) {
-		int v = b64val(*in);
-		if (v < 0)
-			break;
-		acc = (acc << 6) | (unsigned)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			if (n + 1 < cap)
-				out[n++] = (char)((acc >> bits) & 0xff);
-		}
-	}
-	out[n] = 0;
-	return n;
-}
-
 /* --- policy -------------------------------------------------------------------------------- */
 
 static bool allowed(const struct local_net *n, const char *host, int port)
@@ -825,13 +788,14 @@ static void http_proxy(struct conn *c)
 	}
 	/* the exec's credential */
 	if (header_value(buf, "Proxy-Authorization", auth, sizeof(auth))) {
-		char dec[256] = "";
-		if (strncasecmp(auth, "Basic ", 6) == 0)
-			b64decode(auth + 6, dec, sizeof(dec));
-		char *colon = strchr(dec, ':');
+		size_t n;
+		bool basic = strncasecmp(auth, "Basic ", 6) == 0;
+		_cleanup_free_ char *dec = basic ? sbx_base64_decode(auth + 6, &n) : NULL;
+		char *colon = dec ? strchr(dec, ':') : NULL;
 		if (colon)
 			*colon++ = 0;
-		if (credential(c, dec, colon) < 0) {
+		/* Basic that is not base64 is a bad credential; another scheme is none */
+		if ((basic && !dec) || credential(c, dec, colon) < 0) {
 			c->deny = true;
 			snprintf(c->reason, sizeof(c->reason), "the proxy credential belongs to no "
 				 "exec of this sandbox");

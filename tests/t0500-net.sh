@@ -210,6 +210,21 @@ test_expect_success 'allow: plain HTTP through the proxy, dialled from the host 
 	grep -qx "web GET /hello?t=http1" "$INET" && grep -q "^web conn $PEER_ADDR:" "$INET"
 '
 
+test_expect_success 'a wrong proxy secret, a malformed credential, Basic not base64: 407, nothing dialled' '
+	id1=$(sed -n "s/^SBX_EXEC_ID=//p" env1) &&
+	for cred in "$id1:$(printf "%032d" 0)" "not-an-exec:x"; do
+		sbx exec main "${CURL[@]}" -o /dev/null -w "%{http_code}\n" \
+			--proxy "http://$cred@127.0.0.1:3128" "http://$WEB/hello?t=cred407" >code &&
+			test "$(cat code)" = 407 || exit 1
+	done &&
+	sbx exec main python3 -c "import socket, sys
+s = socket.create_connection((\"127.0.0.1\", 3128), timeout=10)
+s.sendall(b\"GET http://$WEB/hello?t=b64407 HTTP/1.0\r\nProxy-Authorization: Basic !!!\r\n\r\n\")
+sys.stdout.write(s.recv(100).decode().splitlines()[0])" >line &&
+	grep -q "^HTTP/1\.[01] 407 " line &&
+	! grep -q "t=cred407\|t=b64407" "$INET"
+'
+
 test_expect_success 'allow: HTTPS through CONNECT, the server'"'"'s own certificate (--cacert, -k)' '
 	sbx exec main "${CURL[@]}" --cacert /workspace/ca.pem "https://web.test:$HTTPS_PORT/hello?t=tls1" >out &&
 	test "$(cat out)" = "hello from tls" &&

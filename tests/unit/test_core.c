@@ -25,6 +25,25 @@ void test_util(void)
 	t = sbx_time_rfc3339(1700000000);
 	CHECK(streq(t, "2023-11-14T22:13:20Z"), "rfc3339: %s", t);
 	free(t);
+
+	static const char *const b64[][2] = { { "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" },
+					      { "foo", "Zm9v" }, { "user:pass", "dXNlcjpwYXNz" } };
+	for (size_t i = 0; i < sizeof(b64) / sizeof(b64[0]); i++) {
+		size_t n = 99;
+		char *e = sbx_base64_encode(b64[i][0], strlen(b64[i][0]));
+		char *d = sbx_base64_decode(b64[i][1], &n);
+		CHECK(streq(e, b64[i][1]), "base64 of '%s': %s", b64[i][0], e);
+		CHECK(d && n == strlen(b64[i][0]) && streq(d, b64[i][0]), "base64 '%s' decoded",
+		      b64[i][1]);
+		free(e);
+		free(d);
+	}
+	size_t n;
+	char *d = sbx_base64_decode("_-8", &n); /* URL-safe, unpadded: ff bf bf... */
+	CHECK(d && n == 2 && (unsigned char)d[0] == 0xff && (unsigned char)d[1] == 0xef,
+	      "URL-safe base64");
+	free(d);
+	CHECK(sbx_base64_decode("Zm9v!", &n) == NULL, "base64 with a stray character");
 }
 
 void test_options(void)
