@@ -96,15 +96,18 @@ class Base(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
-    def send(self, code, body=b"", headers=(), ctype="application/json"):
+    def send_head(self, code, length, headers=(), ctype="application/json"):
         self.send_response(code)
         hdrs = dict((k.title(), v) for k, v in headers)
         hdrs.setdefault("Content-Type", ctype)
-        hdrs["Content-Length"] = str(len(body))
+        hdrs["Content-Length"] = str(length)
         for k, v in hdrs.items():
             if k.lower() not in ("transfer-encoding", "connection", "date", "server"):
                 self.send_header(k, v)
         self.end_headers()
+
+    def send(self, code, body=b"", headers=(), ctype="application/json"):
+        self.send_head(code, len(body), headers, ctype)
         if self.command != "HEAD":
             self.wfile.write(body)
 
@@ -271,12 +274,7 @@ class Proxy(Base):
                 body = flip(body)
             elif fault == "slow":
                 done(200)
-                self.send_response(200)
-                for k, v in hd:
-                    if k.lower() not in ("transfer-encoding", "connection", "date", "server"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
+                self.send_head(200, len(body), hd)
                 for i in range(0, len(body), 65536):
                     self.wfile.write(body[i:i + 65536])
                     self.wfile.flush()
@@ -284,12 +282,7 @@ class Proxy(Base):
                 return
             elif fault in ("stall", "short"):
                 done(200)
-                self.send_response(200)
-                for k, v in hd:
-                    if k.lower() not in ("transfer-encoding", "connection", "date", "server"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
+                self.send_head(200, len(body), hd)
                 self.wfile.write(body[:len(body) // 2])
                 self.wfile.flush()
                 if fault == "stall":
