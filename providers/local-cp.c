@@ -399,21 +399,6 @@ fail:
 	return -1;
 }
 
-/* the layer directories of an image sandbox (NULL, 0 for one on the host's system view) */
-static char **image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, size_t *ret_n)
-{
-	json_t *ls = json_object_get(json_object_get(rec->options, "image"), "chain");
-	size_t n = json_array_size(ls);
-	char **v = n ? xcalloc(n + 1, sizeof(char *)) : NULL;
-
-	for (size_t i = 0; i < n; i++) {
-		const char *d = json_string_value(json_array_get(ls, i));
-		v[i] = sbx_digest_valid(d) ? sbx_image_layer_dir(&ctx->store, d) : xstrdup("/nonexistent");
-	}
-	*ret_n = n;
-	return v;
-}
-
 int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
 		const struct sbx_cp_opts *opts, struct sbx_err *err)
 {
@@ -425,7 +410,9 @@ int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, c
 	};
 
 	local_touch_activity(rec->dir);
-	_cleanup_(strv_freep) char **layers = image_layers(ctx, rec, &j.n_layers);
+	_cleanup_(strv_freep) char **layers = NULL;
+	if (local_image_layers(ctx, rec, &layers, &j.n_layers, err) < 0)
+		return -1;
 	j.layers = layers;
 	return run(rec, &j, err);
 }
@@ -435,10 +422,12 @@ int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *
 {
 	struct cp_job j = { .out = true, .fd = tar_fd, .follow = opts->follow_links };
 
-	sbx_cp_src_parse(src, &j.src);
 	local_touch_activity(rec->dir);
-	_cleanup_(strv_freep) char **layers = image_layers(ctx, rec, &j.n_layers);
+	_cleanup_(strv_freep) char **layers = NULL;
+	if (local_image_layers(ctx, rec, &layers, &j.n_layers, err) < 0)
+		return -1;
 	j.layers = layers;
+	sbx_cp_src_parse(src, &j.src);
 	int r = run(rec, &j, err);
 	sbx_cp_src_release(&j.src);
 	return r;

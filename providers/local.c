@@ -290,6 +290,30 @@ static void limits_of(const json_t *options, struct local_limits *lim)
 }
 
 /* the supervisor and init of a sandbox whose files exist: cgroups, fork, the report */
+int local_image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, char ***ret,
+		       size_t *ret_n, struct sbx_err *err)
+{
+	json_t *ls = json_object_get(json_object_get(rec->options, "image"), "chain");
+	size_t n = json_array_size(ls);
+	_cleanup_(strv_freep) char **v = n ? xcalloc(n + 1, sizeof(char *)) : NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *d = json_string_value(json_array_get(ls, i));
+		struct stat st;
+		if (!d || !sbx_digest_valid(d))
+			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has a broken image record",
+					   rec->id);
+		v[i] = sbx_image_layer_dir(&ctx->store, d);
+		if (stat(v[i], &st) < 0 || !S_ISDIR(st.st_mode))
+			return sbx_err_set(err, SBX_E_STATE, "layer %.19s of sandbox '%s' is gone from "
+					   "the image store ('sbx image pull' its image again)", d,
+					   rec->id);
+	}
+	*ret = TAKE_PTR(v);
+	*ret_n = n;
+	return 0;
+}
+
 static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup *s,
 		struct sbx_err *err)
 {
@@ -305,23 +329,10 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	s->ttl_ms = json_integer_value(json_object_get(rec->options, "ttl_ms"));
 	const char *act = sbx_json_str(rec->options, "ttl_action");
 	s->ttl_rm = act && streq(act, "rm");
-	json_t *ls = json_object_get(json_object_get(rec->options, "image"), "chain");
-	s->n_layers = json_array_size(ls);
-	char **layers = s->n_layers ? xcalloc(s->n_layers + 1, sizeof(char *)) : NULL;
-	_cleanup_(strv_freep) char **layers_owned = layers;
-	for (size_t i = 0; i < s->n_layers; i++) {
-		const char *d = json_string_value(json_array_get(ls, i));
-		struct stat st;
-		if (!d || !sbx_digest_valid(d))
-			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has a broken image record",
-					   rec->id);
-		layers[i] = sbx_image_layer_dir(&ctx->store, d);
-		if (stat(layers[i], &st) < 0 || !S_ISDIR(st.st_mode))
-			return sbx_err_set(err, SBX_E_STATE, "layer %.19s of sandbox '%s' is gone from "
-					   "the image store ('sbx image pull' its image again)", d,
-					   rec->id);
-	}
-	s->layers = layers;
+	_cleanup_(strv_freep) char **layers_owned = NULL;
+	if (local_image_layers(ctx, rec, &layers_owned, &s->n_layers, err) < 0)
+		return -1;
+	s->layers = layers_owned;
 	if (local_cgroup_setup(rec->dir, rec->id, &lim, err) < 0)
 		return -1;
 	local_touch_activity(rec->dir);

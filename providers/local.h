@@ -66,6 +66,10 @@ bool local_map_range_of(const struct sbx_record *rec);
 char local_proc_state(pid_t pid);
 /* marks exec/cp/preview traffic for the idle timeout */
 void local_touch_activity(const char *dir);
+/* the unpacked layer directories of an image sandbox, base first (NULL, 0 for one on the
+ * host's system view); STATE when the record is broken or a layer left the store */
+int local_image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, char ***ret,
+		       size_t *ret_n, struct sbx_err *err);
 /* the idle deadline (unix ms) of a running sandbox with a TTL, or 0 */
 long long local_idle_deadline(const char *dir, long long ttl_ms);
 /* freezes (pause) or thaws every process of a running sandbox: its cgroup, or SIGSTOP/SIGCONT
