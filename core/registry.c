@@ -10,13 +10,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-/* the deprecated bitmask options are the fallback for a libcurl older than 7.85 */
-#define CURL_DISABLE_DEPRECATION 1
-#include <curl/curl.h>
-
 #include "core/digest.h"
+#include "core/http.h"
 #include "core/json.h"
-#include "core/lazy.h"
 #include "core/log.h"
 #include "core/strbuf.h"
 
@@ -38,43 +34,7 @@
 #define MT_OCI_CONFIG "application/vnd.oci.image.config.v1+json"
 #define MT_DOCKER_CONFIG "application/vnd.docker.container.image.v1+json"
 
-/* --- libcurl, loaded on first use ------------------------------------------------------------- */
-
-#define CU_FNS(X)                                                                                \
-	X(global_init) X(easy_init) X(easy_setopt) X(easy_perform) X(easy_cleanup)              \
-	X(easy_getinfo) X(easy_strerror) X(easy_reset) X(slist_append) X(slist_free_all)
-
-static const char *const cu_names[] = {
-#define X(f) "curl_" #f,
-	CU_FNS(X)
-#undef X
-};
-
-static union {
-	struct {
-#define X(f) __typeof__(curl_##f) *f;
-		CU_FNS(X)
-#undef X
-	} f;
-	void *v[ARRAY_SIZE(cu_names)];
-} cu_tab;
-#define cu cu_tab.f
-
-_Static_assert(sizeof(cu_tab.f) == sizeof(cu_tab.v), "one slot per libcurl function");
-
-static int curl_load(struct sbx_err *err)
-{
-	static bool loaded;
-
-	if (loaded)
-		return 0;
-	if (sbx_lazy_load(&sbx_lazy_curl, cu_names, cu_tab.v, ARRAY_SIZE(cu_names), err) < 0)
-		return -1;
-	if (cu.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		return sbx_err_set(err, SBX_E_SYSTEM, "cannot initialise libcurl");
-	loaded = true;
-	return 0;
-}
+#define cu sbx_curl
 
 /* --- one pull's HTTP session ------------------------------------------------------------------ */
 
@@ -237,102 +197,6 @@ static size_t on_header(char *p, size_t size, size_t n, void *u)
 	return len;
 }
 
-/* whether a header line carries a secret, and the length of its "Name:" */
-static size_t header_secret(const char *l, size_t n)
-{
-	static const char *const names[] = { "authorization:", "proxy-authorization:", "cookie:",
-					     "set-cookie:" };
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		size_t k = strlen(names[i]);
-		if (n >= k && !strncasecmp(l, names[i], k))
-			return k;
-	}
-	return 0;
-}
-
-/* curl's verbose output, for --debug: headers with credentials redacted, never bodies */
-static int on_debug(CURL *h, curl_infotype type, char *data, size_t n, void *u)
-{
-	const char *mark = type == CURLINFO_TEXT	 ? "*"
-			   : type == CURLINFO_HEADER_IN	 ? "<"
-			   : type == CURLINFO_HEADER_OUT ? ">"
-							 : NULL;
-	if (!mark)
-		return 0;
-	for (size_t i = 0; i < n;) {
-		size_t e = i, ln, k;
-		while (e < n && data[e] != '\n')
-			e++;
-		for (ln = e - i; ln && data[i + ln - 1] == '\r'; ln--)
-			;
-		if (ln && type != CURLINFO_TEXT && (k = header_secret(data + i, ln)))
-			sbx_debug("%s %.*s <redacted>", mark, (int)k, data + i);
-		else if (ln)
-			sbx_debug("%s %.*s", mark, (int)ln, data + i);
-		i = e + 1;
-	}
-	return 0;
-}
-
-/* the host of a URL, for messages (never its path or query) */
-static char *url_host(const char *url)
-{
-	const char *p = strstr(url, "://");
-	p = p ? p + 3 : url;
-	const char *at = NULL;
-	size_t n = strcspn(p, "/?#");
-	for (size_t i = 0; i < n; i++)
-		if (p[i] == '@')
-			at = p + i;
-	if (at) {
-		n -= (size_t)(at + 1 - p);
-		p = at + 1;
-	}
-	return xstrndup(p, n);
-}
-
-static bool tls_error(CURLcode c)
-{
-	switch (c) {
-	case CURLE_SSL_CONNECT_ERROR:
-	case CURLE_PEER_FAILED_VERIFICATION:
-	case CURLE_SSL_CERTPROBLEM:
-	case CURLE_SSL_CIPHER:
-	case CURLE_SSL_CACERT_BADFILE:
-	case CURLE_SSL_ENGINE_NOTFOUND:
-	case CURLE_SSL_ENGINE_SETFAILED:
-	case CURLE_SSL_ENGINE_INITFAILED:
-	case CURLE_SSL_SHUTDOWN_FAILED:
-	case CURLE_SSL_CRL_BADFILE:
-	case CURLE_SSL_ISSUER_ERROR:
-	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-	case CURLE_SSL_INVALIDCERTSTATUS:
-	case CURLE_USE_SSL_FAILED:
-		return true;
-	default:
-		return false;
-	}
-}
-
-static bool transient_error(CURLcode c)
-{
-	return c == CURLE_RECV_ERROR || c == CURLE_SEND_ERROR || c == CURLE_GOT_NOTHING ||
-	       c == CURLE_PARTIAL_FILE || c == CURLE_HTTP2 || c == CURLE_HTTP2_STREAM;
-}
-
-static int setopt_protocols(struct sess *s)
-{
-	if (cu.easy_setopt(s->h, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
-	    cu.easy_setopt(s->h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") == CURLE_OK)
-		return 0;
-	/* libcurl older than 7.85 */
-	long mask = CURLPROTO_HTTP | CURLPROTO_HTTPS;
-	if (cu.easy_setopt(s->h, CURLOPT_PROTOCOLS, mask) != CURLE_OK ||
-	    cu.easy_setopt(s->h, CURLOPT_REDIR_PROTOCOLS, mask) != CURLE_OK)
-		return -1;
-	return 0;
-}
-
 static CURLcode perform(struct sess *s, const char *url, struct curl_slist *hdrs,
 			const char *post, struct xfer *x)
 {
@@ -348,7 +212,7 @@ static CURLcode perform(struct sess *s, const char *url, struct curl_slist *hdrs
 	(void)cu.easy_setopt(s->h, CURLOPT_FOLLOWLOCATION, 1L);
 	(void)cu.easy_setopt(s->h, CURLOPT_MAXREDIRS, 5L);
 	(void)cu.easy_setopt(s->h, CURLOPT_UNRESTRICTED_AUTH, 0L);
-	if (setopt_protocols(s) < 0)
+	if (sbx_curl_protocols(s->h, true) < 0)
 		return CURLE_UNSUPPORTED_PROTOCOL;
 	(void)cu.easy_setopt(s->h, CURLOPT_HTTPHEADER, hdrs);
 	(void)cu.easy_setopt(s->h, CURLOPT_WRITEFUNCTION, on_write);
@@ -363,7 +227,7 @@ static CURLcode perform(struct sess *s, const char *url, struct curl_slist *hdrs
 	if (post)
 		(void)cu.easy_setopt(s->h, CURLOPT_COPYPOSTFIELDS, post);
 	if (sbx_debug_enabled) {
-		(void)cu.easy_setopt(s->h, CURLOPT_DEBUGFUNCTION, on_debug);
+		(void)cu.easy_setopt(s->h, CURLOPT_DEBUGFUNCTION, sbx_curl_debug);
 		(void)cu.easy_setopt(s->h, CURLOPT_VERBOSE, 1L);
 	}
 	return cu.easy_perform(s->h);
@@ -375,7 +239,7 @@ static int curl_failed(struct sess *s, struct xfer *x, CURLcode c, const char *u
 {
 	char *eff = NULL;
 	(void)cu.easy_getinfo(s->h, CURLINFO_EFFECTIVE_URL, &eff);
-	_cleanup_free_ char *host = url_host(eff ? eff : url);
+	_cleanup_free_ char *host = sbx_url_host(eff ? eff : url);
 	const char *why = s->errbuf[0] ? s->errbuf : cu.easy_strerror(c);
 
 	if (x->too_big)
@@ -399,7 +263,7 @@ static int curl_failed(struct sess *s, struct xfer *x, CURLcode c, const char *u
 	else if (c == CURLE_COULDNT_CONNECT)
 		r = sbx_err_set(err, SBX_E_NETWORK, "cannot connect to %s: %s (is the registry "
 				"up?)", host, why);
-	else if (tls_error(c))
+	else if (sbx_curl_tls_error(c))
 		r = sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s: %s%s", host, why,
 				s->plain ? "" : " (if the registry serves plain HTTP, pull with "
 						"--insecure)");
@@ -449,18 +313,6 @@ static int access_denied(struct sess *s, long status, const struct strbuf *body,
 	return -1;
 }
 
-static void url_escape(struct strbuf *sb, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		    strchr("-._~", c))
-			strbuf_addch(sb, (char)c);
-		else
-			strbuf_addf(sb, "%%%02X", c);
-	}
-}
-
 static int load_creds(struct sess *s, struct sbx_err *err)
 {
 	if (s->creds_loaded)
@@ -508,14 +360,14 @@ static int token_request(struct sess *s, const struct sbx_challenge *c, const ch
 		strbuf_addch(&url, strchr(c->realm, '?') ? '&' : '?');
 	if (c->service) {
 		strbuf_addstr(q, "service=");
-		url_escape(q, c->service);
+		sbx_url_escape(q, c->service);
 		strbuf_addch(q, '&');
 	}
 	strbuf_addstr(q, "scope=");
-	url_escape(q, scope);
+	sbx_url_escape(q, scope);
 	if (how == TOKEN_OAUTH) {
 		strbuf_addstr(q, "&grant_type=refresh_token&client_id=sbx&refresh_token=");
-		url_escape(q, cr->identity_token);
+		sbx_url_escape(q, cr->identity_token);
 	}
 	if (how == TOKEN_BASIC)
 		hdrs = cu.slist_append(hdrs, (basic = basic_header(cr)));
@@ -535,7 +387,7 @@ static int token_request(struct sess *s, const struct sbx_challenge *c, const ch
 		status = 0;
 		if (cc == CURLE_OK)
 			(void)cu.easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
-		if (attempt == 3 || !(cc == CURLE_OK ? status >= 500 : transient_error(cc)))
+		if (attempt == 3 || !(cc == CURLE_OK ? status >= 500 : sbx_curl_transient(cc)))
 			break;
 		struct timespec ts = { 0, 500000000L * attempt };
 		nanosleep(&ts, NULL);
@@ -556,7 +408,7 @@ static int token_request(struct sess *s, const struct sbx_challenge *c, const ch
 		}
 	} else if (status < 200 || status >= 300) {
 		_cleanup_free_ char *m = registry_message(&x.ebody);
-		_cleanup_free_ char *h = url_host(c->realm);
+		_cleanup_free_ char *h = sbx_url_host(c->realm);
 		sbx_err_set(err, SBX_E_REMOTE, "the token server %s answered HTTP %ld%s", h, status,
 			    m);
 		err->http_status = status;
@@ -596,7 +448,7 @@ static int fetch_token(struct sess *s, const struct sbx_challenge *c, struct sbx
 		return sbx_err_set(err, SBX_E_REMOTE, "the registry's token realm '%s' is not an "
 				   "http or https URL", c->realm);
 	if (!https && !s->plain && s->have_creds) {
-		_cleanup_free_ char *h = url_host(c->realm);
+		_cleanup_free_ char *h = sbx_url_host(c->realm);
 		return sbx_err_set(err, SBX_E_REMOTE, "the registry wants credentials sent to a "
 				   "plain HTTP token server (%s); refusing (pull with --insecure "
 				   "to allow it)", h);
@@ -611,7 +463,7 @@ static int fetch_token(struct sess *s, const struct sbx_challenge *c, struct sbx
 		if (r <= 0)
 			return r;
 		if (!basic) {
-			_cleanup_free_ char *h = url_host(c->realm);
+			_cleanup_free_ char *h = sbx_url_host(c->realm);
 			return sbx_err_set(err, SBX_E_REMOTE, "the token server %s does not take an "
 					   "identity token (run 'docker login %s' with a password)",
 					   h, s->ref->registry);
@@ -693,7 +545,7 @@ static long request(struct sess *s, const char *url, const char *accept, struct 
 		long status = 0;
 		if (cc == CURLE_OK)
 			(void)cu.easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
-		bool retry = cc == CURLE_OK ? status >= 500 : transient_error(cc) && !x->too_big &&
+		bool retry = cc == CURLE_OK ? status >= 500 : sbx_curl_transient(cc) && !x->too_big &&
 							       !x->write_errno;
 		if (retry && attempt < 3) {
 			sbx_debug("%s: %s; trying again", x->what,
@@ -1130,7 +982,7 @@ int sbx_registry_pull(const struct sbx_ref *ref, const struct sbx_pull_opts *o,
 	struct sbx_pulled p = { 0 };
 	int r = -1;
 
-	if (sbx_platform_parse(platform, &pf, err) < 0 || curl_load(err) < 0)
+	if (sbx_platform_parse(platform, &pf, err) < 0 || sbx_curl_load(err) < 0)
 		return sbx_err_prefix(err, "cannot pull '%s'", fam);
 	_cleanup_free_ char *bdir = xasprintf("%s/blobs/sha256", images_dir);
 	_cleanup_free_ char *tdir = xasprintf("%s/tmp", images_dir);
