@@ -21,6 +21,7 @@ int cmd_version(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_help(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_image(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_provider(int argc, char **argv, struct sbx_ctx *ctx);
 
 struct sbx_command {
 	const char *name;
@@ -32,6 +33,9 @@ struct sbx_command {
 extern const struct sbx_command sbx_commands[];
 const struct sbx_command *cmd_find(const char *name);
 
+/* a record as ls --json, inspect and create --json print it: secrets left out, what looking
+ * found merged in */
+json_t *cmd_record_view(const struct sbx_record *rec);
 /* prints "sbx: error: MSG" once and returns the exit status for it */
 int cmd_report(const struct sbx_err *err);
 /* a usage error: message, usage line, pointer to --help; returns 125 */

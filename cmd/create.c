@@ -191,7 +191,8 @@ int create_args_finish(struct create_args *a, const char *cmd)
 		return cmd_usage_error(cmd, "%s", msg), -1;
 	if (a->o.net_preset_none && a->o.net && strncmp(a->o.net, "allow=", 6) != 0)
 		return cmd_usage_error(cmd, "--net-preset goes with --net allow=..."), -1;
-	if (a->o.net && streq(a->o.net, "host"))
+	if (a->o.net && streq(a->o.net, "host") &&
+	    (!a->o.provider || streq(a->o.provider, "local")))
 		fprintf(stderr, "sbx: warning: --net host shares the host's network: the sandbox "
 			"can reach every service on this machine and its network, unlogged\n");
 	return 0;
@@ -250,7 +251,7 @@ int cmd_create(int argc, char **argv, struct sbx_ctx *ctx)
 	if (sbx_sandbox_create(ctx, &a.o, &rec, &err) < 0) {
 		ret = cmd_report(&err);
 	} else if (a.json) {
-		json_t *j = sbx_record_to_json(rec);
+		json_t *j = cmd_record_view(rec);
 		char *s = sbx_json_dump(j, true);
 		puts(s);
 		free(s);

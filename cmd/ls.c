@@ -24,9 +24,16 @@ static void print_ago(char *buf, size_t n, long long created)
 }
 
 /* the record as stored, plus what looking found (pid, OOM kills, idle deadline, ...) */
-static json_t *record_view(const struct sbx_record *rec)
+json_t *cmd_record_view(const struct sbx_record *rec)
 {
 	json_t *j = sbx_record_to_json(rec);
+	/* a hosted provider's access tokens stay in the record, never on the screen */
+	json_t *extra = json_object_get(j, "extra");
+	if (json_is_object(extra) && json_object_get(extra, "secret")) {
+		extra = json_deep_copy(extra);
+		json_object_del(extra, "secret");
+		json_object_set_new(j, "extra", extra);
+	}
 	/* the local provider's pid of init, at the top level where scripts look for it */
 	json_t *pid = rec->extra ? json_object_get(rec->extra, "init_pid") : NULL;
 
@@ -71,7 +78,7 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 	if (json) {
 		json_t *a = json_array();
 		for (size_t i = 0; i < l.n; i++)
-			json_array_append_new(a, record_view(l.recs[i]));
+			json_array_append_new(a, cmd_record_view(l.recs[i]));
 		char *s = sbx_json_dump(a, true);
 		puts(s);
 		free(s);
@@ -115,7 +122,7 @@ int cmd_inspect(int argc, char **argv, struct sbx_ctx *ctx)
 		return cmd_usage_error("inspect", "unexpected argument '%s'", argv[optind + 1]);
 	if (sbx_sandbox_get(ctx, argv[optind], &rec, &err) < 0)
 		return cmd_report(&err);
-	json_t *j = record_view(rec);
+	json_t *j = cmd_record_view(rec);
 	char *s = sbx_json_dump(j, true);
 	puts(s);
 	free(s);

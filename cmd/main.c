@@ -112,6 +112,10 @@ const struct sbx_command sbx_commands[] = {
 	  "      --rootfs           import: a one-layer image from a directory or a tar\n"
 	  "      --json             ls: a JSON array\n"
 	  "  -f, --force            rm: even while a sandbox uses the image\n" },
+	{ "provider", cmd_provider, "List the providers and whether each is configured",
+	  "sbx provider ls [--json]",
+	  "      --json             print a JSON array of {name, summary, remote, configured,\n"
+	  "                         key_variable, api_url}\n" },
 	{ "version", cmd_version, "Show which sbx this is",
 	  "sbx version",
 	  "" },

@@ -88,7 +88,7 @@ _sbx()
 	fi
 
 	# how many arguments (not options, not option values) come before this word; the first
-	# of 'sbx image' is its subcommand
+	# of 'sbx image' and 'sbx provider' is its subcommand
 	for ((i = cmd_at + 1; i < _sbx_word_at; i++)); do
 		w=${COMP_WORDS[i]}
 		if [ "$w" = -- ]; then
@@ -106,13 +106,13 @@ _sbx()
 	done
 
 	# options: before the arguments, or anywhere for commands that take them there; 'sbx
-	# image' takes them after its subcommand
-	if [ "$cmd" = image ] && [ "$npos" -eq 0 ] && [[ $cur == -* ]]; then
+	# image' and 'sbx provider' take them after their subcommand
+	if [[ " image provider " == *" $cmd "* ]] && [ "$npos" -eq 0 ] && [[ $cur == -* ]]; then
 		mapfile -t COMPREPLY < <(compgen -W '-h --help' -- "$cur")
 		return 0
 	fi
 	if [ "$dashdash" -eq 0 ] && [[ $cur == -* ]] &&
-		{ [[ " rm logs preview image " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
+		{ [[ " rm logs preview image provider " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
 		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete options "$cmd" 2>/dev/null)" -- "$cur")
 		return 0
 	fi
@@ -139,6 +139,9 @@ _sbx()
 			compopt -o filenames 2>/dev/null
 			mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
 		esac
+		return 0 ;;
+	provider)
+		[ "$npos" -eq 0 ] && mapfile -t COMPREPLY < <(compgen -W 'ls' -- "$cur")
 		return 0 ;;
 	help)
 		[ "$npos" -eq 0 ] &&

@@ -44,24 +44,24 @@ function __sbx_options
     set -l cmd (__sbx_cmd); or return
     set -l args (__sbx_args); or return
     # options: before the arguments, or anywhere for commands that take them there; 'sbx
-    # image' takes them after its subcommand
-    if test "$cmd" = image; and test (count $args) -eq 0
+    # image' and 'sbx provider' take them after their subcommand
+    if contains -- $cmd image provider; and test (count $args) -eq 0
         printf '%s\n' -h --help
-    else if test (count $args) -eq 0; or contains -- $cmd rm logs preview image
+    else if test (count $args) -eq 0; or contains -- $cmd rm logs preview image provider
         sbx __complete options $cmd 2>/dev/null
     end
 end
 
-# 'sbx image SUB ...': true when the first argument is SUB ("": whatever it is) and, when counts
-# follow, the arguments so far number one of them
-function __sbx_image_at
-    test "$(__sbx_cmd)" = image; or return 1
+# 'sbx CMD SUB ...' (image, provider): true when the first argument is SUB ("": whatever it is)
+# and, when counts follow, the arguments so far number one of them
+function __sbx_sub_at
+    test "$(__sbx_cmd)" = $argv[1]; or return 1
     contains -- (commandline -opc)[-1] $__sbx_value_opts; and return 1
     set -l args (__sbx_args); or return 1
-    if test -n "$argv[1]"
-        test (count $args) -gt 0; and test "$args[1]" = "$argv[1]"; or return 1
+    if test -n "$argv[2]"
+        test (count $args) -gt 0; and test "$args[1]" = "$argv[2]"; or return 1
     end
-    test (count $argv) -eq 1; or contains -- (count $args) $argv[2..-1]
+    test (count $argv) -eq 2; or contains -- (count $args) $argv[3..-1]
 end
 
 # SB wanted here: exec, inspect, logs and preview take one, rm, pause and resume any number
@@ -94,9 +94,10 @@ complete -c sbx -n 'test "$(__sbx_cmd)" = help; and test (count (__sbx_args)) -e
 complete -c sbx -n 'test "$(__sbx_cmd)" = cp; and not string match -q -- "-*" (commandline -ct)' -F -a '(for s in (sbx __complete sandboxes 2>/dev/null); echo $s:; end)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --provider' -a '(sbx __complete providers 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --image' -a '(sbx __complete images 2>/dev/null)'
-complete -c sbx -n '__sbx_image_at "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'pull import ls rm prune'
-complete -c sbx -n '__sbx_image_at rm; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete images 2>/dev/null)'
-complete -c sbx -n '__sbx_image_at import 1; and not string match -q -- "-*" (commandline -ct)' -F
+complete -c sbx -n '__sbx_sub_at image "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'pull import ls rm prune'
+complete -c sbx -n '__sbx_sub_at image rm; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete images 2>/dev/null)'
+complete -c sbx -n '__sbx_sub_at image import 1; and not string match -q -- "-*" (commandline -ct)' -F
+complete -c sbx -n '__sbx_sub_at provider "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'ls'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --ttl-action' -a 'pause rm'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --net' -a 'none allow= open host'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --net-preset' -a 'default none'

@@ -3,10 +3,12 @@
 #include "core/sandbox.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <unistd.h>
 #include <time.h>
 
+#include "core/http.h"
 #include "core/image.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -166,6 +168,13 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	long long t0 = sbx_now_ms();
 	/* the image first: a pull can take a while, and no record waits on it */
 	json_t *opts = options_json(o);
+	if (p->remote) {
+		/* the defaults filled in are the local provider's: a hosted one has its own */
+		if (!o->workdir)
+			json_object_del(opts, "workdir");
+		if (!o->net)
+			json_object_del(opts, "net");
+	}
 	if (o->image && image_options(ctx, o, opts, err) < 0) {
 		json_decref(opts);
 		return -1;
@@ -217,6 +226,12 @@ static void refresh(struct sbx_ctx *ctx, struct sbx_record *rec)
 	struct sbx_err err = { 0 };
 
 	if (p && p->inspect && p->inspect(ctx, rec, &err) < 0) {
+		if (p->remote) {
+			/* unreachable, or refusing: the state last seen, and why it is not fresh */
+			json_decref(rec->live);
+			rec->live = json_pack("{s:s}", "remote_error", err.msg);
+			return;
+		}
 		rec->state = SBX_STATE_ERROR;
 		free(rec->state_reason);
 		rec->state_reason = xstrdup(err.msg);
@@ -352,8 +367,9 @@ int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_paus
 	if (p->pause(ctx, rec, o, err) < 0)
 		return -1;
 	sbx_test_hook("pause-provider-done");
-	/* paused is seen by looking (the freezer); released must be remembered */
-	return o->release ? sbx_store_save(&ctx->store, rec, true, err) : 0;
+	/* paused is seen by looking (the freezer); released must be remembered, and so must
+	 * every state a hosted provider reports */
+	return o->release || p->remote ? sbx_store_save(&ctx->store, rec, true, err) : 0;
 }
 
 int sbx_sandbox_resume(struct sbx_ctx *ctx, const char *sb, struct sbx_err *err)
@@ -395,7 +411,7 @@ int sbx_sandbox_resume(struct sbx_ctx *ctx, const char *sb, struct sbx_err *err)
 		return sbx_err_prefix(err, "cannot resume '%s'", l);
 	sbx_test_hook("resume-provider-done");
 	/* a thaw changes nothing stored; a boot has new pids and must not read 'released' */
-	if (was != SBX_STATE_PAUSED || rec->state != SBX_STATE_RUNNING) {
+	if (was != SBX_STATE_PAUSED || rec->state != SBX_STATE_RUNNING || p->remote) {
 		rec->state = SBX_STATE_RUNNING;
 		if (sbx_store_save(&ctx->store, rec, true, err) < 0)
 			return -1;
@@ -499,6 +515,79 @@ int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_e
 	return sbx_store_remove(&ctx->store, id, rec->name, err);
 }
 
+/* one hosted provider's listing, asked in a thread of its own */
+struct listing_job {
+	struct sbx_ctx *ctx;
+	const struct sbx_provider *p;
+	pthread_t thread;
+	bool started;
+	json_t *states;		/* provider_id -> state, or NULL when the listing failed */
+	struct sbx_err err;
+};
+
+static void *listing_thread(void *arg)
+{
+	struct listing_job *j = arg;
+
+	if (j->p->list(j->ctx, &j->states, &j->err) < 0)
+		j->states = NULL;
+	return NULL;
+}
+
+/* the states of the records of hosted providers, from one listing per provider, asked
+ * concurrently; a provider that cannot be reached leaves its records as last seen */
+static void list_remote(struct sbx_ctx *ctx, struct sbx_record **recs, size_t n)
+{
+	struct listing_job jobs[16];
+	size_t nj = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct sbx_provider *p = sbx_provider_find(recs[i]->provider);
+		bool seen = false;
+		if (!p || !p->remote || !p->list)
+			continue;
+		for (size_t k = 0; k < nj; k++)
+			seen = seen || jobs[k].p == p;
+		if (!seen && nj < ARRAY_SIZE(jobs))
+			jobs[nj++] = (struct listing_job){ .ctx = ctx, .p = p };
+	}
+	if (!nj)
+		return;
+	struct sbx_err e = { 0 };
+	if (sbx_curl_load(&e) < 0) { /* once, before any thread */
+		sbx_warn("%s", e.msg);
+		return;
+	}
+	for (size_t k = 0; k < nj; k++)
+		jobs[k].started = pthread_create(&jobs[k].thread, NULL, listing_thread,
+						 &jobs[k]) == 0;
+	for (size_t k = 0; k < nj; k++) {
+		if (jobs[k].started)
+			(void)pthread_join(jobs[k].thread, NULL);
+		else
+			listing_thread(&jobs[k]);
+		if (!jobs[k].states)
+			sbx_warn("cannot list %s sandboxes, showing their states as last seen: %s",
+				 jobs[k].p->name, jobs[k].err.msg);
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct sbx_record *rec = recs[i];
+		for (size_t k = 0; k < nj; k++) {
+			if (!jobs[k].states || !streq(jobs[k].p->name, rec->provider))
+				continue;
+			if (!rec->provider_id) {
+				refresh(ctx, rec); /* creating, or its creation died */
+				continue;
+			}
+			json_t *st = json_object_get(jobs[k].states, rec->provider_id);
+			rec->state = st ? (enum sbx_state)json_integer_value(st)
+					: SBX_STATE_MISSING;
+		}
+	}
+	for (size_t k = 0; k < nj; k++)
+		json_decref(jobs[k].states);
+}
+
 int sbx_sandbox_list(struct sbx_ctx *ctx, struct sbx_listing *ret, struct sbx_err *err)
 {
 	char **ids;
@@ -524,10 +613,13 @@ int sbx_sandbox_list(struct sbx_ctx *ctx, struct sbx_listing *ret, struct sbx_er
 			ret->bad[ret->n_bad++] = xstrdup(p);
 			continue;
 		}
-		refresh(ctx, rec);
+		const struct sbx_provider *p = sbx_provider_find(rec->provider);
+		if (!p || !p->remote || !p->list)
+			refresh(ctx, rec);
 		ret->recs[ret->n++] = rec;
 	}
 	sbx_strv_free(ids);
+	list_remote(ctx, ret->recs, ret->n);
 	return 0;
 }
 

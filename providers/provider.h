@@ -82,6 +82,10 @@ struct sbx_cp_opts {
 
 struct sbx_provider {
 	const char *name, *summary;
+	bool remote;		/* hosted: states are remembered in the record, not seen locally */
+	const char *key_var;	/* the variable holding the API key (NULL: none needed) */
+	bool (*configured)(void);	/* whether it can be used as things stand (NULL: always) */
+	char *(*api_url)(void);	/* where its API is reached (NULL: nowhere) */
 	int (*create)(struct sbx_ctx *, const struct sbx_create_opts *, struct sbx_record *,
 		      struct sbx_err *);
 	int (*exec)(struct sbx_ctx *, const struct sbx_record *, const struct sbx_exec_opts *,
@@ -106,9 +110,14 @@ struct sbx_provider {
 	char *(*egress_log_path)(const struct sbx_record *);
 	/* refresh rec->state (and state_reason) by looking */
 	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
+	/* every sandbox the provider has: *ret maps provider_id -> enum sbx_state (an integer);
+	 * a short timeout, as ls waits on it (optional) */
+	int (*list)(struct sbx_ctx *, json_t **ret, struct sbx_err *);
 };
 
 extern const struct sbx_provider sbx_provider_local;
+extern const struct sbx_provider sbx_provider_e2b;
+extern const struct sbx_provider sbx_provider_daytona;
 
 const struct sbx_provider *sbx_provider_find(const char *name);
 /* NULL-terminated */

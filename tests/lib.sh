@@ -269,3 +269,40 @@ jsonl_assert() {
 r = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 exec(sys.argv[2])' "$1" "$2"
 }
+
+# --- hosted provider test helpers (t0700-e2b.sh, t0710-daytona.sh) --------------------------
+# start_fake NAME [ARGS...]  starts tests/fakes/NAME.py on 127.0.0.1 (top level of a file):
+#                            FAKE_URL, FAKE_PID (of the last one started); at the end it
+#                            stops and its sandboxes go
+# fake_fault JSON [URL]      arms a fault (fakelib's POST /_fake/faults)
+# fake_requests FILE [URL]   the requests the fake received, as a JSON list, into FILE
+# fake_reset [URL]           clears faults and the request log (of the fake at URL)
+FAKE_COUNT=0
+start_fake() {
+	local name=$1 f
+	shift
+	FAKE_COUNT=$((FAKE_COUNT + 1))
+	f=$TRASH/fake-$FAKE_COUNT
+	"$TEST_PYTHON" "$TEST_DIR/fakes/$name.py" --sbx "$SBX" --sbx-home "$TRASH/fake-home" \
+		--port-file "$f.port" "$@" >"$f.log" 2>&1 &
+	FAKE_PID=$!
+	test_atexit "stop_pid $FAKE_PID; fake_sandboxes_rm"
+	wait_until 20 test -s "$f.port" || { cat "$f.log" >&2; return 1; }
+	FAKE_URL=http://127.0.0.1:$(cat "$f.port")
+}
+
+# whatever backing sandbox a fake left (killed before it could tidy up)
+fake_sandboxes_rm() {
+	local d
+	for d in "$TRASH"/fake-home/sandboxes/*/; do
+		[ -d "$d" ] && SBX_HOME=$TRASH/fake-home "$SBX" rm -f "$(basename "$d")"
+	done
+	return 0
+}
+
+fake_fault() { curl -fsS -X POST --data "$1" "${2:-$FAKE_URL}/_fake/faults" >/dev/null; }
+fake_requests() { curl -fsS "${2:-$FAKE_URL}/_fake/requests" >"$1"; }
+fake_reset() {
+	curl -fsS -X DELETE "${1:-$FAKE_URL}/_fake/faults" >/dev/null &&
+		curl -fsS -X DELETE "${1:-$FAKE_URL}/_fake/requests" >/dev/null
+}

@@ -1,0 +1,74 @@
+/* sbx provider ls: the providers this sbx was built with, and whether each can be used. */
+#define _GNU_SOURCE
+#include "cmd/cmd.h"
+
+#include "core/json.h"
+
+static int provider_ls(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool json = false;
+	int c;
+
+	optind = 0;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h': return cmd_print_help("provider");
+		case OPT_JSON: json = true; break;
+		default: return cmd_bad_option("provider", argc, argv);
+		}
+	}
+	if (optind < argc)
+		return cmd_usage_error("provider", "unexpected argument '%s'", argv[optind]);
+	json_t *a = json_array();
+	for (const struct sbx_provider *const *pp = sbx_provider_all(); *pp; pp++) {
+		const struct sbx_provider *p = *pp;
+		bool ok = !p->configured || p->configured();
+		_cleanup_free_ char *url = p->api_url ? p->api_url() : NULL;
+		json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", p->name, "summary", p->summary,
+				      "remote", p->remote, "configured", ok);
+		json_object_set_new(o, "key_variable", p->key_var ? json_string(p->key_var)
+								  : json_null());
+		json_object_set_new(o, "api_url", url ? json_string(url) : json_null());
+		json_array_append_new(a, o);
+	}
+	if (json) {
+		char *s = sbx_json_dump(a, true);
+		puts(s);
+		free(s);
+	} else {
+		size_t i;
+		json_t *o;
+		printf("%-8s  %-10s  %s\n", "NAME", "CONFIGURED", "DETAIL");
+		json_array_foreach(a, i, o) {
+			const char *kv = sbx_json_str(o, "key_variable");
+			const char *url = sbx_json_str(o, "api_url");
+			bool ok = json_is_true(json_object_get(o, "configured"));
+			_cleanup_free_ char *detail =
+				!kv ? xstrdup(sbx_json_str(o, "summary"))
+				: ok ? xasprintf("%s is set; API at %s", kv, url ? url : "?")
+				     : xasprintf("set %s to use it (API at %s)", kv, url ? url : "?");
+			printf("%-8s  %-10s  %s\n", sbx_json_str(o, "name"), ok ? "yes" : "no",
+			       detail);
+		}
+	}
+	json_decref(a);
+	return 0;
+}
+
+int cmd_provider(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	(void)ctx;
+	if (argc < 2)
+		return cmd_usage_error("provider", "missing subcommand (ls)");
+	if (streq(argv[1], "-h") || streq(argv[1], "--help"))
+		return cmd_print_help("provider");
+	if (streq(argv[1], "ls"))
+		return provider_ls(argc - 1, argv + 1);
+	return cmd_usage_error("provider", "unknown subcommand '%s' (ls)", argv[1]);
+}

@@ -1,0 +1,690 @@
+/* The Daytona provider: the REST control plane (sandbox, start, stop, pause, preview-url) and the
+ * in-sandbox toolbox (process sessions, files) reached through the sandbox's toolbox proxy. */
+#define _GNU_SOURCE
+#include "providers/remote.h"
+
+#include <errno.h>
+#include <time.h>
+
+#include "core/log.h"
+
+#define CONTROL_TIMEOUT_MS 30000
+#define START_TIMEOUT_MS 180000	/* creating -> started, stopped -> started */
+#define LONG_MS (7LL * 24 * 3600 * 1000)
+
+static const char *const api_vars[] = { "SBX_DAYTONA_API_URL", "DAYTONA_API_URL",
+					"DAYTONA_SERVER_URL", NULL };
+
+static int dt_remote(struct remote *r, struct sbx_err *err)
+{
+	return remote_init(r, "Daytona", "DAYTONA_API_KEY", api_vars, "https://app.daytona.io/api",
+			   "Authorization: Bearer ", err);
+}
+
+static const char *label_of(const struct sbx_record *rec)
+{
+	return rec->name ? rec->name : rec->id;
+}
+
+static int need_id(const struct sbx_record *rec, struct sbx_err *err)
+{
+	if (!rec->provider_id || !*rec->provider_id)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no Daytona id (its creation "
+				   "did not finish); remove it with 'sbx rm -f %s'", label_of(rec),
+				   label_of(rec));
+	return 0;
+}
+
+/* API_BASE/sandbox/ID + tail */
+static char *sb_url(const struct remote *r, const char *id, const char *tail)
+{
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_addf(&sb, "%s/sandbox", r->api);
+	if (id) {
+		strbuf_addch(&sb, '/');
+		sbx_url_escape(&sb, id);
+	}
+	strbuf_addstr(&sb, tail);
+	return strbuf_detach(&sb);
+}
+
+/* the toolbox base of a sandbox: TOOLBOX_PROXY/ID */
+static char *toolbox_url(const struct remote *r, const struct sbx_record *rec, const char *tail)
+{
+	const char *proxy = sbx_json_str(rec->extra, "toolbox");
+	struct strbuf sb = STRBUF_INIT;
+
+	if (proxy && *proxy) {
+		strbuf_addstr(&sb, proxy);
+		while (sb.len && sb.buf[sb.len - 1] == '/')
+			sb.buf[--sb.len] = 0;
+		strbuf_addch(&sb, '/');
+		sbx_url_escape(&sb, rec->provider_id);
+	} else {
+		strbuf_addf(&sb, "%s/toolbox/", r->api);
+		sbx_url_escape(&sb, rec->provider_id);
+		strbuf_addstr(&sb, "/toolbox");
+	}
+	strbuf_addstr(&sb, tail);
+	return strbuf_detach(&sb);
+}
+
+static enum sbx_state state_of(const char *s, bool *ret_busy)
+{
+	static const char *const busy[] = { "creating", "restoring", "starting", "stopping",
+					    "pulling_snapshot", "pending_build", "building_snapshot",
+					    "archiving", "resizing", "snapshotting", "forking",
+					    "pausing", "resuming", "unknown", "destroying" };
+	*ret_busy = false;
+	if (!s)
+		return SBX_STATE_UNKNOWN;
+	if (streq(s, "started"))
+		return SBX_STATE_RUNNING;
+	if (streq(s, "paused"))
+		return SBX_STATE_PAUSED;
+	if (streq(s, "stopped") || streq(s, "archived"))
+		return SBX_STATE_STOPPED;
+	if (streq(s, "error") || streq(s, "build_failed"))
+		return SBX_STATE_ERROR;
+	if (streq(s, "destroyed"))
+		return SBX_STATE_MISSING;
+	for (size_t i = 0; i < ARRAY_SIZE(busy); i++)
+		if (streq(s, busy[i]))
+			*ret_busy = true;
+	return SBX_STATE_UNKNOWN;
+}
+
+static void keep_sandbox(struct sbx_record *rec, const json_t *j)
+{
+	json_t *extra = rec->extra ? rec->extra : json_object();
+	const char *v;
+
+	if ((v = sbx_json_str(j, "toolboxProxyUrl")) && *v)
+		json_object_set_new(extra, "toolbox", json_string(v));
+	if ((v = sbx_json_str(j, "sandboxClass")) && *v)
+		json_object_set_new(extra, "class", json_string(v));
+	if ((v = sbx_json_str(j, "snapshot")) && *v)
+		json_object_set_new(extra, "snapshot", json_string(v));
+	rec->extra = extra;
+}
+
+static int get_sandbox(const struct remote *r, const char *id, json_t **ret, long *ret_status,
+		       struct sbx_err *err)
+{
+	static const long accept[] = { 404, 0 };
+	_cleanup_free_ char *url = sb_url(r, id, "");
+	struct remote_call c = { .url = url, .flags = REMOTE_IDEMPOTENT, .accept = accept,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
+				 .what = "look up the Daytona sandbox" };
+	long st = remote_do(r, &c, ret, NULL, err);
+	if (st < 0)
+		return -1;
+	*ret_status = st;
+	if (st == 200 && !json_is_object(*ret))
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot look up the Daytona sandbox: the "
+				   "answer is not an object");
+	return 0;
+}
+
+/* polls until the sandbox reaches one of the wanted states (a progress line on a terminal) */
+static int wait_state(const struct remote *r, struct sbx_record *rec, const char *const *want,
+		      const char *doing, struct sbx_err *err)
+{
+	long long t0 = sbx_now_ms(), delay = 100;
+	bool tty = isatty(2) == 1, shown = false;
+	int rc = -1;
+
+	for (;;) {
+		_cleanup_json_ json_t *j = NULL;
+		long st;
+		if (get_sandbox(r, rec->provider_id, &j, &st, err) < 0)
+			break;
+		if (st == 404) {
+			sbx_err_set(err, SBX_E_NOTFOUND, "the Daytona sandbox of '%s' went away while "
+				    "%s", label_of(rec), doing);
+			break;
+		}
+		keep_sandbox(rec, j);
+		const char *s = sbx_json_str(j, "state");
+		for (const char *const *w = want; s && *w; w++)
+			if (streq(s, *w))
+				rc = 0;
+		if (rc == 0)
+			break;
+		bool busy;
+		enum sbx_state k = state_of(s, &busy);
+		if (k == SBX_STATE_ERROR || k == SBX_STATE_MISSING) {
+			const char *why = sbx_json_str(j, "errorReason");
+			sbx_err_set(err, SBX_E_REMOTE, "Daytona sandbox of '%s' is %s%s%.200s while %s",
+				    label_of(rec), s, why ? ": " : "", why ? why : "", doing);
+			break;
+		}
+		long long el = sbx_now_ms() - t0;
+		if (el > START_TIMEOUT_MS) {
+			sbx_err_set(err, SBX_E_NETWORK, "Daytona sandbox of '%s' is still %s after %lld "
+				    "s of %s", label_of(rec), s ? s : "unknown", el / 1000, doing);
+			break;
+		}
+		if (tty) {
+			fprintf(stderr, "\r%s: %s (%lld s)\033[K", doing, s ? s : "?", el / 1000);
+			fflush(stderr);
+			shown = true;
+		}
+		struct timespec ts = { 0, (long)delay * 1000000L };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+		delay = delay < 1000 ? delay * 2 : 1000;
+	}
+	if (shown) {
+		fputs("\r\033[K", stderr);
+		fflush(stderr);
+	}
+	return rc;
+}
+
+static int dt_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struct sbx_record *rec,
+		     struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+	_cleanup_json_ json_t *body = NULL, *resp = NULL;
+
+	if (remote_refuse_local_options("daytona", o, true, err) < 0)
+		return -1;
+	if (dt_remote(&r, err) < 0)
+		return -1;
+	body = json_pack("{s:o, s:o}", "labels", remote_labels(o, rec), "env",
+			 remote_env_object(o->env));
+	if (o->image)
+		json_object_set_new(body, "snapshot", json_string(o->image));
+	if (o->cpu_millis)
+		json_object_set_new(body, "cpu", json_integer((o->cpu_millis + 999) / 1000));
+	if (o->memory)
+		json_object_set_new(body, "memory",
+				    json_integer((o->memory + (1LL << 30) - 1) >> 30));
+	if (o->net && streq(o->net, "none"))
+		json_object_set_new(body, "networkBlockAll", json_true());
+	if (o->ttl_ms) {
+		json_object_set_new(body, "autoStopInterval",
+				    json_integer((o->ttl_ms + 59999) / 60000));
+		if (o->ttl_action && streq(o->ttl_action, "rm"))
+			json_object_set_new(body, "autoDeleteInterval", json_integer(0));
+	}
+	const char *target = getenv("DAYTONA_TARGET");
+	if (target && *target)
+		json_object_set_new(body, "target", json_string(target));
+	_cleanup_free_ char *url = sb_url(&r, NULL, "");
+	struct remote_call c = { .method = "POST", .url = url, .body = body,
+				 .timeout_ms = START_TIMEOUT_MS,
+				 .what = "create a Daytona sandbox" };
+	if (remote_do(&r, &c, &resp, NULL, err) < 0)
+		return -1;
+	const char *id = sbx_json_str(resp, "id");
+	if (!id || !*id || strlen(id) > 128 || strpbrk(id, "/?#% \t\r\n"))
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot create a Daytona sandbox: Daytona's "
+				   "answer has no valid 'id'");
+	rec->provider_id = xstrdup(id);
+	rec->extra = json_object();
+	if (o->workdir)
+		json_object_set_new(rec->extra, "workdir", json_string(o->workdir));
+	keep_sandbox(rec, resp);
+	const char *s = sbx_json_str(resp, "state");
+	if (s && streq(s, "started"))
+		return 0;
+	static const char *const want[] = { "started", NULL };
+	_cleanup_free_ char *doing = xasprintf("creating Daytona sandbox %s", id);
+	return wait_state(&r, rec, want, doing, err);
+}
+
+static void set_live(struct sbx_record *rec, const json_t *j)
+{
+	static const char *const keep[] = { "state", "snapshot", "cpu", "memory", "disk", "gpu",
+					    "sandboxClass", "target", "errorReason", "public",
+					    "autoStopInterval", "createdAt", "updatedAt" };
+	json_t *remote = json_object();
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
+		json_t *v = json_object_get(j, keep[i]);
+		if (v && !json_is_null(v))
+			json_object_set(remote, keep[i], v);
+	}
+	json_decref(rec->live);
+	rec->live = json_pack("{s:o}", "remote", remote);
+}
+
+static int dt_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+	_cleanup_json_ json_t *j = NULL;
+	long st;
+
+	if (rec->state == SBX_STATE_CREATING && !rec->provider_id)
+		return 0;
+	if (need_id(rec, err) < 0 || dt_remote(&r, err) < 0)
+		return -1;
+	if (get_sandbox(&r, rec->provider_id, &j, &st, err) < 0)
+		return -1;
+	if (st == 404) {
+		rec->state = SBX_STATE_MISSING;
+		return 0;
+	}
+	bool busy;
+	const char *s = sbx_json_str(j, "state");
+	rec->state = state_of(s, &busy);
+	if (rec->state == SBX_STATE_ERROR) {
+		const char *why = sbx_json_str(j, "errorReason");
+		free(rec->state_reason);
+		rec->state_reason = xasprintf("Daytona: %s%s%.200s", s, why ? ": " : "",
+					      why ? why : "");
+	}
+	set_live(rec, j);
+	return 0;
+}
+
+static int dt_list(struct sbx_ctx *ctx, json_t **ret, struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+	_cleanup_free_ char *cursor = NULL;
+	json_t *all = json_object();
+	int rc = -1;
+
+	if (dt_remote(&r, err) < 0)
+		goto out;
+	for (int page = 1; page <= 1000; page++) {
+		struct strbuf u = STRBUF_INIT;
+		strbuf_addf(&u, "%s/sandbox?limit=100", r.api);
+		if (cursor) {
+			strbuf_addstr(&u, "&cursor=");
+			sbx_url_escape(&u, cursor);
+		}
+		_cleanup_json_ json_t *resp = NULL;
+		struct remote_call c = { .url = u.buf, .flags = REMOTE_IDEMPOTENT, .timeout_ms = 5000,
+					 .what = "list Daytona sandboxes" };
+		long st = remote_do(&r, &c, &resp, NULL, err);
+		strbuf_release(&u);
+		if (st < 0)
+			goto out;
+		json_t *items = json_is_array(resp) ? resp : json_object_get(resp, "items");
+		if (!json_is_array(items)) {
+			sbx_err_set(err, SBX_E_REMOTE, "cannot list Daytona sandboxes: the answer has "
+				    "no list of items");
+			goto out;
+		}
+		size_t i;
+		json_t *v;
+		json_array_foreach(items, i, v) {
+			const char *id = sbx_json_str(v, "id");
+			bool busy;
+			if (id)
+				json_object_set_new(all, id, json_integer(state_of(
+								  sbx_json_str(v, "state"), &busy)));
+		}
+		free(TAKE_PTR(cursor));
+		const char *nc = sbx_json_str(resp, "nextCursor");
+		if (!nc || !*nc || json_array_size(items) == 0)
+			break;
+		cursor = xstrdup(nc);
+	}
+	*ret = TAKE_PTR(all);
+	rc = 0;
+out:
+	json_decref(all);
+	return rc;
+}
+
+static int dt_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+	static const long accept[] = { 404, 0 };
+
+	if (!rec->provider_id)
+		return 0;
+	if (dt_remote(&r, err) < 0)
+		return -1;
+	_cleanup_free_ char *url = sb_url(&r, rec->provider_id, "");
+	struct remote_call c = { .method = "DELETE", .url = url, .flags = REMOTE_IDEMPOTENT,
+				 .accept = accept, .timeout_ms = CONTROL_TIMEOUT_MS,
+				 .what = "remove the Daytona sandbox" };
+	return remote_do(&r, &c, NULL, NULL, err) < 0 ? -1 : 0;
+}
+
+static int post_action(const struct remote *r, struct sbx_record *rec, const char *action,
+		       const long *accept, const char *what, struct sbx_err *err)
+{
+	_cleanup_free_ char *tail = xasprintf("/%s", action);
+	_cleanup_free_ char *url = sb_url(r, rec->provider_id, tail);
+	_cleanup_json_ json_t *resp = NULL;
+	struct remote_call c = { .method = "POST", .url = url, .accept = accept,
+				 .timeout_ms = START_TIMEOUT_MS, .what = what };
+	long st = remote_do(r, &c, &resp, NULL, err);
+	if (st >= 200 && st < 300 && json_is_object(resp))
+		keep_sandbox(rec, resp);
+	return (int)st;
+}
+
+static int dt_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct sbx_pause_opts *o,
+		    struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+	static const long accept[] = { 422, 0 };
+	static const char *const paused[] = { "paused", NULL };
+	static const char *const stopped[] = { "stopped", NULL };
+
+	if (need_id(rec, err) < 0 || dt_remote(&r, err) < 0)
+		return -1;
+	if (rec->state == SBX_STATE_STOPPED)
+		return 0;
+	if (!o->release && rec->state == SBX_STATE_RUNNING) {
+		/* memory kept where the sandbox class allows it (linux-vm, windows) */
+		int st = post_action(&r, rec, "pause", accept, "pause the Daytona sandbox", err);
+		if (st < 0)
+			return -1;
+		if (st != 422) {
+			if (wait_state(&r, rec, paused, "pausing", err) < 0)
+				return -1;
+			rec->state = SBX_STATE_PAUSED;
+			return 0;
+		}
+		sbx_debug("this Daytona sandbox class cannot pause; stopping it (disk kept)");
+	}
+	if (post_action(&r, rec, "stop", NULL, "stop the Daytona sandbox", err) < 0)
+		return -1;
+	if (wait_state(&r, rec, stopped, "stopping", err) < 0)
+		return -1;
+	rec->state = SBX_STATE_STOPPED;
+	return 0;
+}
+
+static int dt_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+	static const char *const started[] = { "started", NULL };
+
+	if (need_id(rec, err) < 0 || dt_remote(&r, err) < 0)
+		return -1;
+	if (post_action(&r, rec, "start", NULL, "start the Daytona sandbox", err) < 0)
+		return -1;
+	if (wait_state(&r, rec, started, "starting", err) < 0)
+		return -1;
+	rec->state = SBX_STATE_RUNNING;
+	return 0;
+}
+
+static int dt_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
+		      const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+	_cleanup_json_ json_t *resp = NULL;
+
+	if (need_id(rec, err) < 0)
+		return -1;
+	if (o->host_port || o->public)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'daytona' does not support %s: "
+				   "its preview URLs are served by Daytona", o->public ? "--public"
+										       : "--host-port");
+	if (o->rm)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'daytona' has no previews to "
+				   "close: every port has its URL while the sandbox runs");
+	if (!o->port) {
+		*ret = json_array();
+		return 0;
+	}
+	if (dt_remote(&r, err) < 0)
+		return -1;
+	_cleanup_free_ char *tail = xasprintf("/ports/%d/preview-url", o->port);
+	_cleanup_free_ char *url = sb_url(&r, rec->provider_id, tail);
+	struct remote_call c = { .url = url, .flags = REMOTE_IDEMPOTENT,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
+				 .what = "get the Daytona preview URL" };
+	if (remote_do(&r, &c, &resp, NULL, err) < 0)
+		return -1;
+	const char *u = sbx_json_str(resp, "url"), *tok = sbx_json_str(resp, "token");
+	if (!u || !*u)
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot get the Daytona preview URL: the "
+				   "answer has no 'url'");
+	json_t *p = json_pack("{s:i, s:s, s:b}", "port", o->port, "url", u, "public",
+			      !tok || !*tok);
+	if (tok && *tok) {
+		json_object_set_new(p, "token", json_string(tok));
+		json_object_set_new(p, "token_header", json_string("X-Daytona-Preview-Token"));
+	}
+	*ret = p;
+	return 0;
+}
+
+/* --- the toolbox: a session per command ------------------------------------------------------ */
+
+struct tb {
+	struct remote r;
+	const struct sbx_record *rec;
+};
+
+/* runs a shell command line in a fresh session: its stdout, stderr and exit code */
+static int session_run(struct tb *t, const char *line, long long timeout_ms, struct strbuf *out,
+		       struct strbuf *errout, int *ret_status, struct sbx_err *err)
+{
+	char hex[17];
+	remote_random_hex(hex, 16);
+	_cleanup_free_ char *sid = xasprintf("sbx-%s", hex);
+	_cleanup_free_ char *base = toolbox_url(&t->r, t->rec, "/process/session");
+	_cleanup_json_ json_t *mk = json_pack("{s:s}", "sessionId", sid);
+	struct remote_call c = { .method = "POST", .url = base, .body = mk,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
+				 .what = "open a Daytona toolbox session" };
+	if (remote_do(&t->r, &c, NULL, NULL, err) < 0)
+		return -1;
+	_cleanup_free_ char *exec_url = xasprintf("%s/%s/exec", base, sid);
+	_cleanup_json_ json_t *body = json_pack("{s:s, s:b}", "command", line, "runAsync", 0);
+	_cleanup_json_ json_t *resp = NULL;
+	struct remote_call x = { .method = "POST", .url = exec_url, .body = body,
+				 .timeout_ms = timeout_ms > 0 ? timeout_ms + 30000 : LONG_MS,
+				 .what = "run a command in the Daytona sandbox" };
+	long st = remote_do(&t->r, &x, &resp, NULL, err);
+	/* the session goes, whatever happened */
+	_cleanup_free_ char *del_url = xasprintf("%s/%s", base, sid);
+	struct remote_call d = { .method = "DELETE", .url = del_url, .flags = REMOTE_IDEMPOTENT,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
+				 .what = "close the Daytona toolbox session" };
+	struct sbx_err e2 = { 0 };
+	if (remote_do(&t->r, &d, NULL, NULL, &e2) < 0)
+		sbx_debug("%s", e2.msg);
+	if (st < 0)
+		return -1;
+	json_t *code = json_object_get(resp, "exitCode");
+	if (!json_is_object(resp) || !json_is_integer(code))
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot run a command in the Daytona sandbox: "
+				   "the answer has no exit code");
+	if (json_integer_value(code) < 0)
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot run a command in the Daytona sandbox: "
+				   "Daytona could not start it (exit code %lld)",
+				   (long long)json_integer_value(code));
+	const char *so = sbx_json_str(resp, "stdout"), *se = sbx_json_str(resp, "stderr");
+	if (!so && !se)
+		so = sbx_json_str(resp, "output");
+	if (so)
+		strbuf_addstr(out, so);
+	if (se)
+		strbuf_addstr(errout, se);
+	*ret_status = (int)(json_integer_value(code) & 0xff);
+	return 0;
+}
+
+static int check_running(const struct sbx_record *rec, struct sbx_err *err)
+{
+	const char *l = label_of(rec);
+
+	if (need_id(rec, err) < 0)
+		return -1;
+	if (rec->state == SBX_STATE_PAUSED || rec->state == SBX_STATE_STOPPED ||
+	    rec->state == SBX_STATE_RELEASED)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; run 'sbx resume %s' (or "
+				   "'sbx exec --resume')", l, sbx_state_name(rec->state), l);
+	return 0;
+}
+
+static int tb_open(struct tb *t, const struct sbx_record *rec, struct sbx_err *err)
+{
+	t->rec = rec;
+	if (check_running(rec, err) < 0)
+		return -1;
+	return dt_remote(&t->r, err);
+}
+
+static void tb_close(struct tb *t)
+{
+	remote_release(&t->r);
+}
+
+static int dt_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
+		   const struct sbx_exec_opts *o, int *ret_status, struct sbx_err *err)
+{
+	if (o->tty || o->detach || o->interactive || o->user)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'daytona' does not support "
+				   "exec %s", o->tty ? "-t" : o->detach ? "-d" : o->interactive ? "-i"
+										 : "-u");
+	_cleanup_(tb_close) struct tb t = { 0 };
+	if (tb_open(&t, rec, err) < 0)
+		return -1;
+	struct strbuf line = STRBUF_INIT, out = STRBUF_INIT, eout = STRBUF_INIT;
+	const char *wd = o->workdir ? o->workdir : sbx_json_str(rec->extra, "workdir");
+	strbuf_addstr(&line, "(");
+	if (wd) {
+		strbuf_addstr(&line, "cd ");
+		remote_sh_quote(&line, wd);
+		strbuf_addstr(&line, " && ");
+	}
+	if (o->timeout_ms > 0)
+		strbuf_addf(&line, "timeout -k 5 %lld.%03lld ", o->timeout_ms / 1000,
+			    o->timeout_ms % 1000);
+	if (o->env && *o->env) {
+		strbuf_addstr(&line, "env");
+		for (char **e = o->env; *e; e++) {
+			strbuf_addch(&line, ' ');
+			remote_sh_quote(&line, *e);
+		}
+		strbuf_addch(&line, ' ');
+	}
+	for (char **a = o->argv; *a; a++) {
+		if (a != o->argv)
+			strbuf_addch(&line, ' ');
+		remote_sh_quote(&line, *a);
+	}
+	strbuf_addstr(&line, ") </dev/null");
+	int r = session_run(&t, line.buf, o->timeout_ms, &out, &eout, ret_status, err);
+	if (r == 0) {
+		(void)sbx_write_all(1, out.buf ? out.buf : "", out.len);
+		(void)sbx_write_all(2, eout.buf ? eout.buf : "", eout.len);
+	} else {
+		sbx_err_prefix(err, "cannot run '%s' in sandbox '%s'", o->argv[0], label_of(rec));
+	}
+	strbuf_release(&line);
+	strbuf_release(&out);
+	strbuf_release(&eout);
+	return r;
+}
+
+static int tb_sh(void *arg, const char *script, const char *const *args, struct strbuf *out,
+		 struct strbuf *errout, int *ret_status, struct sbx_err *err)
+{
+	struct strbuf line = STRBUF_INIT;
+
+	strbuf_addstr(&line, "(cd / && sh -c ");
+	remote_sh_quote(&line, script);
+	strbuf_addstr(&line, " sh");
+	for (; *args; args++) {
+		strbuf_addch(&line, ' ');
+		remote_sh_quote(&line, *args);
+	}
+	strbuf_addstr(&line, ") </dev/null");
+	int r = session_run(arg, line.buf, 0, out, errout, ret_status, err);
+	strbuf_release(&line);
+	return r;
+}
+
+static int tb_transfer(struct tb *t, const char *path, int in_fd, long long size, int out_fd,
+		       struct sbx_err *err)
+{
+	struct strbuf tail = STRBUF_INIT;
+	strbuf_addstr(&tail, in_fd >= 0 ? "/files/upload?path=" : "/files/download?path=");
+	sbx_url_escape(&tail, path);
+	_cleanup_free_ char *url = toolbox_url(&t->r, t->rec, tail.buf);
+	strbuf_release(&tail);
+	const char *h[] = { t->r.auth, NULL };
+	struct sbx_http_req q = SBX_HTTP_REQ_INIT;
+	struct sbx_http_resp resp;
+	q.url = url;
+	q.headers = h;
+	q.body_fd = in_fd;
+	q.body_size = size;
+	q.upload_name = in_fd >= 0 ? path : NULL;
+	q.out_fd = out_fd;
+	q.stall_s = 60;
+	const char *what = in_fd >= 0 ? "upload the tar to the sandbox"
+				      : "download the tar from the sandbox";
+	int r = sbx_http_perform(&q, &resp, "Daytona", err);
+	if (r < 0)
+		sbx_err_prefix(err, "cannot %s", what);
+	else if (resp.status < 200 || resp.status >= 300)
+		r = remote_status_error(&t->r, what, resp.status, &resp.body, err);
+	sbx_http_resp_release(&resp);
+	return r;
+}
+
+static int tb_upload(void *arg, const char *path, int fd, long long size, struct sbx_err *err)
+{
+	return tb_transfer(arg, path, fd, size, -1, err);
+}
+
+static int tb_download(void *arg, const char *path, int fd, struct sbx_err *err)
+{
+	return tb_transfer(arg, path, -1, 0, fd, err);
+}
+
+static int dt_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd,
+		    const char *dest, const struct sbx_cp_opts *o, struct sbx_err *err)
+{
+	_cleanup_(tb_close) struct tb t = { 0 };
+	if (tb_open(&t, rec, err) < 0)
+		return -1;
+	struct remote_files f = { &t, tb_sh, tb_upload, tb_download };
+	return remote_cp_in(&f, tar_fd, dest, o, err);
+}
+
+static int dt_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src,
+		     int tar_fd, const struct sbx_cp_opts *o, struct sbx_err *err)
+{
+	_cleanup_(tb_close) struct tb t = { 0 };
+	if (tb_open(&t, rec, err) < 0)
+		return -1;
+	struct remote_files f = { &t, tb_sh, tb_upload, tb_download };
+	return remote_cp_out(&f, src, tar_fd, o, err);
+}
+
+static bool dt_configured(void)
+{
+	const char *k = getenv("DAYTONA_API_KEY");
+	return k && *k;
+}
+
+static char *dt_api_url(void)
+{
+	const char *u = remote_env(api_vars);
+	return xstrdup(u ? u : "https://app.daytona.io/api");
+}
+
+const struct sbx_provider sbx_provider_daytona = {
+	.name = "daytona",
+	.summary = "Daytona hosted sandboxes (DAYTONA_API_KEY)",
+	.remote = true,
+	.key_var = "DAYTONA_API_KEY",
+	.configured = dt_configured,
+	.api_url = dt_api_url,
+	.create = dt_create,
+	.exec = dt_exec,
+	.cp_in = dt_cp_in,
+	.cp_out = dt_cp_out,
+	.rm = dt_rm,
+	.pause = dt_pause,
+	.resume = dt_resume,
+	.preview = dt_preview,
+	.inspect = dt_inspect,
+	.list = dt_list,
+};

@@ -1,0 +1,326 @@
+#!/bin/bash
+# The e2b provider against the loopback E2B fake (tests/fakes/e2b.py): every verb, the exit
+# statuses of exec, cp both ways, pause/resume, previews, ls and rm of a sandbox gone out of
+# band, and what E2B's failures look like (401, 404, 409, 429, 5xx, truncated and malformed
+# streams, stalls, TLS).
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+test_skip_unless USERNS curl
+
+if [ -z "$TEST_SKIP_ALL" ]; then
+	start_fake e2b || TEST_SKIP_ALL="the E2B fake did not start"
+fi
+export E2B_API_KEY=e2b_test_key SBX_E2B_API_URL=${FAKE_URL:-} SBX_E2B_SANDBOX_URL=${FAKE_URL:-}
+unset E2B_API_URL E2B_SANDBOX_URL E2B_DOMAIN SBX_REMOTE_TIMEOUT
+
+# the fake's own idea of a sandbox: state (running, paused) or "gone"
+fake_state() {
+	curl -fsS "$FAKE_URL/_fake/state" | "$TEST_PYTHON" -c 'import json, sys
+s = json.load(sys.stdin)
+boxes = s.get("sandboxes", s)
+b = boxes.get(sys.argv[1])
+print(b["state"] if b else "gone")' "$1"
+}
+
+# the E2B id behind an sbx sandbox
+e2b_id() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["provider_id"])'; }
+
+# the records in the store, as 'ls -q' prints them (the store is intact and readable)
+store_ok() { sbx ls -q >/dev/null && sbx ls --json >/dev/null; }
+
+test_expect_success 'provider ls shows e2b configured, and unconfigured without its key' '
+	sbx provider ls >out && grep -E "^e2b +yes +E2B_API_KEY is set" out &&
+	env -u E2B_API_KEY "$SBX" provider ls >out && grep -E "^e2b +no +set E2B_API_KEY" out &&
+	sbx provider ls --json >out.json &&
+	json_assert out.json "e = [p for p in r if p[\"name\"] == \"e2b\"][0]
+assert e[\"configured\"] and e[\"remote\"] and e[\"key_variable\"] == \"E2B_API_KEY\"
+assert e[\"api_url\"] == \"$FAKE_URL\""
+'
+
+test_expect_success 'create: POST /sandboxes with the template, env, labels and a timeout' '
+	fake_reset &&
+	sbx create --provider e2b --name box -e FOO=bar --label team=blue -w /tmp >id &&
+	grep -Eq "^[0-9a-f]{12}$" id &&
+	fake_requests req.json &&
+	json_assert req.json "c = [q for q in r if q[\"method\"] == \"POST\" and q[\"path\"] == \"/sandboxes\"]
+assert len(c) == 1, c
+h = {k.lower(): v for k, v in c[0][\"headers\"].items()}
+assert h[\"x-api-key\"] == \"e2b_test_key\"" &&
+	test "$(fake_state "$(e2b_id box)")" = running &&
+	sbx inspect box >rec.json &&
+	json_assert rec.json "assert r[\"provider\"] == \"e2b\" and r[\"state\"] == \"running\"
+import re; assert re.fullmatch(\"[a-z0-9]+\", r[\"provider_id\"])
+assert r[\"extra\"][\"template\"] == \"base\" and r[\"remote\"][\"state\"] == \"running\"
+assert \"secret\" not in r[\"extra\"]"
+'
+
+test_expect_success 'the access token stays in the 0600 record, never in inspect, ls or --debug' '
+	id=$(sbx inspect box | "$TEST_PYTHON" -c "import json,sys; print(json.load(sys.stdin)[\"id\"])") &&
+	rec="$SBX_HOME/sandboxes/$id/sandbox.json" &&
+	test "$(stat -c %a "$rec")" = 600 &&
+	tok=$("$TEST_PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))[\"extra\"][\"secret\"][\"envd_access_token\"])" "$rec") &&
+	test -n "$tok" &&
+	sbx inspect box >i.out && sbx ls --json >l.out &&
+	"$SBX" --debug exec box true 2>dbg.out &&
+	"$SBX" --debug inspect box >/dev/null 2>>dbg.out &&
+	grep -q "X-Access-Token: <redacted>" dbg.out && grep -q "X-API-Key: <redacted>" dbg.out &&
+	! grep -q -e "$tok" -e e2b_test_key i.out l.out dbg.out
+'
+
+test_expect_success 'exec: stdout and stderr apart, the exit status exact, env and workdir' '
+	sbx exec box sh -c "echo out \$FOO; echo err >&2" >o 2>e &&
+	test "$(cat o)" = "out bar" && test "$(cat e)" = err &&
+	expect_code 3 sbx exec box sh -c "exit 3" &&
+	expect_code 0 sbx exec box true &&
+	test "$(sbx exec box pwd)" = /tmp &&
+	test "$(sbx exec -w / -e A=1 -e B="x y" box sh -c "echo \$A \$B \$PWD")" = "1 x y /"
+'
+
+test_expect_success 'exec: death by a signal is 128+N, a missing command 127' '
+	expect_code 137 sbx exec box sh -c "kill -9 \$\$" &&
+	expect_code 143 sbx exec box sh -c "kill -TERM \$\$" &&
+	expect_code 127 sbx exec box no-such-command-here 2>e
+'
+
+test_expect_success 'exec --timeout ends the command with 124 (Connect-Timeout-Ms)' '
+	fake_reset &&
+	expect_code 124 sbx exec --timeout 1s box sleep 30 &&
+	fake_requests req.json &&
+	json_assert req.json "s = [q for q in r if q[\"path\"] == \"/process.Process/Start\"]
+h = {k.lower(): v for k, v in s[-1][\"headers\"].items()}
+assert h[\"connect-timeout-ms\"] == \"1000\", h
+assert h[\"content-type\"] == \"application/connect+json\""
+'
+
+test_expect_success 'exec streams: the first line arrives while the command still runs' '
+	sbx exec box rm -f /tmp/go &&
+	{ sbx exec box sh -c "echo first; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo second" >s.out & } &&
+	pid=$! &&
+	wait_until 20 grep -q first s.out &&
+	! grep -q second s.out &&
+	sbx exec box touch /tmp/go &&
+	wait "$pid" && test "$(cat s.out)" = "$(printf "first\nsecond")"
+'
+
+test_expect_success 'exec -i sends standard input; -u picks the user; -d leaves it running' '
+	printf "line1\nline2\n" | sbx exec -i box cat >i.out &&
+	test "$(cat i.out)" = "$(printf "line1\nline2")" &&
+	test "$(sbx exec -u root box id -u)" = 0 &&
+	fake_reset && sbx exec -u user box true && fake_requests req.json &&
+	json_assert req.json "s = [q for q in r if q[\"path\"] == \"/process.Process/Start\"]
+h = {k.lower(): v for k, v in s[-1][\"headers\"].items()}
+assert h[\"authorization\"] == \"Basic dXNlcjo=\", h" &&
+	sbx exec box rm -f /tmp/detached &&
+	sbx exec -d box sh -c "sleep 0.5; touch /tmp/detached" >pid.out &&
+	grep -Eq "^[0-9]+$" pid.out &&
+	wait_until 20 sbx exec box test -e /tmp/detached &&
+	expect_code 125 sbx exec -t box true 2>e && grep -q "does not support exec -t" e
+'
+
+test_expect_success 'cp in and out keeps directories, modes and symlinks' '
+	mkdir -p src/sub && echo hello >src/sub/f && chmod 640 src/sub/f && chmod 750 src/sub &&
+	ln -s sub/f src/link && printf "x%.0s" $(seq 1 3000) >src/big &&
+	sbx cp src box:/tmp/ &&
+	test "$(sbx exec box cat /tmp/src/sub/f)" = hello &&
+	test "$(sbx exec box readlink /tmp/src/link)" = sub/f &&
+	test "$(sbx exec box stat -c %a /tmp/src/sub/f)" = 640 &&
+	test "$(sbx exec box stat -c %a /tmp/src/sub)" = 750 &&
+	mkdir back && sbx cp box:/tmp/src back/ &&
+	diff -r src back/src && test -L back/src/link &&
+	test "$(stat -c %a back/src/sub/f)" = 640 && test "$(stat -c %a back/src/sub)" = 750
+'
+
+test_expect_success 'cp names files as docker cp does; streams; refusals are one line, 125' '
+	echo one >file1 &&
+	sbx cp file1 box:/tmp/renamed && test "$(sbx exec box cat /tmp/renamed)" = one &&
+	sbx exec box mkdir -p /tmp/into && sbx cp file1 box:/tmp/into &&
+	test "$(sbx exec box cat /tmp/into/file1)" = one &&
+	sbx cp box:/tmp/renamed out1 && test "$(cat out1)" = one &&
+	sbx cp box:/tmp/src/. contents && test -f contents/sub/f &&
+	tar -cf - file1 | sbx cp - box:/tmp/into/ && sbx exec box test -f /tmp/into/file1 &&
+	sbx cp box:/tmp/renamed - | tar -tf - >list && test "$(cat list)" = renamed &&
+	expect_code 125 sbx cp box:/tmp/nope out2 2>e && expect_one_error_line e "/tmp/nope.*does not exist" &&
+	expect_code 125 sbx cp file1 box:/no/such/dir/x 2>e && expect_one_error_line e "does not exist" &&
+	expect_code 125 sbx cp src box:/tmp/renamed 2>e && expect_one_error_line e "directory onto file" &&
+	expect_code 125 sbx cp - box:/tmp/into </dev/null 2>e && expect_one_error_line e "empty" &&
+	test -z "$(sbx exec box sh -c "ls /tmp/.sbx-cp* 2>/dev/null")"
+'
+
+test_expect_success 'cp -L follows SRC when it is a link (and only SRC)' '
+	sbx exec box sh -c "mkdir -p /tmp/real && echo t >/tmp/real/f && ln -s real/f /tmp/real/l && ln -sfn /tmp/real /tmp/lnk" &&
+	sbx cp -L box:/tmp/lnk followed && test -d followed && test -L followed/l &&
+	sbx cp box:/tmp/lnk notfollowed && test -L notfollowed
+'
+
+test_expect_success 'pause keeps memory (memory:true); exec refuses until resume; --resume' '
+	fake_reset &&
+	sbx exec -d box sh -c "echo \$\$ >/tmp/sleeper.pid; exec sleep 300" >/dev/null &&
+	wait_until 20 sbx exec box test -s /tmp/sleeper.pid &&
+	sbx pause box && test "$(sb_state box)" = paused &&
+	test "$(fake_state "$(e2b_id box)")" = paused &&
+	expect_code 0 sbx pause box &&
+	expect_code 125 sbx exec box true 2>e && expect_one_error_line e "is paused.*sbx resume box" &&
+	sbx resume box && test "$(sb_state box)" = running &&
+	sbx exec box sh -c "kill -0 \$(cat /tmp/sleeper.pid)" &&
+	sbx pause box && test "$(sbx exec --resume box echo again)" = again &&
+	fake_requests req.json &&
+	json_assert req.json "p = [q for q in r if q[\"path\"].endswith(\"/pause\")]
+c = [q for q in r if q[\"path\"].endswith(\"/connect\")]
+assert len(p) == 2 and len(c) == 2, (p, c)"
+'
+
+test_expect_success 'pause --release is a filesystem-only pause; resume brings it back' '
+	fake_reset &&
+	sbx pause --release box && test "$(fake_state "$(e2b_id box)")" = paused &&
+	sbx resume box && sbx exec box test -f /tmp/renamed &&
+	test "$(sb_state box)" = running
+'
+
+test_expect_success 'preview: https://PORT-ID.DOMAIN, with the traffic token when there is one' '
+	id=$(e2b_id box) &&
+	test "$(sbx preview box 8080)" = "https://8080-$id.e2b.test" &&
+	sbx preview --json box 3000 >p.json &&
+	json_assert p.json "assert r[\"url\"].startswith(\"https://3000-\") and r[\"port\"] == 3000
+assert \"token\" not in r" &&
+	expect_code 125 sbx preview --public box 8080 2>e && grep -q "does not support --public" e
+'
+
+test_expect_success 'ls pages through every sandbox; one deleted out of band shows missing' '
+	sbx create --provider e2b --name b2 >/dev/null && sbx create --provider e2b --name b3 >/dev/null &&
+	fake_reset &&
+	sbx ls >ls.out && grep -E "^[0-9a-f]{12} +b2 +e2b +running" ls.out &&
+	fake_requests req.json &&
+	json_assert req.json "l = [q for q in r if q[\"path\"] == \"/v2/sandboxes\"]
+assert len(l) >= 2, l
+assert any(\"nextToken=\" in q[\"query\"] for q in l)" &&
+	curl -fsS -X DELETE -H "X-API-Key: e2b_test_key" "$FAKE_URL/sandboxes/$(e2b_id b3)" &&
+	sbx ls >ls.out && grep -E " b3 +e2b +missing" ls.out && grep -E " b2 +e2b +running" ls.out &&
+	test "$(sb_state b3)" = missing &&
+	expect_code 0 sbx rm b3 && expect_code 125 sbx inspect b3 2>/dev/null &&
+	expect_code 125 sbx rm b2 2>e && grep -q "rm -f b2" e &&
+	b2=$(e2b_id b2) && sbx rm -f b2 && test "$(fake_state "$b2")" = gone
+'
+
+test_expect_success 'a missing or rejected key: one line naming the variable, 125' '
+	expect_code 125 env -u E2B_API_KEY "$SBX" create --provider e2b 2>e &&
+	expect_one_error_line e "E2B_API_KEY is not set" &&
+	expect_code 125 env E2B_API_KEY=wrong "$SBX" create --provider e2b 2>e &&
+	expect_one_error_line e "rejected the API key \(HTTP 401.*check E2B_API_KEY" &&
+	expect_code 0 env E2B_API_KEY=wrong "$SBX" exec box true &&
+	store_ok && test "$(sbx ls -q | wc -l)" = 1
+'
+
+test_expect_success 'create: a 429 with Retry-After is waited out; a 500 is not retried' '
+	fake_reset &&
+	fake_fault "{\"match\": \"POST ^/sandboxes\$\", \"kind\": \"status\", \"status\": 429, \"headers\": {\"Retry-After\": \"1\"}}" &&
+	sbx create --provider e2b --name after429 >/dev/null &&
+	fake_requests req.json &&
+	json_assert req.json "c = [q for q in r if q[\"method\"] == \"POST\" and q[\"path\"] == \"/sandboxes\"]
+assert len(c) == 2, c" &&
+	sbx rm -f after429 &&
+	fake_reset &&
+	fake_fault "{\"match\": \"POST ^/sandboxes\$\", \"kind\": \"status\", \"status\": 500}" &&
+	expect_code 125 sbx create --provider e2b --name fails 2>e &&
+	expect_one_error_line e "E2B failed \(HTTP 500" &&
+	fake_requests req.json &&
+	json_assert req.json "c = [q for q in r if q[\"method\"] == \"POST\" and q[\"path\"] == \"/sandboxes\"]
+assert len(c) == 1, c" &&
+	expect_code 125 sbx inspect fails 2>/dev/null && store_ok
+'
+
+test_expect_success 'rate limited for good: bounded tries, then one line' '
+	fake_reset &&
+	fake_fault "{\"match\": \"GET ^/sandboxes/\", \"kind\": \"status\", \"status\": 429, \"headers\": {\"Retry-After\": \"0\"}, \"times\": 0}" &&
+	sbx inspect box >i.json 2>e &&
+	json_assert i.json "assert \"rate limiting\" in r[\"remote_error\"], r" &&
+	fake_requests req.json &&
+	json_assert req.json "g = [q for q in r if q[\"method\"] == \"GET\" and q[\"path\"].startswith(\"/sandboxes/\")]
+assert len(g) == 5, len(g)" &&
+	fake_fault "{\"match\": \"POST /pause\$\", \"kind\": \"status\", \"status\": 429, \"headers\": {\"Retry-After\": \"3600\"}}" &&
+	expect_code 125 sbx pause box 2>e && expect_one_error_line e "asks to wait 3600 s" &&
+	fake_reset && test "$(sb_state box)" = running
+'
+
+test_expect_success 'idempotent calls are retried on 5xx: rm after two 503s' '
+	sbx create --provider e2b --name flaky >/dev/null &&
+	fake_reset &&
+	fake_fault "{\"match\": \"DELETE ^/sandboxes/\", \"kind\": \"status\", \"status\": 503, \"times\": 2}" &&
+	fid=$(e2b_id flaky) && sbx rm -f flaky && test "$(fake_state "$fid")" = gone &&
+	fake_fault "{\"match\": \"DELETE ^/sandboxes/\", \"kind\": \"status\", \"status\": 500, \"times\": 0}" &&
+	sbx create --provider e2b --name stuck >/dev/null &&
+	expect_code 125 sbx rm -f stuck 2>e && expect_one_error_line e "E2B failed \(HTTP 500" &&
+	fake_reset && sbx rm -f stuck
+'
+
+test_expect_success 'pause: a 409 from E2B (paused there meanwhile) is not an error' '
+	eid=$(e2b_id box) &&
+	curl -fsS -H "X-API-Key: e2b_test_key" "$FAKE_URL/sandboxes/$eid" >detail.json &&
+	curl -fsS -X POST -H "X-API-Key: e2b_test_key" -H "Content-Type: application/json" \
+		--data "{}" "$FAKE_URL/sandboxes/$eid/pause" &&
+	"$TEST_PYTHON" -c "import json, sys
+d = json.load(open(\"detail.json\"))
+d[\"state\"] = \"running\"
+print(json.dumps({\"match\": \"GET ^/sandboxes/$eid\$\", \"kind\": \"status\", \"status\": 200,
+                  \"body\": json.dumps(d)}))" >fault.json &&
+	fake_reset && fake_fault "$(cat fault.json)" &&
+	sbx pause box && test "$(sb_state box)" = paused &&
+	fake_requests req.json &&
+	json_assert req.json "p = [q for q in r if q[\"path\"].endswith(\"/pause\")]
+assert len(p) == 1, p" &&
+	sbx resume box && test "$(sb_state box)" = running
+'
+
+test_expect_success 'a sandbox E2B does not know: 404 is one line (exec) or missing (inspect)' '
+	sbx create --provider e2b --name ghost >/dev/null && gid=$(e2b_id ghost) &&
+	curl -fsS -X DELETE -H "X-API-Key: e2b_test_key" "$FAKE_URL/sandboxes/$gid" &&
+	expect_code 125 sbx exec ghost true 2>e && expect_one_error_line e "does not answer at E2B" &&
+	test "$(sb_state ghost)" = missing &&
+	expect_code 125 sbx pause ghost 2>e && expect_one_error_line e "missing" &&
+	sbx rm ghost
+'
+
+test_expect_success 'garbage from E2B: malformed JSON, truncated and malformed streams' '
+	fake_reset &&
+	fake_fault "{\"match\": \"POST ^/sandboxes\$\", \"kind\": \"invalid_json\"}" &&
+	expect_code 125 sbx create --provider e2b 2>e && expect_one_error_line e "malformed answer" &&
+	fake_fault "{\"match\": \"POST /process.Process/Start\", \"kind\": \"truncate\"}" &&
+	expect_code 125 sbx exec box sh -c "echo a; sleep 0.3; echo b" >/dev/null 2>e &&
+	expect_one_error_line e "stream ended before the command did|cut the answer short" &&
+	fake_fault "{\"match\": \"POST /process.Process/Start\", \"kind\": \"bad_frame\"}" &&
+	expect_code 125 sbx exec box true 2>e && expect_one_error_line e "frame of [0-9]+ bytes" &&
+	fake_fault "{\"match\": \"POST /process.Process/Start\", \"kind\": \"invalid_json\"}" &&
+	expect_code 125 sbx exec box true 2>e && expect_one_error_line e "malformed frame" &&
+	fake_fault "{\"match\": \"GET ^/sandboxes/\", \"kind\": \"invalid_json\"}" &&
+	sbx inspect box >i.json && json_assert i.json "assert \"malformed\" in r[\"remote_error\"]" &&
+	sbx exec box true && store_ok && test "$(sbx ls -q | wc -l)" = 1
+'
+
+test_expect_success 'a stall past the timeout: ls warns and shows the state last seen' '
+	fake_reset &&
+	fake_fault "{\"match\": \"GET ^/v2/sandboxes\$\", \"kind\": \"stall\", \"seconds\": 20}" &&
+	sbx ls >ls.out 2>e && grep -E " box +e2b +running" ls.out &&
+	expect_one_error_line e "warning: cannot list e2b sandboxes.*(in time|stalled)" &&
+	fake_fault "{\"match\": \"POST /pause\$\", \"kind\": \"stall\", \"seconds\": 20}" &&
+	expect_code 125 env SBX_REMOTE_TIMEOUT=1 "$SBX" pause box 2>e &&
+	expect_one_error_line e "did not answer in time|stalled" &&
+	fake_reset && store_ok
+'
+
+test_expect_success 'TLS failures and plain http off loopback are one line, 125' '
+	port=${FAKE_URL##*:} &&
+	expect_code 125 env SBX_E2B_API_URL=https://127.0.0.1:$port "$SBX" create --provider e2b 2>e &&
+	expect_one_error_line e "TLS failure talking to E2B at 127.0.0.1:$port" &&
+	expect_code 125 env SBX_E2B_API_URL=http://sbx-test.invalid "$SBX" create --provider e2b 2>e &&
+	expect_one_error_line e "over https only" &&
+	store_ok && test "$(sbx ls -q | wc -l)" = 1
+'
+
+test_expect_success 'rm -f removes the E2B sandbox and the record' '
+	eid=$(e2b_id box) && sbx rm -f box &&
+	test "$(fake_state "$eid")" = gone &&
+	test -z "$(sbx ls -q)" && expect_code 125 sbx inspect box 2>/dev/null
+'
+
+test_done
