@@ -1,0 +1,181 @@
+#!/bin/bash
+# The daytona provider against the loopback Daytona fake (tests/fakes/daytona.py): create
+# waiting for creating -> started, exec through toolbox sessions, cp through the file API,
+# pause as pause (linux-vm) or stop (container), previews with their token, ls and rm of a
+# sandbox gone out of band, and Daytona's failures (401, 404, 429, 5xx, garbage, stalls).
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+test_skip_unless USERNS curl
+
+if [ -z "$TEST_SKIP_ALL" ]; then
+	# a linux-vm fake (pause keeps memory), then the container one most tests use
+	start_fake daytona --class linux-vm --start-delay 0.2 || TEST_SKIP_ALL="the Daytona fake did not start"
+	VM_URL=${FAKE_URL:-}
+fi
+if [ -z "$TEST_SKIP_ALL" ]; then
+	start_fake daytona --start-delay 0.3 || TEST_SKIP_ALL="the Daytona fake did not start"
+fi
+export DAYTONA_API_KEY=dtn_test_key SBX_DAYTONA_API_URL=${FAKE_URL:-}
+unset DAYTONA_API_URL DAYTONA_SERVER_URL DAYTONA_TARGET SBX_REMOTE_TIMEOUT
+
+# the fake's own idea of a sandbox: its state, or "gone"
+fake_state() {
+	curl -fsS "${2:-$FAKE_URL}/_fake/state" | "$TEST_PYTHON" -c 'import json, sys
+b = [x for x in json.load(sys.stdin)["sandboxes"] if x["id"] == sys.argv[1]]
+print(b[0]["state"] if b and b[0]["state"] not in ("destroyed", "destroying") else "gone")' "$1"
+}
+
+dt_id() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["provider_id"])'; }
+
+store_ok() { sbx ls -q >/dev/null && sbx ls --json >/dev/null; }
+
+test_expect_success 'create waits from creating to started; labels and env go along' '
+	fake_reset &&
+	sbx create --provider daytona --name dbox -e FOO=bar --label team=red >id &&
+	grep -Eq "^[0-9a-f]{12}$" id &&
+	test "$(sb_state dbox)" = running &&
+	fake_requests req.json &&
+	json_assert req.json "c = [q for q in r if q[\"method\"] == \"POST\" and q[\"path\"].endswith(\"/sandbox\")]
+assert len(c) == 1, c
+h = {k.lower(): v for k, v in c[0][\"headers\"].items()}
+assert h[\"authorization\"] == \"Bearer dtn_test_key\"
+g = [q for q in r if q[\"method\"] == \"GET\" and \"/sandbox/\" in q[\"path\"]]
+assert len(g) >= 1, g" &&
+	test "$(fake_state "$(dt_id dbox)")" = started &&
+	sbx inspect dbox >rec.json &&
+	json_assert rec.json "assert r[\"provider\"] == \"daytona\" and r[\"remote\"][\"state\"] == \"started\"
+assert r[\"extra\"][\"toolbox\"].endswith(\"/toolbox\")"
+'
+
+test_expect_success 'exec: stdout and stderr apart, the exit code exact, -w, -e, --timeout' '
+	sbx exec dbox sh -c "echo out \$FOO; echo err >&2" >o 2>e &&
+	test "$(cat o)" = "out bar" && test "$(cat e)" = err &&
+	expect_code 3 sbx exec dbox sh -c "exit 3" &&
+	test "$(sbx exec -w /tmp -e A="x y" dbox sh -c "echo \$A \$PWD")" = "x y /tmp" &&
+	test "$(sbx exec dbox echo "it'"'"'s" "\$HOME")" = "it'"'"'s \$HOME" &&
+	expect_code 124 sbx exec --timeout 1s dbox sleep 30 &&
+	expect_code 127 sbx exec dbox no-such-command-here 2>/dev/null
+'
+
+test_expect_success 'exec: a session per command, closed afterwards' '
+	fake_reset && sbx exec dbox true && fake_requests req.json &&
+	json_assert req.json "s = [q for q in r if q[\"path\"].endswith(\"/process/session\")]
+x = [q for q in r if q[\"path\"].endswith(\"/exec\")]
+d = [q for q in r if q[\"method\"] == \"DELETE\" and \"/process/session/\" in q[\"path\"]]
+assert len(s) == 1 and len(x) == 1 and len(d) == 1, r"
+'
+
+test_expect_success 'exec options Daytona cannot honour are one line, 125' '
+	for o in -i -t -d "-u root"; do
+		# shellcheck disable=SC2086
+		expect_code 125 sbx exec $o dbox true 2>e </dev/null &&
+		expect_one_error_line e "does not support exec ${o%% *}" || exit 1
+	done
+'
+
+test_expect_success 'cp in and out keeps directories, modes and symlinks' '
+	mkdir -p src/sub && echo hello >src/sub/f && chmod 640 src/sub/f &&
+	ln -s sub/f src/link &&
+	sbx cp src dbox:/tmp/ &&
+	test "$(sbx exec dbox cat /tmp/src/sub/f)" = hello &&
+	test "$(sbx exec dbox readlink /tmp/src/link)" = sub/f &&
+	test "$(sbx exec dbox stat -c %a /tmp/src/sub/f)" = 640 &&
+	mkdir back && sbx cp dbox:/tmp/src back/ && diff -r src back/src && test -L back/src/link &&
+	echo one >file1 && sbx cp file1 dbox:/tmp/renamed && sbx cp dbox:/tmp/renamed out1 &&
+	test "$(cat out1)" = one &&
+	expect_code 125 sbx cp dbox:/tmp/nope out2 2>e && expect_one_error_line e "/tmp/nope.*does not exist" &&
+	fake_requests req.json &&
+	json_assert req.json "u = [q for q in r if q[\"path\"].endswith(\"/files/upload\")]
+assert u and u[-1][\"headers\"].get(\"Content-Type\", u[-1][\"headers\"].get(\"content-type\", \"\")).startswith(\"multipart/form-data\"), u"
+'
+
+test_expect_success 'pause on a container class is stop (disk kept); exec refuses; resume starts' '
+	fake_reset &&
+	sbx pause dbox && test "$(sb_state dbox)" = stopped &&
+	test "$(fake_state "$(dt_id dbox)")" = stopped &&
+	expect_code 125 sbx exec dbox true 2>e && expect_one_error_line e "is stopped.*sbx resume dbox" &&
+	sbx resume dbox && test "$(sb_state dbox)" = running &&
+	test "$(sbx exec dbox cat /tmp/renamed)" = one &&
+	fake_requests req.json &&
+	json_assert req.json "p = [q[\"path\"].rsplit(\"/\", 1)[1] for q in r if q[\"method\"] == \"POST\"]
+assert p[:2] == [\"pause\", \"stop\"] and \"start\" in p, p"
+'
+
+test_expect_success 'pause on a linux-vm class keeps memory (pause); --release stops it' '
+	export SBX_DAYTONA_API_URL=$VM_URL &&
+	sbx create --provider daytona --name vm >/dev/null &&
+	fake_reset "$VM_URL" &&
+	sbx pause vm && test "$(sb_state vm)" = paused &&
+	test "$(fake_state "$(dt_id vm)" "$VM_URL")" = paused &&
+	sbx resume vm && test "$(sbx exec vm echo up)" = up &&
+	sbx pause --release vm && test "$(sb_state vm)" = stopped &&
+	test "$(fake_state "$(dt_id vm)" "$VM_URL")" = stopped &&
+	fake_requests req.json "$VM_URL" &&
+	json_assert req.json "p = [q[\"path\"].rsplit(\"/\", 1)[1] for q in r if q[\"method\"] == \"POST\" and q[\"path\"].startswith(\"/sandbox/\")]
+assert p == [\"pause\", \"start\", \"stop\"], p" &&
+	sbx rm -f vm
+'
+
+test_expect_success 'preview: the URL, and the token with its header in --json' '
+	id=$(dt_id dbox) &&
+	test "$(sbx preview dbox 8080)" = "https://8080-$id.daytona.test" &&
+	sbx preview --json dbox 8080 >p.json &&
+	json_assert p.json "assert r[\"port\"] == 8080 and r[\"token\"] and r[\"token_header\"] == \"X-Daytona-Preview-Token\"" &&
+	! sbx inspect dbox | grep -q "$(json_assert p.json "print(r[\"token\"])")"
+'
+
+test_expect_success 'ls pages with the cursor; one deleted out of band shows missing' '
+	sbx create --provider daytona --name d2 >/dev/null && sbx create --provider daytona --name d3 >/dev/null &&
+	fake_reset && sbx ls >ls.out && grep -E " d2 +daytona +running" ls.out &&
+	fake_requests req.json &&
+	json_assert req.json "l = [q for q in r if q[\"method\"] == \"GET\" and q[\"path\"].endswith(\"/sandbox\")]
+assert len(l) >= 2 and any(\"cursor=\" in q[\"query\"] for q in l), l" &&
+	curl -fsS -X DELETE -H "Authorization: Bearer dtn_test_key" "$FAKE_URL/sandbox/$(dt_id d3)" >/dev/null &&
+	sbx ls >ls.out && grep -E " d3 +daytona +missing" ls.out &&
+	expect_code 125 sbx exec d3 true 2>e && expect_one_error_line e "HTTP 404|not started|no such sandbox" &&
+	sbx rm d3 && d2=$(dt_id d2) && sbx rm -f d2 && test "$(fake_state "$d2")" = gone
+'
+
+test_expect_success 'a missing or rejected key: one line naming the variable, 125' '
+	expect_code 125 env -u DAYTONA_API_KEY "$SBX" create --provider daytona 2>e &&
+	expect_one_error_line e "DAYTONA_API_KEY is not set" &&
+	expect_code 125 env DAYTONA_API_KEY=wrong "$SBX" exec dbox true 2>e &&
+	expect_one_error_line e "rejected the API key \(HTTP 401.*check DAYTONA_API_KEY" &&
+	store_ok && test "$(sbx ls -q | wc -l)" = 1
+'
+
+test_expect_success 'faults: 429 waited out, 500 on create not retried, 503 on a GET retried' '
+	fake_reset &&
+	fake_fault "{\"match\": \"POST /sandbox\$\", \"kind\": \"status\", \"status\": 429, \"headers\": {\"Retry-After\": \"1\"}}" &&
+	sbx create --provider daytona --name r429 >/dev/null && sbx rm -f r429 &&
+	fake_fault "{\"match\": \"POST /sandbox\$\", \"kind\": \"status\", \"status\": 500}" &&
+	expect_code 125 sbx create --provider daytona --name r500 2>e &&
+	expect_one_error_line e "Daytona failed \(HTTP 500" &&
+	expect_code 125 sbx inspect r500 2>/dev/null &&
+	fake_fault "{\"match\": \"GET /sandbox/\", \"kind\": \"status\", \"status\": 503, \"times\": 2}" &&
+	test "$(sb_state dbox)" = running &&
+	fake_requests req.json &&
+	json_assert req.json "c = [q for q in r if q[\"method\"] == \"POST\" and q[\"path\"].endswith(\"/sandbox\")]
+assert len(c) == 3, len(c)" && store_ok
+'
+
+test_expect_success 'garbage and stalls: malformed JSON, a truncated answer, a timeout' '
+	fake_reset &&
+	fake_fault "{\"match\": \"POST /exec\$\", \"kind\": \"invalid_json\"}" &&
+	expect_code 125 sbx exec dbox true 2>e && expect_one_error_line e "malformed answer" &&
+	fake_fault "{\"match\": \"POST /exec\$\", \"kind\": \"truncate\"}" &&
+	expect_code 125 sbx exec dbox true 2>e && expect_one_error_line e "cut the answer short|malformed" &&
+	fake_fault "{\"match\": \"POST /stop\$\", \"kind\": \"stall\", \"seconds\": 4}" &&
+	expect_code 125 env SBX_REMOTE_TIMEOUT=1 "$SBX" pause dbox 2>e &&
+	expect_one_error_line e "did not answer in time|stalled" &&
+	fake_reset && store_ok
+'
+
+test_expect_success 'rm -f removes the Daytona sandbox and the record' '
+	did=$(dt_id dbox) && sbx rm -f dbox && test "$(fake_state "$did")" = gone &&
+	test -z "$(sbx ls -q)"
+'
+
+test_done
