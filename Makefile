@@ -98,7 +98,7 @@ uninstall:
 
 lint:
 	shellcheck -x tests/*.sh tests/run.sh scripts/install-deps scripts/demo scripts/demo-net scripts/demo-image \
-		bench/run bench/lifecycle bench/net bench/image .ci/run
+		bench/run bench/lifecycle bench/net bench/image bench/remote .ci/run
 	clang-format --dry-run $(CORE_SRC) $(PROV_SRC) $(CMD_SRC) 2>&1 | head -n 50
 
 clean:

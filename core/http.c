@@ -255,6 +255,10 @@ static int on_xferinfo(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t
 {
 	struct xfer *x = u;
 
+	if (x->req->cancel && *x->req->cancel) {
+		x->resp->aborted = true;
+		return 1;
+	}
 	if (sbx_now_ms() - x->tdata > x->stall_s * 1000LL) {
 		x->stalled = true;
 		return 1;
@@ -412,7 +416,8 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 		_cleanup_free_ char *host = sbx_url_host(q->url);
 		r = sbx_err_set(err, SBX_E_REMOTE, "%s (%s) sent an answer larger than %d MiB", what,
 				host, BODY_MAX >> 20);
-	} else if (c == CURLE_OK || (c == CURLE_WRITE_ERROR && resp->aborted))
+	} else if (c == CURLE_OK || (c == CURLE_WRITE_ERROR && resp->aborted) ||
+		   (c == CURLE_ABORTED_BY_CALLBACK && resp->aborted))
 		(void)cu->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	else
 		r = transport_error(q, &x, c, errbuf, what, err);

@@ -4,6 +4,7 @@
 #define SBX_CORE_HTTP_H
 
 #include <jansson.h>
+#include <signal.h>
 
 /* the deprecated bitmask options are the fallback for a libcurl older than 7.85 */
 #define CURL_DISABLE_DEPRECATION 1
@@ -60,6 +61,7 @@ struct sbx_http_req {
 	int out_fd;			/* -1: none */
 	long long timeout_ms;		/* the whole exchange (0: none) */
 	long stall_s;			/* no byte for this long: fail (0: 30) */
+	volatile sig_atomic_t *cancel;	/* non-zero: stop (checked about once a second) */
 };
 
 #define SBX_HTTP_REQ_INIT { .body_fd = -1, .out_fd = -1 }
@@ -69,7 +71,7 @@ struct sbx_http_resp {
 	struct strbuf body;	/* the body kept in memory (an error body is always kept, capped) */
 	json_t *headers;	/* lowercase name -> last value */
 	bool timed_out;		/* timeout_ms passed */
-	bool aborted;		/* on_data said stop */
+	bool aborted;		/* on_data said stop, or cancel was set */
 	int write_errno;	/* out_fd failed */
 };
 

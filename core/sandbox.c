@@ -169,13 +169,15 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	/* the image first: a pull can take a while, and no record waits on it */
 	json_t *opts = options_json(o);
 	if (p->remote) {
-		/* the defaults filled in are the local provider's: a hosted one has its own */
+		/* the defaults filled in are the local provider's: a hosted one has its own, and
+		 * --image names its template or snapshot, not an OCI image to pull here */
 		if (!o->workdir)
 			json_object_del(opts, "workdir");
 		if (!o->net)
 			json_object_del(opts, "net");
-	}
-	if (o->image && image_options(ctx, o, opts, err) < 0) {
+		if (o->image)
+			json_object_set_new(opts, "image", json_pack("{s:s}", "ref", o->image));
+	} else if (o->image && image_options(ctx, o, opts, err) < 0) {
 		json_decref(opts);
 		return -1;
 	}

@@ -458,8 +458,9 @@ struct tb {
 };
 
 /* runs a shell command line in a fresh session: its stdout, stderr and exit code */
-static int session_run(struct tb *t, const char *line, long long timeout_ms, struct strbuf *out,
-		       struct strbuf *errout, int *ret_status, struct sbx_err *err)
+static int session_run(struct tb *t, const char *line, long long timeout_ms, bool foreground,
+		       struct strbuf *out, struct strbuf *errout, int *ret_status,
+		       struct sbx_err *err)
 {
 	char hex[17];
 	remote_random_hex(hex, 16);
@@ -477,7 +478,16 @@ static int session_run(struct tb *t, const char *line, long long timeout_ms, str
 	struct remote_call x = { .method = "POST", .url = exec_url, .body = body,
 				 .timeout_ms = timeout_ms > 0 ? timeout_ms + 30000 : LONG_MS,
 				 .what = "run a command in the Daytona sandbox" };
+	struct remote_sigs sigs;
+	if (foreground) {
+		/* a signal, or ^C: the session goes below, and what runs in it with it */
+		remote_sigs_catch(&sigs);
+		x.cancel = &remote_got_signal;
+	}
 	long st = remote_do(&t->r, &x, &resp, NULL, err);
+	if (foreground)
+		remote_sigs_restore(&sigs);
+	int got_signal = foreground ? remote_got_signal : 0;
 	/* the session goes, whatever happened */
 	_cleanup_free_ char *del_url = xasprintf("%s/%s", base, sid);
 	struct remote_call d = { .method = "DELETE", .url = del_url, .flags = REMOTE_IDEMPOTENT,
@@ -486,6 +496,11 @@ static int session_run(struct tb *t, const char *line, long long timeout_ms, str
 	struct sbx_err e2 = { 0 };
 	if (remote_do(&t->r, &d, NULL, NULL, &e2) < 0)
 		sbx_debug("%s", e2.msg);
+	if (got_signal) {
+		sbx_err_clear(err);
+		*ret_status = 128 + got_signal;
+		return 0;
+	}
 	if (st < 0)
 		return -1;
 	json_t *code = json_object_get(resp, "exitCode");
@@ -568,10 +583,13 @@ static int dt_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		remote_sh_quote(&line, *a);
 	}
 	strbuf_addstr(&line, ") </dev/null");
-	int r = session_run(&t, line.buf, o->timeout_ms, &out, &eout, ret_status, err);
+	int r = session_run(&t, line.buf, o->timeout_ms, true, &out, &eout, ret_status, err);
 	if (r == 0) {
+		struct remote_sigs sigs;
+		remote_sigs_catch(&sigs); /* a reader gone: EPIPE, not a death */
 		(void)sbx_write_all(1, out.buf ? out.buf : "", out.len);
 		(void)sbx_write_all(2, eout.buf ? eout.buf : "", eout.len);
+		remote_sigs_restore(&sigs);
 	} else {
 		sbx_err_prefix(err, "cannot run '%s' in sandbox '%s'", o->argv[0], label_of(rec));
 	}
@@ -594,7 +612,7 @@ static int tb_sh(void *arg, const char *script, const char *const *args, struct 
 		remote_sh_quote(&line, *args);
 	}
 	strbuf_addstr(&line, ") </dev/null");
-	int r = session_run(arg, line.buf, 0, out, errout, ret_status, err);
+	int r = session_run(arg, line.buf, 0, false, out, errout, ret_status, err);
 	strbuf_release(&line);
 	return r;
 }

@@ -337,7 +337,9 @@ static int e2b_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 struct sink {
 	int fd;
 	struct strbuf *buf;
+	bool gone;		/* its reader went away (EPIPE) */
 };
+
 
 struct run {
 	const struct sbx_record *rec;
@@ -363,8 +365,8 @@ static void sink_write(struct sink *s, const void *p, size_t n)
 {
 	if (s->buf)
 		strbuf_add(s->buf, p, n);
-	else if (s->fd >= 0)
-		(void)sbx_write_all(s->fd, p, n); /* a reader that went away loses the rest */
+	else if (s->fd >= 0 && !s->gone && sbx_write_all(s->fd, p, n) < 0 && errno == EPIPE)
+		s->gone = true;
 }
 
 static _printf_(2, 3) void set_bad(struct run *x, const char *fmt, ...)
@@ -535,6 +537,8 @@ static void on_event(struct run *x, json_t *ev)
 			}
 			sink_write(i == 1 ? &x->err : &x->out, d, n);
 		}
+		if (x->out.gone)
+			set_bad(x, "standard output went away");
 	} else if ((v = json_object_get(ev, "end"))) {
 		x->ended = true;
 		json_t *code = json_object_get(v, "exitCode");
@@ -624,6 +628,7 @@ struct cmd {
 	bool stdin_open;
 	bool detach;
 	long *ret_pid;
+	bool foreground;	/* the user's command: signals and a closed stdout end it */
 };
 
 /* runs a command through envd: 0 and *ret_status (the command's, 124 on --timeout, 128+N on a
@@ -685,7 +690,28 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 	/* envd ends the command at the deadline; this is only if it does not */
 	q.timeout_ms = cmd->timeout_ms > 0 ? cmd->timeout_ms + 10000 : 0;
 	q.stall_s = 60; /* keepalives come every 10 s */
+	struct remote_sigs sigs;
+	if (cmd->foreground) {
+		remote_sigs_catch(&sigs);
+		q.cancel = &remote_got_signal;
+	}
 	int r = sbx_http_perform(&q, &resp, "E2B", err);
+	if (cmd->foreground)
+		remote_sigs_restore(&sigs);
+	int got_signal = cmd->foreground ? remote_got_signal : 0;
+	/* what still runs inside when sbx stops reading: ended, as a local exec would be */
+	int ended_by = got_signal ? got_signal : x.out.gone ? SIGPIPE
+			: r < 0 && resp.timed_out ? SIGALRM : 0;
+	if (cmd->foreground && ended_by && x.started && !x.ended && x.pid > 0) {
+		struct sbx_err e2 = { 0 };
+		_cleanup_json_ json_t *m = json_pack("{s:{s:I}, s:s}", "process", "pid",
+						     (json_int_t)x.pid, "signal",
+						     ended_by == SIGALRM || ended_by == SIGPIPE
+							     ? "SIGNAL_SIGKILL" : "SIGNAL_SIGTERM");
+		if (envd_unary(rec, "/process.Process/SendSignal", m, cmd->user, 10000,
+			       "signal the command", &e2) < 0)
+			sbx_debug("%s", e2.msg);
+	}
 	free(idh);
 	free_secret(tokh);
 	free(userh);
@@ -701,6 +727,10 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 		} else {
 			sbx_err_prefix(err, "cannot run '%s' in sandbox '%s'", cmd->argv[0], l);
 		}
+		goto out;
+	}
+	if (cmd->foreground && (got_signal || x.out.gone)) {
+		*ret_status = 128 + (got_signal ? got_signal : SIGPIPE);
 		goto out;
 	}
 	if (resp.status < 200 || resp.status >= 300) {
@@ -786,7 +816,7 @@ static int e2b_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	struct cmd c = { .argv = o->argv, .env = (const char *const *)o->env,
 			 .cwd = o->workdir ? o->workdir : sbx_json_str(rec->extra, "workdir"),
 			 .user = o->user, .timeout_ms = o->timeout_ms, .stdin_open = o->interactive,
-			 .detach = o->detach, .ret_pid = o->ret_pid };
+			 .detach = o->detach, .ret_pid = o->ret_pid, .foreground = true };
 	if (o->user && strchr(o->user, ':'))
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'e2b' takes a user name for -u, "
 				   "not USER:GROUP");

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -182,15 +183,21 @@ long remote_do(const struct remote *r, const struct remote_call *c, json_t **ret
 		if (cap && q.timeout_ms > cap * 1000)
 			q.timeout_ms = cap * 1000;
 		q.stall_s = (long)(q.timeout_ms / 1000) + 1;
+		q.cancel = c->cancel;
 		struct sbx_err e = { 0 };
-		if (sbx_http_perform(&q, &resp, r->label, &e) < 0) {
+		int pr = sbx_http_perform(&q, &resp, r->label, &e);
+		if (c->cancel && *c->cancel) {
+			sbx_http_resp_release(&resp);
+			return sbx_err_set(err, SBX_E_SYSTEM, "cannot %s: interrupted", c->what);
+		}
+		if (pr < 0) {
 			bool again = (c->flags & REMOTE_IDEMPOTENT) && !resp.timed_out &&
 				     ++err_tries < ERROR_ATTEMPTS && e.kind == SBX_E_NETWORK &&
 				     !strstr(e.msg, "TLS") && !strstr(e.msg, "stalled");
 			sbx_http_resp_release(&resp);
 			if (again) {
 				sbx_debug("%s: %s; trying again", c->what, e.msg);
-				sleep_ms(300LL << err_tries);
+				sleep_ms(200LL << err_tries);
 				continue;
 			}
 			*err = e;
@@ -211,7 +218,7 @@ long remote_do(const struct remote *r, const struct remote_call *c, json_t **ret
 		if (st >= 500 && (c->flags & REMOTE_IDEMPOTENT) && ++err_tries < ERROR_ATTEMPTS) {
 			sbx_debug("%s: HTTP %ld; trying again", c->what, st);
 			sbx_http_resp_release(&resp);
-			sleep_ms(300LL << err_tries);
+			sleep_ms(200LL << err_tries);
 			continue;
 		}
 		bool ok = st >= 200 && st < 300;
@@ -465,6 +472,30 @@ int remote_refuse_local_options(const char *provider, const struct sbx_create_op
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support %s",
 				   provider, flag);
 	return 0;
+}
+
+volatile sig_atomic_t remote_got_signal;
+
+static void on_signal(int sig)
+{
+	remote_got_signal = sig;
+}
+
+static const int caught[] = { SIGINT, SIGTERM, SIGHUP, SIGPIPE };
+
+void remote_sigs_catch(struct remote_sigs *s)
+{
+	remote_got_signal = 0;
+	for (size_t k = 0; k < ARRAY_SIZE(caught); k++) {
+		struct sigaction sa = { .sa_handler = caught[k] == SIGPIPE ? SIG_IGN : on_signal };
+		(void)sigaction(caught[k], &sa, &s->old[k]);
+	}
+}
+
+void remote_sigs_restore(const struct remote_sigs *s)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(caught); k++)
+		(void)sigaction(caught[k], &s->old[k], NULL);
 }
 
 json_t *remote_labels(const struct sbx_create_opts *o, const struct sbx_record *rec)

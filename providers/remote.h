@@ -34,6 +34,7 @@ struct remote_call {
 	const long *accept;		/* non-2xx statuses returned rather than failed (0-ended) */
 	long long timeout_ms;		/* per attempt (0: 30 s) */
 	const char *what;		/* "create the sandbox", for messages */
+	volatile sig_atomic_t *cancel;	/* non-zero: give up (an "interrupted" error) */
 };
 
 /* one call, retried within bounds (429 honouring Retry-After, any method; 5xx and transport
@@ -75,6 +76,15 @@ int remote_cp_out(const struct remote_files *f, const char *src, int tar_fd,
 /* what create options a hosted provider cannot honour: SBX_E_UNSUPPORTED naming the flag */
 int remote_refuse_local_options(const char *provider, const struct sbx_create_opts *o,
 				bool limits_ok, struct sbx_err *err);
+
+/* while a command runs: SIGINT, SIGTERM and SIGHUP are noted in remote_got_signal (for
+ * sbx_http_req.cancel), SIGPIPE is ignored; restore puts the old handlers back */
+extern volatile sig_atomic_t remote_got_signal;
+struct remote_sigs {
+	struct sigaction old[4];
+};
+void remote_sigs_catch(struct remote_sigs *s);
+void remote_sigs_restore(const struct remote_sigs *s);
 
 /* labels "K=V" into a JSON object, plus sbx's own id and name */
 json_t *remote_labels(const struct sbx_create_opts *o, const struct sbx_record *rec);

@@ -3,6 +3,7 @@
 # statuses of exec, cp both ways, pause/resume, previews, ls and rm of a sandbox gone out of
 # band, and what E2B's failures look like (401, 404, 409, 429, 5xx, truncated and malformed
 # streams, stalls, TLS).
+# run.sh: both passes at once
 # shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -54,6 +55,29 @@ assert h[\"x-api-key\"] == \"e2b_test_key\"" &&
 import re; assert re.fullmatch(\"[a-z0-9]+\", r[\"provider_id\"])
 assert r[\"extra\"][\"template\"] == \"base\" and r[\"remote\"][\"state\"] == \"running\"
 assert \"secret\" not in r[\"extra\"]"
+'
+
+test_expect_success 'create --image names the template; local-only options are refused, 125' '
+	sbx create --provider e2b --name tpl --image my-template >/dev/null &&
+	curl -fsS "$FAKE_URL/_fake/state" >st.json &&
+	json_assert st.json "assert r[\"$(e2b_id tpl)\"][\"templateID\"] == \"my-template\"" &&
+	sbx rm -f tpl &&
+	for o in "--volume /tmp:/x" "--memory 1g" "--cpus 1" "--pids-limit 5" "--net allow=a.example" \
+		"--add-host a:1.2.3.4" "--host-port 8080"; do
+		# shellcheck disable=SC2086
+		expect_code 125 sbx create --provider e2b $o 2>e &&
+		expect_one_error_line e "provider .e2b. does not support ${o%% *}" || exit 1
+	done &&
+	test "$(sbx ls -q | wc -l)" = 1
+'
+
+test_expect_success 'run --provider e2b creates, runs the command, removes the sandbox' '
+	ids() { curl -fsS "$FAKE_URL/_fake/state" | "$TEST_PYTHON" -c "import json,sys; print(sorted(json.load(sys.stdin)))"; } &&
+	before=$(ids) &&
+	expect_code 5 sbx run --provider e2b -- sh -c "echo ran; exit 5" >r.out &&
+	test "$(cat r.out)" = ran &&
+	test "$(sbx ls -q | wc -l)" = 1 &&
+	test "$(ids)" = "$before"
 '
 
 test_expect_success 'the access token stays in the 0600 record, never in inspect, ls or --debug' '
@@ -117,6 +141,21 @@ assert h[\"authorization\"] == \"Basic dXNlcjo=\", h" &&
 	grep -Eq "^[0-9]+$" pid.out &&
 	wait_until 20 sbx exec box test -e /tmp/detached &&
 	expect_code 125 sbx exec -t box true 2>e && grep -q "does not support exec -t" e
+'
+
+# the pids of the processes the fake knows to run in a sandbox
+fake_procs() {
+	curl -fsS "$FAKE_URL/_fake/state" | "$TEST_PYTHON" -c 'import json, sys
+print(" ".join(str(p) for p in json.load(sys.stdin)[sys.argv[1]]["processes"]))' "$1"
+}
+
+test_expect_success 'exec: a closed stdout (141) or a signal (128+N) ends the command inside too' '
+	eid=$(e2b_id box) &&
+	{ sbx exec box yes; echo $? >rc; } | head -n 1 >y.out &&
+	test "$(cat y.out)" = y && test "$(cat rc)" = 141 &&
+	expect_code 130 timeout --preserve-status -s INT 1 "$SBX" exec box sleep 30 &&
+	expect_code 143 timeout --preserve-status -s TERM 1 "$SBX" exec box sleep 30 &&
+	wait_until 10 test -z "$(fake_procs "$eid")"
 '
 
 test_expect_success 'cp in and out keeps directories, modes and symlinks' '
@@ -299,10 +338,10 @@ test_expect_success 'garbage from E2B: malformed JSON, truncated and malformed s
 
 test_expect_success 'a stall past the timeout: ls warns and shows the state last seen' '
 	fake_reset &&
-	fake_fault "{\"match\": \"GET ^/v2/sandboxes\$\", \"kind\": \"stall\", \"seconds\": 20}" &&
-	sbx ls >ls.out 2>e && grep -E " box +e2b +running" ls.out &&
+	fake_fault "{\"match\": \"GET ^/v2/sandboxes\$\", \"kind\": \"stall\", \"seconds\": 5}" &&
+	SBX_REMOTE_TIMEOUT=1 "$SBX" ls >ls.out 2>e && grep -E " box +e2b +running" ls.out &&
 	expect_one_error_line e "warning: cannot list e2b sandboxes.*(in time|stalled)" &&
-	fake_fault "{\"match\": \"POST /pause\$\", \"kind\": \"stall\", \"seconds\": 20}" &&
+	fake_fault "{\"match\": \"POST /pause\$\", \"kind\": \"stall\", \"seconds\": 5}" &&
 	expect_code 125 env SBX_REMOTE_TIMEOUT=1 "$SBX" pause box 2>e &&
 	expect_one_error_line e "did not answer in time|stalled" &&
 	fake_reset && store_ok

@@ -7,6 +7,7 @@
 # envd token and a paused sandbox, X-Next-Token paging, 401 without a key, and the control
 # API's faults and request log. The fake's sandboxes are real local sbx sandboxes in a store
 # of their own; none may outlive the fake. Every request goes to 127.0.0.1.
+# run.sh: both passes at once
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
 # the variables set here
 # shellcheck source=tests/lib.sh

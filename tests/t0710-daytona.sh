@@ -3,7 +3,8 @@
 # waiting for creating -> started, exec through toolbox sessions, cp through the file API,
 # pause as pause (linux-vm) or stop (container), previews with their token, ls and rm of a
 # sandbox gone out of band, and Daytona's failures (401, 404, 429, 5xx, garbage, stalls).
-# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
+# run.sh: both passes at once
+# shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the bodies, which read these variables
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
@@ -12,7 +13,7 @@ test_skip_unless USERNS curl
 if [ -z "$TEST_SKIP_ALL" ]; then
 	# a linux-vm fake (pause keeps memory), then the container one most tests use
 	start_fake daytona --class linux-vm --start-delay 0.2 || TEST_SKIP_ALL="the Daytona fake did not start"
-	VM_URL=${FAKE_URL:-}
+	VM_URL=${FAKE_URL:-} # used in the test bodies lib.sh evaluates
 fi
 if [ -z "$TEST_SKIP_ALL" ]; then
 	start_fake daytona --start-delay 0.3 || TEST_SKIP_ALL="the Daytona fake did not start"
@@ -49,6 +50,16 @@ assert len(g) >= 1, g" &&
 assert r[\"extra\"][\"toolbox\"].endswith(\"/toolbox\")"
 '
 
+test_expect_success 'create --image is the snapshot; --cpus and --memory round up to whole units' '
+	sbx create --provider daytona --name sized --image my-snap --cpus 1.5 --memory 1500m >/dev/null &&
+	curl -fsS "$FAKE_URL/_fake/state" >st.json &&
+	json_assert st.json "b = [x for x in r[\"sandboxes\"] if x[\"id\"] == \"$(dt_id sized)\"][0]
+assert (b[\"snapshot\"], b[\"cpu\"], b[\"memory\"]) == (\"my-snap\", 2, 2), b" &&
+	sbx rm -f sized &&
+	expect_code 125 sbx create --provider daytona -v /tmp:/x 2>e &&
+	expect_one_error_line e "provider .daytona. does not support --volume"
+'
+
 test_expect_success 'exec: stdout and stderr apart, the exit code exact, -w, -e, --timeout' '
 	sbx exec dbox sh -c "echo out \$FOO; echo err >&2" >o 2>e &&
 	test "$(cat o)" = "out bar" && test "$(cat e)" = err &&
@@ -65,6 +76,13 @@ test_expect_success 'exec: a session per command, closed afterwards' '
 x = [q for q in r if q[\"path\"].endswith(\"/exec\")]
 d = [q for q in r if q[\"method\"] == \"DELETE\" and \"/process/session/\" in q[\"path\"]]
 assert len(s) == 1 and len(x) == 1 and len(d) == 1, r"
+'
+
+test_expect_success 'exec: a signal (128+N) closes the session and ends the command inside' '
+	expect_code 130 timeout --preserve-status -s INT 1 "$SBX" exec dbox sleep 30 &&
+	curl -fsS "$FAKE_URL/_fake/state" >st.json &&
+	json_assert st.json "b = [x for x in r[\"sandboxes\"] if x[\"id\"] == \"$(dt_id dbox)\"][0]
+assert b[\"sessions\"] == [], b[\"sessions\"]"
 '
 
 test_expect_success 'exec options Daytona cannot honour are one line, 125' '
