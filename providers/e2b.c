@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <strings.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "core/log.h"
 
@@ -653,6 +654,10 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 					       cmd->stdin_open);
 	if (cmd->cwd)
 		json_object_set_new(json_object_get(msg, "process"), "cwd", json_string(cmd->cwd));
+	char tag[24] = "sbx-";
+	remote_random_hex(tag + 4, 16);
+	if (cmd->foreground)
+		json_object_set_new(msg, "tag", json_string(tag));
 	_cleanup_free_ char *payload = json_dumps(msg, JSON_COMPACT);
 	size_t plen = strlen(payload);
 	_cleanup_free_ char *frame = xmalloc(plen + 5);
@@ -702,15 +707,24 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 	/* what still runs inside when sbx stops reading: ended, as a local exec would be */
 	int ended_by = got_signal ? got_signal : x.out.gone ? SIGPIPE
 			: r < 0 && resp.timed_out ? SIGALRM : 0;
-	if (cmd->foreground && ended_by && x.started && !x.ended && x.pid > 0) {
-		struct sbx_err e2 = { 0 };
-		_cleanup_json_ json_t *m = json_pack("{s:{s:I}, s:s}", "process", "pid",
-						     (json_int_t)x.pid, "signal",
-						     ended_by == SIGALRM || ended_by == SIGPIPE
-							     ? "SIGNAL_SIGKILL" : "SIGNAL_SIGTERM");
-		if (envd_unary(rec, "/process.Process/SendSignal", m, cmd->user, 10000,
-			       "signal the command", &e2) < 0)
+	if (cmd->foreground && ended_by && !x.ended) {
+		/* by its tag: the signal may have come before the start event told the pid, and
+		 * envd may register the process a moment after the stream was dropped */
+		_cleanup_json_ json_t *m = json_pack("{s:{s:s}, s:s}", "process", "tag", tag,
+						     "signal", ended_by == SIGALRM ||
+							     ended_by == SIGPIPE ? "SIGNAL_SIGKILL"
+										 : "SIGNAL_SIGTERM");
+		for (int i = 0; i < 10; i++) {
+			struct sbx_err e2 = { 0 };
+			if (envd_unary(rec, "/process.Process/SendSignal", m, cmd->user, 10000,
+				       "signal the command", &e2) == 0)
+				break;
 			sbx_debug("%s", e2.msg);
+			if (e2.http_status != 404)
+				break;
+			struct timespec ts = { 0, 100000000L };
+			nanosleep(&ts, NULL);
+		}
 	}
 	free(idh);
 	free_secret(tokh);
