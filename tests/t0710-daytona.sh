@@ -16,6 +16,11 @@ if [ -z "$TEST_SKIP_ALL" ]; then
 	VM_URL=${FAKE_URL:-} # used in the test bodies lib.sh evaluates
 fi
 if [ -z "$TEST_SKIP_ALL" ]; then
+	# an E2B one, for an ls that asks two providers
+	start_fake e2b || TEST_SKIP_ALL="the E2B fake did not start"
+	E2B_URL=${FAKE_URL:-}
+fi
+if [ -z "$TEST_SKIP_ALL" ]; then
 	start_fake daytona --start-delay 0.3 || TEST_SKIP_ALL="the Daytona fake did not start"
 fi
 export DAYTONA_API_KEY=dtn_test_key SBX_DAYTONA_API_URL=${FAKE_URL:-}
@@ -154,6 +159,16 @@ assert len(l) >= 2 and any(\"cursor=\" in q[\"query\"] for q in l), l" &&
 	sbx ls >ls.out && grep -E " d3 +daytona +missing" ls.out &&
 	expect_code 125 sbx exec d3 true 2>e && expect_one_error_line e "HTTP 404|not started|no such sandbox" &&
 	sbx rm d3 && d2=$(dt_id d2) && sbx rm -f d2 && test "$(fake_state "$d2")" = gone
+'
+
+test_expect_success 'ls asks E2B and Daytona in one go, local sandboxes beside them' '
+	export E2B_API_KEY=e2b_test_key SBX_E2B_API_URL=$E2B_URL SBX_E2B_SANDBOX_URL=$E2B_URL &&
+	sbx create --provider e2b --name e1 >/dev/null &&
+	sbx create --name loc >/dev/null &&
+	sbx ls >ls.out 2>e && test ! -s e &&
+	grep -E " dbox +daytona +running" ls.out && grep -E " e1 +e2b +running" ls.out &&
+	grep -E " loc +local +running" ls.out &&
+	sbx rm -f e1 loc
 '
 
 test_expect_success 'a missing or rejected key: one line naming the variable, 125' '
