@@ -470,24 +470,26 @@ static int session_run(struct tb *t, const char *line, long long timeout_ms, boo
 	struct remote_call c = { .method = "POST", .url = base, .body = mk,
 				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "open a Daytona toolbox session" };
-	if (remote_do(&t->r, &c, NULL, NULL, err) < 0)
+	/* a signal, or ^C, from here on: the session goes, and what runs in it with it */
+	struct remote_sigs sigs;
+	if (foreground)
+		remote_sigs_catch(&sigs);
+	if (remote_do(&t->r, &c, NULL, NULL, err) < 0) {
+		if (foreground)
+			remote_sigs_restore(&sigs);
 		return -1;
+	}
 	_cleanup_free_ char *exec_url = xasprintf("%s/%s/exec", base, sid);
 	_cleanup_json_ json_t *body = json_pack("{s:s, s:b}", "command", line, "runAsync", 0);
 	_cleanup_json_ json_t *resp = NULL;
 	struct remote_call x = { .method = "POST", .url = exec_url, .body = body,
 				 .timeout_ms = timeout_ms > 0 ? timeout_ms + 30000 : LONG_MS,
 				 .what = "run a command in the Daytona sandbox" };
-	struct remote_sigs sigs;
-	if (foreground) {
-		/* a signal, or ^C: the session goes below, and what runs in it with it */
-		remote_sigs_catch(&sigs);
-		x.cancel = &remote_got_signal;
-	}
-	long st = remote_do(&t->r, &x, &resp, NULL, err);
+	long st = -1;
 	if (foreground)
-		remote_sigs_restore(&sigs);
-	int got_signal = foreground ? remote_got_signal : 0;
+		x.cancel = &remote_got_signal;
+	if (!foreground || !remote_got_signal)
+		st = remote_do(&t->r, &x, &resp, NULL, err);
 	/* the session goes, whatever happened */
 	_cleanup_free_ char *del_url = xasprintf("%s/%s", base, sid);
 	struct remote_call d = { .method = "DELETE", .url = del_url, .flags = REMOTE_IDEMPOTENT,
@@ -496,6 +498,9 @@ static int session_run(struct tb *t, const char *line, long long timeout_ms, boo
 	struct sbx_err e2 = { 0 };
 	if (remote_do(&t->r, &d, NULL, NULL, &e2) < 0)
 		sbx_debug("%s", e2.msg);
+	int got_signal = foreground ? remote_got_signal : 0;
+	if (foreground)
+		remote_sigs_restore(&sigs);
 	if (got_signal) {
 		sbx_err_clear(err);
 		*ret_status = 128 + got_signal;
