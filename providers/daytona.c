@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 
+#define DEFAULT_API "https://app.daytona.io/api"
 #define CONTROL_TIMEOUT_MS 30000
 #define START_TIMEOUT_MS 180000	/* creating -> started, stopped -> started */
 #define LONG_MS (7LL * 24 * 3600 * 1000)
@@ -17,35 +18,8 @@ static const char *const api_vars[] = { "SBX_DAYTONA_API_URL", "DAYTONA_API_URL"
 
 static int dt_remote(struct remote *r, struct sbx_err *err)
 {
-	return remote_init(r, "Daytona", "DAYTONA_API_KEY", api_vars, "https://app.daytona.io/api",
+	return remote_init(r, "Daytona", "DAYTONA_API_KEY", api_vars, DEFAULT_API,
 			   "Authorization: Bearer ", err);
-}
-
-static const char *label_of(const struct sbx_record *rec)
-{
-	return rec->name ? rec->name : rec->id;
-}
-
-static int need_id(const struct sbx_record *rec, struct sbx_err *err)
-{
-	if (!rec->provider_id || !*rec->provider_id)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no Daytona id (its creation "
-				   "did not finish); remove it with 'sbx rm -f %s'", label_of(rec),
-				   label_of(rec));
-	return 0;
-}
-
-/* API_BASE/sandbox/ID + tail */
-static char *sb_url(const struct remote *r, const char *id, const char *tail)
-{
-	struct strbuf sb = STRBUF_INIT;
-	strbuf_addf(&sb, "%s/sandbox", r->api);
-	if (id) {
-		strbuf_addch(&sb, '/');
-		sbx_url_escape(&sb, id);
-	}
-	strbuf_addstr(&sb, tail);
-	return strbuf_detach(&sb);
 }
 
 /* the toolbox base of a sandbox: TOOLBOX_PROXY/ID */
@@ -112,7 +86,7 @@ static int get_sandbox(const struct remote *r, const char *id, json_t **ret, lon
 		       struct sbx_err *err)
 {
 	static const long accept[] = { 404, 0 };
-	_cleanup_free_ char *url = sb_url(r, id, "");
+	_cleanup_free_ char *url = remote_url(r, "sandbox", id, "");
 	struct remote_call c = { .url = url, .flags = REMOTE_IDEMPOTENT, .accept = accept,
 				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "look up the Daytona sandbox" };
@@ -126,8 +100,8 @@ static int get_sandbox(const struct remote *r, const char *id, json_t **ret, lon
 	return 0;
 }
 
-/* polls until the sandbox reaches one of the wanted states (a progress line on a terminal) */
-static int wait_state(const struct remote *r, struct sbx_record *rec, const char *const *want,
+/* polls until the sandbox reaches the state wanted (a progress line on a terminal) */
+static int wait_state(const struct remote *r, struct sbx_record *rec, const char *want,
 		      const char *doing, struct sbx_err *err)
 {
 	long long t0 = sbx_now_ms(), delay = 100;
@@ -141,28 +115,27 @@ static int wait_state(const struct remote *r, struct sbx_record *rec, const char
 			break;
 		if (st == 404) {
 			sbx_err_set(err, SBX_E_NOTFOUND, "the Daytona sandbox of '%s' went away while "
-				    "%s", label_of(rec), doing);
+				    "%s", remote_label(rec), doing);
 			break;
 		}
 		keep_sandbox(rec, j);
 		const char *s = sbx_json_str(j, "state");
-		for (const char *const *w = want; s && *w; w++)
-			if (streq(s, *w))
-				rc = 0;
-		if (rc == 0)
+		if (s && streq(s, want)) {
+			rc = 0;
 			break;
+		}
 		bool busy;
 		enum sbx_state k = state_of(s, &busy);
 		if (k == SBX_STATE_ERROR || k == SBX_STATE_MISSING) {
 			const char *why = sbx_json_str(j, "errorReason");
 			sbx_err_set(err, SBX_E_REMOTE, "Daytona sandbox of '%s' is %s%s%.200s while %s",
-				    label_of(rec), s, why ? ": " : "", why ? why : "", doing);
+				    remote_label(rec), s, why ? ": " : "", why ? why : "", doing);
 			break;
 		}
 		long long el = sbx_now_ms() - t0;
 		if (el > START_TIMEOUT_MS) {
 			sbx_err_set(err, SBX_E_NETWORK, "Daytona sandbox of '%s' is still %s after %lld "
-				    "s of %s", label_of(rec), s ? s : "unknown", el / 1000, doing);
+				    "s of %s", remote_label(rec), s ? s : "unknown", el / 1000, doing);
 			break;
 		}
 		if (tty) {
@@ -212,7 +185,7 @@ static int dt_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struc
 	const char *target = getenv("DAYTONA_TARGET");
 	if (target && *target)
 		json_object_set_new(body, "target", json_string(target));
-	_cleanup_free_ char *url = sb_url(&r, NULL, "");
+	_cleanup_free_ char *url = remote_url(&r, "sandbox", NULL, "");
 	struct remote_call c = { .method = "POST", .url = url, .body = body,
 				 .timeout_ms = START_TIMEOUT_MS,
 				 .what = "create a Daytona sandbox" };
@@ -230,9 +203,8 @@ static int dt_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struc
 	const char *s = sbx_json_str(resp, "state");
 	if (s && streq(s, "started"))
 		return 0;
-	static const char *const want[] = { "started", NULL };
 	_cleanup_free_ char *doing = xasprintf("creating Daytona sandbox %s", id);
-	return wait_state(&r, rec, want, doing, err);
+	return wait_state(&r, rec, "started", doing, err);
 }
 
 static void set_live(struct sbx_record *rec, const json_t *j)
@@ -258,7 +230,7 @@ static int dt_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_er
 
 	if (rec->state == SBX_STATE_CREATING && !rec->provider_id)
 		return 0;
-	if (need_id(rec, err) < 0 || dt_remote(&r, err) < 0)
+	if (remote_need_id("Daytona", rec, err) < 0 || dt_remote(&r, err) < 0)
 		return -1;
 	if (get_sandbox(&r, rec->provider_id, &j, &st, err) < 0)
 		return -1;
@@ -339,25 +311,36 @@ static int dt_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struct
 		return 0;
 	if (dt_remote(&r, err) < 0)
 		return -1;
-	_cleanup_free_ char *url = sb_url(&r, rec->provider_id, "");
+	_cleanup_free_ char *url = remote_url(&r, "sandbox", rec->provider_id, "");
 	struct remote_call c = { .method = "DELETE", .url = url, .flags = REMOTE_IDEMPOTENT,
 				 .accept = accept, .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "remove the Daytona sandbox" };
 	return remote_do(&r, &c, NULL, NULL, err) < 0 ? -1 : 0;
 }
 
-static int post_action(const struct remote *r, struct sbx_record *rec, const char *action,
-		       const long *accept, const char *what, struct sbx_err *err)
+/* POST /sandbox/ID/ACTION, then wait until Daytona says WANT, which is sbx's STATE: 0; 1 when
+ * Daytona answered with a status of accept instead (nothing done); -1 */
+static int transition(const struct remote *r, struct sbx_record *rec, const char *action,
+		      const long *accept, const char *want, const char *doing,
+		      enum sbx_state state, struct sbx_err *err)
 {
 	_cleanup_free_ char *tail = xasprintf("/%s", action);
-	_cleanup_free_ char *url = sb_url(r, rec->provider_id, tail);
+	_cleanup_free_ char *url = remote_url(r, "sandbox", rec->provider_id, tail);
+	_cleanup_free_ char *what = xasprintf("%s the Daytona sandbox", action);
 	_cleanup_json_ json_t *resp = NULL;
 	struct remote_call c = { .method = "POST", .url = url, .accept = accept,
 				 .timeout_ms = START_TIMEOUT_MS, .what = what };
 	long st = remote_do(r, &c, &resp, NULL, err);
-	if (st >= 200 && st < 300 && json_is_object(resp))
+	if (st < 0)
+		return -1;
+	if (st < 200 || st >= 300)
+		return 1;
+	if (json_is_object(resp))
 		keep_sandbox(rec, resp);
-	return (int)st;
+	if (wait_state(r, rec, want, doing, err) < 0)
+		return -1;
+	rec->state = state;
+	return 0;
 }
 
 static int dt_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct sbx_pause_opts *o,
@@ -365,47 +348,31 @@ static int dt_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct sb
 {
 	_cleanup_(remote_release) struct remote r = { 0 };
 	static const long accept[] = { 422, 0 };
-	static const char *const paused[] = { "paused", NULL };
-	static const char *const stopped[] = { "stopped", NULL };
 
-	if (need_id(rec, err) < 0 || dt_remote(&r, err) < 0)
+	if (remote_need_id("Daytona", rec, err) < 0 || dt_remote(&r, err) < 0)
 		return -1;
 	if (rec->state == SBX_STATE_STOPPED)
 		return 0;
 	if (!o->release && rec->state == SBX_STATE_RUNNING) {
 		/* memory kept where the sandbox class allows it (linux-vm, windows) */
-		int st = post_action(&r, rec, "pause", accept, "pause the Daytona sandbox", err);
-		if (st < 0)
-			return -1;
-		if (st != 422) {
-			if (wait_state(&r, rec, paused, "pausing", err) < 0)
-				return -1;
-			rec->state = SBX_STATE_PAUSED;
-			return 0;
-		}
+		int t = transition(&r, rec, "pause", accept, "paused", "pausing", SBX_STATE_PAUSED,
+				   err);
+		if (t <= 0)
+			return t;
 		sbx_debug("this Daytona sandbox class cannot pause; stopping it (disk kept)");
 	}
-	if (post_action(&r, rec, "stop", NULL, "stop the Daytona sandbox", err) < 0)
-		return -1;
-	if (wait_state(&r, rec, stopped, "stopping", err) < 0)
-		return -1;
-	rec->state = SBX_STATE_STOPPED;
-	return 0;
+	return transition(&r, rec, "stop", NULL, "stopped", "stopping", SBX_STATE_STOPPED, err) < 0
+		       ? -1 : 0;
 }
 
 static int dt_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
 {
 	_cleanup_(remote_release) struct remote r = { 0 };
-	static const char *const started[] = { "started", NULL };
 
-	if (need_id(rec, err) < 0 || dt_remote(&r, err) < 0)
+	if (remote_need_id("Daytona", rec, err) < 0 || dt_remote(&r, err) < 0)
 		return -1;
-	if (post_action(&r, rec, "start", NULL, "start the Daytona sandbox", err) < 0)
-		return -1;
-	if (wait_state(&r, rec, started, "starting", err) < 0)
-		return -1;
-	rec->state = SBX_STATE_RUNNING;
-	return 0;
+	return transition(&r, rec, "start", NULL, "started", "starting", SBX_STATE_RUNNING, err) < 0
+		       ? -1 : 0;
 }
 
 static int dt_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
@@ -414,23 +381,13 @@ static int dt_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	_cleanup_(remote_release) struct remote r = { 0 };
 	_cleanup_json_ json_t *resp = NULL;
 
-	if (need_id(rec, err) < 0)
-		return -1;
-	if (o->host_port || o->public)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'daytona' does not support %s: "
-				   "its preview URLs are served by Daytona", o->public ? "--public"
-										       : "--host-port");
-	if (o->rm)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'daytona' has no previews to "
-				   "close: every port has its URL while the sandbox runs");
-	if (!o->port) {
-		*ret = json_array();
-		return 0;
-	}
+	int pre = remote_preview_start("daytona", "Daytona", rec, o, ret, err);
+	if (pre != 0)
+		return pre < 0 ? -1 : 0;
 	if (dt_remote(&r, err) < 0)
 		return -1;
 	_cleanup_free_ char *tail = xasprintf("/ports/%d/preview-url", o->port);
-	_cleanup_free_ char *url = sb_url(&r, rec->provider_id, tail);
+	_cleanup_free_ char *url = remote_url(&r, "sandbox", rec->provider_id, tail);
 	struct remote_call c = { .url = url, .flags = REMOTE_IDEMPOTENT,
 				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "get the Daytona preview URL" };
@@ -527,23 +484,10 @@ static int session_run(struct tb *t, const char *line, long long timeout_ms, boo
 	return 0;
 }
 
-static int check_running(const struct sbx_record *rec, struct sbx_err *err)
-{
-	const char *l = label_of(rec);
-
-	if (need_id(rec, err) < 0)
-		return -1;
-	if (rec->state == SBX_STATE_PAUSED || rec->state == SBX_STATE_STOPPED ||
-	    rec->state == SBX_STATE_RELEASED)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; run 'sbx resume %s' (or "
-				   "'sbx exec --resume')", l, sbx_state_name(rec->state), l);
-	return 0;
-}
-
 static int tb_open(struct tb *t, const struct sbx_record *rec, struct sbx_err *err)
 {
 	t->rec = rec;
-	if (check_running(rec, err) < 0)
+	if (remote_check_running("Daytona", rec, err) < 0)
 		return -1;
 	return dt_remote(&t->r, err);
 }
@@ -596,7 +540,7 @@ static int dt_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		(void)sbx_write_all(2, eout.buf ? eout.buf : "", eout.len);
 		remote_sigs_restore(&sigs);
 	} else {
-		sbx_err_prefix(err, "cannot run '%s' in sandbox '%s'", o->argv[0], label_of(rec));
+		sbx_err_prefix(err, "cannot run '%s' in sandbox '%s'", o->argv[0], remote_label(rec));
 	}
 	strbuf_release(&line);
 	strbuf_release(&out);
@@ -622,9 +566,10 @@ static int tb_sh(void *arg, const char *script, const char *const *args, struct 
 	return r;
 }
 
-static int tb_transfer(struct tb *t, const char *path, int in_fd, long long size, int out_fd,
-		       struct sbx_err *err)
+static int tb_transfer(void *arg, const char *path, int in_fd, long long size, int out_fd,
+		       const char *what, struct sbx_err *err)
 {
+	struct tb *t = arg;
 	struct strbuf tail = STRBUF_INIT;
 	strbuf_addstr(&tail, in_fd >= 0 ? "/files/upload?path=" : "/files/download?path=");
 	sbx_url_escape(&tail, path);
@@ -640,8 +585,6 @@ static int tb_transfer(struct tb *t, const char *path, int in_fd, long long size
 	q.upload_name = in_fd >= 0 ? path : NULL;
 	q.out_fd = out_fd;
 	q.stall_s = 60;
-	const char *what = in_fd >= 0 ? "upload the tar to the sandbox"
-				      : "download the tar from the sandbox";
 	int r = sbx_http_perform(&q, &resp, "Daytona", err);
 	if (r < 0)
 		sbx_err_prefix(err, "cannot %s", what);
@@ -651,23 +594,13 @@ static int tb_transfer(struct tb *t, const char *path, int in_fd, long long size
 	return r;
 }
 
-static int tb_upload(void *arg, const char *path, int fd, long long size, struct sbx_err *err)
-{
-	return tb_transfer(arg, path, fd, size, -1, err);
-}
-
-static int tb_download(void *arg, const char *path, int fd, struct sbx_err *err)
-{
-	return tb_transfer(arg, path, -1, 0, fd, err);
-}
-
 static int dt_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd,
 		    const char *dest, const struct sbx_cp_opts *o, struct sbx_err *err)
 {
 	_cleanup_(tb_close) struct tb t = { 0 };
 	if (tb_open(&t, rec, err) < 0)
 		return -1;
-	struct remote_files f = { &t, tb_sh, tb_upload, tb_download };
+	struct remote_files f = { &t, tb_sh, tb_transfer };
 	return remote_cp_in(&f, tar_fd, dest, o, err);
 }
 
@@ -677,7 +610,7 @@ static int dt_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const ch
 	_cleanup_(tb_close) struct tb t = { 0 };
 	if (tb_open(&t, rec, err) < 0)
 		return -1;
-	struct remote_files f = { &t, tb_sh, tb_upload, tb_download };
+	struct remote_files f = { &t, tb_sh, tb_transfer };
 	return remote_cp_out(&f, src, tar_fd, o, err);
 }
 
@@ -690,7 +623,7 @@ static bool dt_configured(void)
 static char *dt_api_url(void)
 {
 	const char *u = remote_env(api_vars);
-	return xstrdup(u ? u : "https://app.daytona.io/api");
+	return xstrdup(u ? u : DEFAULT_API);
 }
 
 const struct sbx_provider sbx_provider_daytona = {

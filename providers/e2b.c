@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "providers/remote.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -22,44 +23,21 @@
 static const char *const api_vars[] = { "SBX_E2B_API_URL", "E2B_API_URL", NULL };
 static const char *const envd_vars[] = { "SBX_E2B_SANDBOX_URL", "E2B_SANDBOX_URL", NULL };
 
-static int e2b_remote(struct remote *r, struct sbx_err *err)
+static char *e2b_api_url(void)
 {
-	const char *domain = getenv("E2B_DOMAIN");
-	_cleanup_free_ char *dflt = xasprintf("https://api.%s", domain && *domain ? domain
-										     : "e2b.app");
-	return remote_init(r, "E2B", "E2B_API_KEY", api_vars, dflt, "X-API-Key: ", err);
+	const char *u = remote_env(api_vars), *d = getenv("E2B_DOMAIN");
+	return u ? xstrdup(u) : xasprintf("https://api.%s", d && *d ? d : "e2b.app");
 }
 
-static const char *label_of(const struct sbx_record *rec)
+static int e2b_remote(struct remote *r, struct sbx_err *err)
 {
-	return rec->name ? rec->name : rec->id;
+	_cleanup_free_ char *url = e2b_api_url();
+	return remote_init(r, "E2B", "E2B_API_KEY", NULL, url, "X-API-Key: ", err);
 }
 
 static const char *secret(const struct sbx_record *rec, const char *key)
 {
 	return sbx_json_str(json_object_get(rec->extra, "secret"), key);
-}
-
-static int need_id(const struct sbx_record *rec, struct sbx_err *err)
-{
-	if (!rec->provider_id || !*rec->provider_id)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no E2B id (its creation did "
-				   "not finish); remove it with 'sbx rm -f %s'", label_of(rec),
-				   label_of(rec));
-	return 0;
-}
-
-static char *api_url(const struct remote *r, const char *fmt_tail, const char *id)
-{
-	struct strbuf sb = STRBUF_INIT;
-	strbuf_addstr(&sb, r->api);
-	strbuf_addstr(&sb, "/sandboxes");
-	if (id) {
-		strbuf_addch(&sb, '/');
-		sbx_url_escape(&sb, id);
-	}
-	strbuf_addstr(&sb, fmt_tail);
-	return strbuf_detach(&sb);
 }
 
 /* --- the state E2B reports ------------------------------------------------------------------ */
@@ -115,10 +93,6 @@ static int e2b_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, stru
 
 	if (remote_refuse_local_options("e2b", o, false, err) < 0)
 		return -1;
-	if (o->memory || o->cpu_millis)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'e2b' does not support %s "
-				   "(an E2B template sets the sandbox's resources)",
-				   o->memory ? "--memory" : "--cpus");
 	if (e2b_remote(&r, err) < 0)
 		return -1;
 	long long timeout = o->ttl_ms ? (o->ttl_ms + 999) / 1000 : DEFAULT_TIMEOUT_S;
@@ -131,7 +105,7 @@ static int e2b_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, stru
 		json_object_set_new(body, "allow_internet_access", json_false());
 	else if (o->net && streq(o->net, "open"))
 		json_object_set_new(body, "allow_internet_access", json_true());
-	_cleanup_free_ char *url = api_url(&r, "", NULL);
+	_cleanup_free_ char *url = remote_url(&r, "sandboxes", NULL, "");
 	struct remote_call c = { .method = "POST", .url = url, .body = body,
 				 .timeout_ms = CREATE_TIMEOUT_MS, .what = "create an E2B sandbox" };
 	if (remote_do(&r, &c, &resp, NULL, err) < 0)
@@ -158,9 +132,9 @@ static int e2b_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_e
 
 	if (rec->state == SBX_STATE_CREATING && !rec->provider_id)
 		return 0; /* the core decides whether its creator is still at work */
-	if (need_id(rec, err) < 0 || e2b_remote(&r, err) < 0)
+	if (remote_need_id("E2B", rec, err) < 0 || e2b_remote(&r, err) < 0)
 		return -1;
-	_cleanup_free_ char *url = api_url(&r, "", rec->provider_id);
+	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "");
 	struct remote_call c = { .url = url, .flags = REMOTE_IDEMPOTENT, .accept = accept,
 				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "look up the E2B sandbox" };
@@ -244,7 +218,7 @@ static int e2b_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struc
 		return 0; /* never made at E2B */
 	if (e2b_remote(&r, err) < 0)
 		return -1;
-	_cleanup_free_ char *url = api_url(&r, "", rec->provider_id);
+	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "");
 	struct remote_call c = { .method = "DELETE", .url = url, .flags = REMOTE_IDEMPOTENT,
 				 .accept = accept, .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "remove the E2B sandbox" };
@@ -257,11 +231,11 @@ static int e2b_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct s
 	_cleanup_(remote_release) struct remote r = { 0 };
 	static const long accept[] = { 409, 0 };
 
-	if (need_id(rec, err) < 0 || e2b_remote(&r, err) < 0)
+	if (remote_need_id("E2B", rec, err) < 0 || e2b_remote(&r, err) < 0)
 		return -1;
 	if (rec->state != SBX_STATE_RUNNING)
 		return 0; /* E2B pauses only a running sandbox: paused is as released as it gets */
-	_cleanup_free_ char *url = api_url(&r, "/pause", rec->provider_id);
+	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "/pause");
 	_cleanup_json_ json_t *body = json_pack("{s:b}", "memory", !o->release);
 	struct remote_call c = { .method = "POST", .url = url, .body = body, .accept = accept,
 				 .timeout_ms = CREATE_TIMEOUT_MS,
@@ -275,7 +249,7 @@ static int e2b_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct s
 			return -1;
 		if (rec->state != SBX_STATE_PAUSED)
 			return sbx_err_set(err, SBX_E_STATE, "cannot pause '%s': E2B says it is in "
-					   "transition; try again", label_of(rec));
+					   "transition; try again", remote_label(rec));
 	}
 	rec->state = o->release ? SBX_STATE_RELEASED : SBX_STATE_PAUSED;
 	return 0;
@@ -286,10 +260,10 @@ static int e2b_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_er
 	_cleanup_(remote_release) struct remote r = { 0 };
 	_cleanup_json_ json_t *resp = NULL;
 
-	if (need_id(rec, err) < 0 || e2b_remote(&r, err) < 0)
+	if (remote_need_id("E2B", rec, err) < 0 || e2b_remote(&r, err) < 0)
 		return -1;
 	long long timeout = sbx_json_int(rec->extra, "timeout", DEFAULT_TIMEOUT_S);
-	_cleanup_free_ char *url = api_url(&r, "/connect", rec->provider_id);
+	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "/connect");
 	_cleanup_json_ json_t *body = json_pack("{s:I}", "timeout", timeout);
 	struct remote_call c = { .method = "POST", .url = url, .body = body,
 				 .timeout_ms = CREATE_TIMEOUT_MS,
@@ -305,19 +279,9 @@ static int e2b_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_er
 static int e2b_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		       const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err)
 {
-	if (need_id(rec, err) < 0)
-		return -1;
-	if (o->host_port || o->public)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'e2b' does not support %s: "
-				   "its preview URLs are served by E2B", o->public ? "--public"
-										   : "--host-port");
-	if (o->rm)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'e2b' has no previews to close: "
-				   "every port has its URL while the sandbox runs");
-	if (!o->port) {
-		*ret = json_array();
-		return 0;
-	}
+	int pre = remote_preview_start("e2b", "E2B", rec, o, ret, err);
+	if (pre != 0)
+		return pre < 0 ? -1 : 0;
 	const char *domain = sbx_json_str(rec->extra, "domain");
 	const char *tok = secret(rec, "traffic_access_token");
 	json_t *p = json_pack("{s:i, s:b}", "port", o->port, "public", tok == NULL);
@@ -396,32 +360,44 @@ static char *envd_url(const struct sbx_record *rec, const char *path)
 			 domain && *domain ? domain : "e2b.app", path);
 }
 
-/* the headers every envd request carries; *user_hdr and *tok_hdr are freed by the caller */
-static void envd_headers(const struct sbx_record *rec, const char *user, const char **h,
-			 size_t *n, char **id_hdr, char **tok_hdr, char **user_hdr)
+/* the headers of an envd request: the sandbox, its access token, the user, then more */
+struct envd_hdrs {
+	const char *h[12];	/* NULL-terminated */
+	size_t n;
+	char *id, *tok, *user;	/* owned: the lines built here (tok is a secret) */
+};
+
+static void envd_hdrs_add(struct envd_hdrs *e, const char *line)
+{
+	assert(e->n < ARRAY_SIZE(e->h) - 1);
+	e->h[e->n++] = line;
+	e->h[e->n] = NULL;
+}
+
+static void envd_hdrs_init(struct envd_hdrs *e, const struct sbx_record *rec, const char *user)
 {
 	const char *tok = secret(rec, "envd_access_token");
 
-	*id_hdr = xasprintf("E2b-Sandbox-Id: %s", rec->provider_id);
-	h[(*n)++] = *id_hdr;
-	h[(*n)++] = "E2b-Sandbox-Port: " ENVD_PORT;
-	*tok_hdr = tok ? xasprintf("X-Access-Token: %s", tok) : NULL;
-	if (*tok_hdr)
-		h[(*n)++] = *tok_hdr;
-	*user_hdr = NULL;
+	e->id = xasprintf("E2b-Sandbox-Id: %s", rec->provider_id);
+	envd_hdrs_add(e, e->id);
+	envd_hdrs_add(e, "E2b-Sandbox-Port: " ENVD_PORT);
+	if (tok)
+		envd_hdrs_add(e, (e->tok = xasprintf("X-Access-Token: %s", tok)));
 	if (user) {
 		_cleanup_free_ char *up = xasprintf("%s:", user);
 		_cleanup_free_ char *b = sbx_base64_encode(up, strlen(up));
-		*user_hdr = xasprintf("Authorization: Basic %s", b);
-		h[(*n)++] = *user_hdr;
+		envd_hdrs_add(e, (e->user = xasprintf("Authorization: Basic %s", b)));
 	}
 }
 
-static void free_secret(char *s)
+static void envd_hdrs_release(struct envd_hdrs *e)
 {
-	if (s)
-		explicit_bzero(s, strlen(s));
-	free(s);
+	if (e->tok)
+		explicit_bzero(e->tok, strlen(e->tok));
+	free(e->id);
+	free(e->tok);
+	free(e->user);
+	e->id = e->tok = e->user = NULL;
 }
 
 /* an envd answer that is not 2xx, in one line */
@@ -429,7 +405,7 @@ static int envd_failed(const struct sbx_record *rec, const char *what, long stat
 		       const struct strbuf *body, struct sbx_err *err)
 {
 	_cleanup_free_ char *m = remote_error_message(body);
-	const char *l = label_of(rec);
+	const char *l = remote_label(rec);
 	int r;
 
 	if (status == 401 || status == 403)
@@ -455,18 +431,15 @@ static int envd_unary(const struct sbx_record *rec, const char *method, json_t *
 {
 	_cleanup_free_ char *url = envd_url(rec, method);
 	_cleanup_free_ char *body = json_dumps(msg, JSON_COMPACT);
-	char *idh, *tokh, *userh;
-	const char *h[8];
-	size_t n = 0;
+	_cleanup_(envd_hdrs_release) struct envd_hdrs eh = { 0 };
 
-	envd_headers(rec, user, h, &n, &idh, &tokh, &userh);
-	h[n++] = "Content-Type: application/json";
-	h[n++] = "Connect-Protocol-Version: 1";
-	h[n] = NULL;
+	envd_hdrs_init(&eh, rec, user);
+	envd_hdrs_add(&eh, "Content-Type: application/json");
+	envd_hdrs_add(&eh, "Connect-Protocol-Version: 1");
 	struct sbx_http_req q = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
 	q.url = url;
-	q.headers = h;
+	q.headers = eh.h;
 	q.body = body;
 	q.body_len = strlen(body);
 	q.timeout_ms = timeout_ms;
@@ -474,9 +447,6 @@ static int envd_unary(const struct sbx_record *rec, const char *method, json_t *
 	if (r == 0 && (resp.status < 200 || resp.status >= 300))
 		r = envd_failed(rec, what, resp.status, &resp.body, err);
 	sbx_http_resp_release(&resp);
-	free(idh);
-	free_secret(tokh);
-	free(userh);
 	return r;
 }
 
@@ -638,7 +608,7 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 		    struct sink errs, int *ret_status, struct sbx_err *err)
 {
 	json_t *args = json_array(), *envs = json_object();
-	const char *l = label_of(rec);
+	const char *l = remote_label(rec);
 
 	for (char *const *a = cmd->argv + 1; *a; a++)
 		json_array_append_new(args, json_string(*a));
@@ -671,23 +641,20 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 	_cleanup_free_ char *url = envd_url(rec, "/process.Process/Start");
 	_cleanup_free_ char *tmo = cmd->timeout_ms > 0 ? xasprintf("Connect-Timeout-Ms: %lld",
 								   cmd->timeout_ms) : NULL;
-	char *idh, *tokh, *userh;
-	const char *h[10];
-	size_t n = 0;
-	envd_headers(rec, cmd->user, h, &n, &idh, &tokh, &userh);
-	h[n++] = "Content-Type: application/connect+json";
-	h[n++] = "Connect-Protocol-Version: 1";
-	h[n++] = "Keepalive-Ping-Interval: 10";
+	_cleanup_(envd_hdrs_release) struct envd_hdrs eh = { 0 };
+	envd_hdrs_init(&eh, rec, cmd->user);
+	envd_hdrs_add(&eh, "Content-Type: application/connect+json");
+	envd_hdrs_add(&eh, "Connect-Protocol-Version: 1");
+	envd_hdrs_add(&eh, "Keepalive-Ping-Interval: 10");
 	if (tmo)
-		h[n++] = tmo;
-	h[n] = NULL;
+		envd_hdrs_add(&eh, tmo);
 
 	struct run x = { .rec = rec, .out = out, .err = errs, .feed_stdin = cmd->stdin_open,
 			 .user = cmd->user, .detach = cmd->detach };
 	struct sbx_http_req q = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
 	q.url = url;
-	q.headers = h;
+	q.headers = eh.h;
 	q.body = frame;
 	q.body_len = plen + 5;
 	q.on_data = on_stream;
@@ -726,9 +693,6 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 			nanosleep(&ts, NULL);
 		}
 	}
-	free(idh);
-	free_secret(tokh);
-	free(userh);
 	if (x.feeder > 0) {
 		(void)kill(x.feeder, SIGTERM);
 		(void)waitpid(x.feeder, NULL, 0);
@@ -808,24 +772,12 @@ out:
 	return r;
 }
 
-static int check_running(const struct sbx_record *rec, struct sbx_err *err)
-{
-	const char *l = label_of(rec);
-
-	if (need_id(rec, err) < 0)
-		return -1;
-	if (rec->state == SBX_STATE_PAUSED || rec->state == SBX_STATE_RELEASED)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is paused; run 'sbx resume %s' "
-				   "(or 'sbx exec --resume')", l, l);
-	return 0;
-}
-
 static int e2b_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		    const struct sbx_exec_opts *o, int *ret_status, struct sbx_err *err)
 {
 	if (o->tty)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'e2b' does not support exec -t");
-	if (check_running(rec, err) < 0)
+	if (remote_check_running("E2B", rec, err) < 0)
 		return -1;
 	struct cmd c = { .argv = o->argv, .env = (const char *const *)o->env,
 			 .cwd = o->workdir ? o->workdir : sbx_json_str(rec->extra, "workdir"),
@@ -865,55 +817,38 @@ static char *files_url(const struct sbx_record *rec, const char *path)
 	return strbuf_detach(&u);
 }
 
-static int files_transfer(const struct sbx_record *rec, const char *path, int in_fd,
-			  long long size, int out_fd, struct sbx_err *err)
+static int files_transfer(void *arg, const char *path, int in_fd, long long size, int out_fd,
+			  const char *what, struct sbx_err *err)
 {
+	const struct sbx_record *rec = arg;
 	_cleanup_free_ char *url = files_url(rec, path);
-	char *idh, *tokh, *userh;
-	const char *h[8];
-	size_t n = 0;
+	_cleanup_(envd_hdrs_release) struct envd_hdrs eh = { 0 };
 
-	envd_headers(rec, NULL, h, &n, &idh, &tokh, &userh);
+	envd_hdrs_init(&eh, rec, NULL);
 	if (in_fd >= 0)
-		h[n++] = "Content-Type: application/octet-stream";
-	h[n] = NULL;
+		envd_hdrs_add(&eh, "Content-Type: application/octet-stream");
 	struct sbx_http_req q = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
 	q.url = url;
-	q.headers = h;
+	q.headers = eh.h;
 	q.body_fd = in_fd;
 	q.body_size = size;
 	q.out_fd = out_fd;
 	q.stall_s = 60;
-	const char *what = in_fd >= 0 ? "upload the tar to the sandbox"
-				      : "download the tar from the sandbox";
 	int r = sbx_http_perform(&q, &resp, "E2B", err);
 	if (r < 0)
 		sbx_err_prefix(err, "cannot %s", what);
 	else if (resp.status < 200 || resp.status >= 300)
 		r = envd_failed(rec, what, resp.status, &resp.body, err);
 	sbx_http_resp_release(&resp);
-	free(idh);
-	free_secret(tokh);
-	free(userh);
 	return r;
-}
-
-static int files_upload(void *arg, const char *path, int fd, long long size, struct sbx_err *err)
-{
-	return files_transfer(arg, path, fd, size, -1, err);
-}
-
-static int files_download(void *arg, const char *path, int fd, struct sbx_err *err)
-{
-	return files_transfer(arg, path, -1, 0, fd, err);
 }
 
 static int e2b_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd,
 		     const char *dest, const struct sbx_cp_opts *o, struct sbx_err *err)
 {
-	struct remote_files f = { (void *)rec, files_sh, files_upload, files_download };
-	if (check_running(rec, err) < 0)
+	struct remote_files f = { (void *)rec, files_sh, files_transfer };
+	if (remote_check_running("E2B", rec, err) < 0)
 		return -1;
 	return remote_cp_in(&f, tar_fd, dest, o, err);
 }
@@ -921,8 +856,8 @@ static int e2b_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_
 static int e2b_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src,
 		      int tar_fd, const struct sbx_cp_opts *o, struct sbx_err *err)
 {
-	struct remote_files f = { (void *)rec, files_sh, files_upload, files_download };
-	if (check_running(rec, err) < 0)
+	struct remote_files f = { (void *)rec, files_sh, files_transfer };
+	if (remote_check_running("E2B", rec, err) < 0)
 		return -1;
 	return remote_cp_out(&f, src, tar_fd, o, err);
 }
@@ -931,12 +866,6 @@ static bool e2b_configured(void)
 {
 	const char *k = getenv("E2B_API_KEY");
 	return k && *k;
-}
-
-static char *e2b_api_url(void)
-{
-	const char *u = remote_env(api_vars), *d = getenv("E2B_DOMAIN");
-	return u ? xstrdup(u) : xasprintf("https://api.%s", d && *d ? d : "e2b.app");
 }
 
 const struct sbx_provider sbx_provider_e2b = {

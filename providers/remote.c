@@ -416,7 +416,7 @@ int remote_cp_in(const struct remote_files *f, int tar_fd, const char *dest,
 		return -1;
 	if (size == 0)
 		return sbx_err_set(err, SBX_E_USAGE, "the tar stream is empty");
-	if (f->upload(f->arg, tmp, spool, size, err) < 0)
+	if (f->transfer(f->arg, tmp, spool, size, -1, "upload the tar to the sandbox", err) < 0)
 		return -1;
 	const char *args[] = { tmp, dest, o->top ? o->top : "", o->archive ? "1" : "0", NULL };
 	int r = f->sh(f->arg, cp_in_script, args, &out, &eout, &status, err);
@@ -441,7 +441,8 @@ int remote_cp_out(const struct remote_files *f, const char *src, int tar_fd,
 	if (r == 0 && status != 0)
 		r = script_failed("packing", status, &eout, err);
 	if (r == 0)
-		r = f->download(f->arg, tmp, tar_fd, err);
+		r = f->transfer(f->arg, tmp, -1, 0, tar_fd, "download the tar from the sandbox",
+				err);
 	/* the tar in the sandbox goes, whatever happened */
 	const char *rm_args[] = { tmp, NULL };
 	struct sbx_err e2 = { 0 };
@@ -453,6 +454,67 @@ int remote_cp_out(const struct remote_files *f, const char *src, int tar_fd,
 	strbuf_release(&eout);
 	sbx_cp_src_release(&s);
 	return r;
+}
+
+const char *remote_label(const struct sbx_record *rec)
+{
+	return rec->name ? rec->name : rec->id;
+}
+
+int remote_need_id(const char *what, const struct sbx_record *rec, struct sbx_err *err)
+{
+	const char *l = remote_label(rec);
+
+	if (!rec->provider_id || !*rec->provider_id)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no %s id (its creation did "
+				   "not finish); remove it with 'sbx rm -f %s'", l, what, l);
+	return 0;
+}
+
+int remote_check_running(const char *what, const struct sbx_record *rec, struct sbx_err *err)
+{
+	const char *l = remote_label(rec);
+
+	if (remote_need_id(what, rec, err) < 0)
+		return -1;
+	if (rec->state == SBX_STATE_PAUSED || rec->state == SBX_STATE_STOPPED ||
+	    rec->state == SBX_STATE_RELEASED)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; run 'sbx resume %s' (or "
+				   "'sbx exec --resume')", l, sbx_state_name(rec->state), l);
+	return 0;
+}
+
+int remote_preview_start(const char *provider, const char *what, const struct sbx_record *rec,
+			 const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err)
+{
+	if (remote_need_id(what, rec, err) < 0)
+		return -1;
+	if (o->host_port || o->public)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support %s: its "
+				   "preview URLs are served by %s", provider,
+				   o->public ? "--public" : "--host-port", what);
+	if (o->rm)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' has no previews to close: "
+				   "every port has its URL while the sandbox runs", provider);
+	if (!o->port) {
+		*ret = json_array();
+		return 1;
+	}
+	return 0;
+}
+
+char *remote_url(const struct remote *r, const char *collection, const char *id,
+		 const char *tail)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_addf(&sb, "%s/%s", r->api, collection);
+	if (id) {
+		strbuf_addch(&sb, '/');
+		sbx_url_escape(&sb, id);
+	}
+	strbuf_addstr(&sb, tail);
+	return strbuf_detach(&sb);
 }
 
 int remote_refuse_local_options(const char *provider, const struct sbx_create_opts *o,

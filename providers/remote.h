@@ -64,14 +64,30 @@ struct remote_files {
 	 * collecting stdout and stderr */
 	int (*sh)(void *arg, const char *script, const char *const *args, struct strbuf *out,
 		  struct strbuf *errout, int *ret_status, struct sbx_err *err);
-	int (*upload)(void *arg, const char *path, int fd, long long size, struct sbx_err *err);
-	int (*download)(void *arg, const char *path, int fd, struct sbx_err *err);
+	/* in_fd >= 0: uploads size bytes from it to path; else downloads path to out_fd */
+	int (*transfer)(void *arg, const char *path, int in_fd, long long size, int out_fd,
+			const char *what, struct sbx_err *err);
 };
 
 int remote_cp_in(const struct remote_files *f, int tar_fd, const char *dest,
 		 const struct sbx_cp_opts *o, struct sbx_err *err);
 int remote_cp_out(const struct remote_files *f, const char *src, int tar_fd,
 		  const struct sbx_cp_opts *o, struct sbx_err *err);
+
+/* a record's name, or its id */
+const char *remote_label(const struct sbx_record *rec);
+/* SBX_E_STATE unless the record has the provider's id (what = "E2B") */
+int remote_need_id(const char *what, const struct sbx_record *rec, struct sbx_err *err);
+/* that, and SBX_E_STATE with the resume hint when the record says paused, released or stopped */
+int remote_check_running(const char *what, const struct sbx_record *rec, struct sbx_err *err);
+/* what a hosted preview refuses (--public, --host-port: the provider serves its URLs; --rm:
+ * nothing to close), and the list of open ones (empty: every port has its URL): -1 with err,
+ * 1 when *ret holds the answer, 0 to go on and give the URL of o->port */
+int remote_preview_start(const char *provider, const char *what, const struct sbx_record *rec,
+			 const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err);
+/* BASE/COLLECTION[/ID escaped]TAIL */
+char *remote_url(const struct remote *r, const char *collection, const char *id,
+		 const char *tail);
 
 /* what create options a hosted provider cannot honour: SBX_E_UNSUPPORTED naming the flag */
 int remote_refuse_local_options(const char *provider, const struct sbx_create_opts *o,
