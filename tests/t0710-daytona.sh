@@ -146,7 +146,8 @@ test_expect_success 'preview: the URL, and the token with its header in --json' 
 	test "$(sbx preview dbox 8080)" = "https://8080-$id.daytona.test" &&
 	sbx preview --json dbox 8080 >p.json &&
 	json_assert p.json "assert r[\"port\"] == 8080 and r[\"token\"] and r[\"token_header\"] == \"X-Daytona-Preview-Token\"" &&
-	! sbx inspect dbox | grep -q "$(json_assert p.json "print(r[\"token\"])")"
+	tok=$(json_assert p.json "print(r[\"token\"])") && test -n "$tok" &&
+	sbx inspect dbox >i.json && sbx ls --json >l.json && ! grep -q "$tok" i.json l.json
 '
 
 test_expect_success 'ls pages with the cursor; one deleted out of band shows missing' '

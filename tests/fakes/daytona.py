@@ -114,6 +114,16 @@ def sh_quote(s):
     return "'" + s.replace("'", "'\\''") + "'"
 
 
+
+def command_body(req, missing, empty):
+    """A toolbox request's JSON body with its "command"; 400 with the daemon's words if not."""
+    body = req.json()
+    if not isinstance(body, dict) or not isinstance(body.get("command"), str):
+        raise fakelib.HTTPError(400, missing)
+    if not body["command"].strip():
+        raise fakelib.HTTPError(400, empty)
+    return body
+
 class Cmd:
     """One command of a session."""
 
@@ -213,11 +223,7 @@ class Session:
         while buf:
             i = buf.find(mark)
             if i < 0:
-                keep = 0
-                for k in range(min(len(mark) - 1, len(buf)), 0, -1):
-                    if buf.endswith(mark[:k]):
-                        keep = k
-                        break
+                keep = fakelib.marker_prefix_len(buf, mark)
                 self._give(stream, buf[:len(buf) - keep])
                 buf = buf[len(buf) - keep:]
                 break
@@ -782,11 +788,7 @@ class Daytona(fakelib.Provider):
         return box.home
 
     def execute(self, req, bid):
-        body = req.json()
-        if not isinstance(body, dict) or not isinstance(body.get("command"), str):
-            raise fakelib.HTTPError(400, "command is required")
-        if not body["command"].strip():
-            raise fakelib.HTTPError(400, "empty command")
+        body = command_body(req, "command is required", "empty command")
         envs = body.get("envs") or {}
         if not isinstance(envs, dict):
             raise fakelib.HTTPError(400, "envs must be an object")
@@ -879,11 +881,8 @@ class Daytona(fakelib.Provider):
         raise fakelib.HTTPError(404, "no toolbox route %s /process/session%s" % (meth, rest))
 
     def session_exec(self, req, s):
-        body = req.json()
-        if not isinstance(body, dict) or not isinstance(body.get("command"), str):
-            raise fakelib.HTTPError(400, "invalid request body: command is required")
-        if not body["command"].strip():
-            raise fakelib.HTTPError(400, "command cannot be empty")
+        body = command_body(req, "invalid request body: command is required",
+                            "command cannot be empty")
         c = s.run(body["command"])
         if body.get("runAsync") or body.get("async"):
             return req.send_json(202, {"cmdId": c.id})

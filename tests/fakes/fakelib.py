@@ -187,6 +187,14 @@ def parse_connect_envelopes(data):
     return out
 
 
+
+def marker_prefix_len(buf, mark):
+    """How many bytes at the end of buf could start mark: held back until more arrives."""
+    for k in range(min(len(mark) - 1, len(buf)), 0, -1):
+        if buf.endswith(mark[:k]):
+            return k
+    return 0
+
 class Part:
     def __init__(self, headers, data):
         self.headers = headers          # lowercased name -> value
@@ -673,11 +681,7 @@ class Exec:
             while True:
                 i = buf.find(m)
                 if i < 0:
-                    keep = 0
-                    for k in range(min(len(m) - 1, len(buf)), 0, -1):
-                        if buf.endswith(m[:k]):
-                            keep = k
-                            break
+                    keep = marker_prefix_len(buf, m)
                     self._err_data(buf[:len(buf) - keep])
                     buf = buf[len(buf) - keep:]
                     break
