@@ -56,6 +56,20 @@ $(BUILD)/%.o: %.c
 	@echo "  CC      $<"
 	@$(CC) -std=gnu11 $(WARN) $(CFLAGS) $(DEFS) $(DEPS_CFLAGS) -I. -MMD -MP -c $< -o $@
 
+# sbx exec starts a command through this small static program, run from a sealed memfd, so the
+# process that executes a sandbox's file is never the sbx binary (CVE-2019-5736); no libc
+TRAMPOLINE := $(BUILD)/sbx-exec-trampoline
+TRAMPOLINE_FLAGS := -std=gnu11 -Os -static -nostdlib -nostartfiles -ffreestanding \
+	-fno-tree-loop-distribute-patterns -fno-stack-protector -fno-asynchronous-unwind-tables \
+	-fno-unwind-tables -fno-pie -no-pie -Wl,--build-id=none -Wl,-z,noseparate-code \
+	-Wl,-z,noexecstack -s
+$(TRAMPOLINE): providers/trampoline/exec.c
+	@mkdir -p $(@D)
+	@echo "  CC      $< (static, no libc)"
+	@$(CC) $(TRAMPOLINE_FLAGS) $(WARN) -o $@ $<
+$(BUILD)/providers/local-exec.o: $(TRAMPOLINE)
+$(BUILD)/providers/local-exec.o: DEFS += -DSBX_TRAMPOLINE='"$(TRAMPOLINE)"'
+
 $(BUILD)/sbx: $(CMD_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(DEPS_LIBS)
 
@@ -103,5 +117,8 @@ lint:
 
 clean:
 	rm -rf build build-san
+
+# libFuzzer harnesses (clang): make fuzz, and a short run of each in make test
+-include tests/fuzz/fuzz.mk
 
 -include $(LIB_OBJ:.o=.d) $(CMD_OBJ:.o=.d) $(UNIT_OBJ:.o=.d)

@@ -9,7 +9,6 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <sys/xattr.h>
 
 #include "core/lazy.h"
@@ -30,7 +29,10 @@
 	X(entry_copy_hardlink) X(entry_filetype) X(entry_perm) X(entry_set_perm)                \
 	X(entry_size) X(entry_linkresolver_new) X(entry_linkresolver_set_strategy)              \
 	X(entry_linkify) X(entry_linkresolver_free)                                             \
-	X(read_support_filter_all) X(entry_uid) X(entry_gid) X(entry_set_uid) X(entry_set_gid)
+	X(entry_uid) X(entry_gid) X(entry_set_uid) X(entry_set_gid)                            \
+	X(read_support_filter_gzip) X(read_support_filter_bzip2) X(read_support_filter_xz)      \
+	X(read_support_filter_lzma) X(read_support_filter_lzip) X(read_support_filter_zstd)     \
+	X(read_support_filter_lz4) X(read_support_filter_compress)
 
 static const char *const ar_names[] = {
 #define X(f) "archive_" #f,
@@ -53,6 +55,49 @@ _Static_assert(sizeof(ar_tab.f) == sizeof(ar_tab.v), "one slot per libarchive fu
 /* archive_errno, apart: a field named errno would meet errno's macro */
 static int (*ar_errno)(struct archive *);
 
+/* the decompressors libarchive has built in. Without its library, libarchive would run an
+ * external program for a filter (lrzip, lzop, grzip, and zstd or lz4 on some builds), found
+ * through PATH: inside a sandbox, the sandbox's. Each filter is tried once on a scratch
+ * handle, and only those that answer ARCHIVE_OK (built in) are ever enabled. */
+static int (*builtin_filter[8])(struct archive *);
+static size_t n_builtin_filter;
+
+static void probe_filters(void)
+{
+	int (*const cand[])(struct archive *) = {
+		ar.read_support_filter_gzip, ar.read_support_filter_bzip2,
+		ar.read_support_filter_xz,   ar.read_support_filter_lzma,
+		ar.read_support_filter_lzip, ar.read_support_filter_zstd,
+		ar.read_support_filter_lz4,  ar.read_support_filter_compress,
+	};
+	_Static_assert(ARRAY_SIZE(cand) == ARRAY_SIZE(builtin_filter), "one slot per filter");
+
+	n_builtin_filter = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(cand); i++) {
+		struct archive *t = ar.read_new();
+		if (!t)
+			continue;
+		if (cand[i](t) == ARCHIVE_OK)
+			builtin_filter[n_builtin_filter++] = cand[i];
+		else
+			sbx_debug("archive: filter %zu needs an external program: not enabled", i);
+		ar.read_free(t);
+	}
+}
+
+/* a compressed stream is fine too, with a decompressor built into libarchive */
+static void support_filters(struct archive *rd)
+{
+	for (size_t i = 0; i < n_builtin_filter; i++)
+		(void)builtin_filter[i](rd);
+}
+
+/* a storage error (a full disk, an I/O error, a quota) is never a warning to go past */
+static bool storage_errno(int e)
+{
+	return e == ENOSPC || e == EIO || e == EDQUOT || e == EFBIG || e == EROFS;
+}
+
 int sbx_archive_load(struct sbx_err *err)
 {
 	static const char *const errno_name[] = { "archive_errno" };
@@ -65,6 +110,7 @@ int sbx_archive_load(struct sbx_err *err)
 	    sbx_lazy_load(&sbx_lazy_archive, errno_name, &fn, 1, err) < 0)
 		return -1;
 	ar_errno = (int (*)(struct archive *))fn;
+	probe_filters();
 	loaded = true;
 	return 0;
 }
@@ -494,16 +540,18 @@ static int extract_entry(struct archive *rd, struct archive *w, struct archive_e
 		ar.entry_set_perm(e, ar.entry_perm(e) & ~(mode_t)(S_ISUID | S_ISGID));
 	ar.entry_copy_pathname(e, name);
 	int r = ar.write_header(w, e);
-	if (r < ARCHIVE_WARN)
+	if (r < ARCHIVE_WARN || (r == ARCHIVE_WARN && storage_errno(ar_errno(w))))
 		return disk_failed(w, err, "extract", orig);
 	if (r == ARCHIVE_WARN)
 		sbx_debug("cp: %s: %s", name, ar_msg(w));
-	if (ar.entry_size(e) > 0 && (type == AE_IFREG || hl)) {
+	bool data = type == AE_IFREG || hl;
+	if (ar.entry_size(e) > 0 && data) {
 		const void *buf;
 		size_t n;
 		la_int64_t off;
 		while ((r = ar.read_data_block(rd, &buf, &n, &off)) == ARCHIVE_OK)
-			if (ar.write_data_block(w, buf, n, off) < ARCHIVE_WARN) {
+			/* libarchive reports a failed or short write as a warning: any is fatal */
+			if (ar.write_data_block(w, buf, n, off) != ARCHIVE_OK) {
 				disk_failed(w, err, "write", name);
 				(void)unlink(name); /* no half-written file stays */
 				return -1;
@@ -514,8 +562,15 @@ static int extract_entry(struct archive *rd, struct archive *w, struct archive_e
 			return -1;
 		}
 	}
-	if ((r = ar.write_finish_entry(w)) < ARCHIVE_WARN)
-		return disk_failed(w, err, "write", name);
+	r = ar.write_finish_entry(w);
+	if (r < ARCHIVE_WARN || (r == ARCHIVE_WARN && storage_errno(ar_errno(w)))) {
+		disk_failed(w, err, "write", name);
+		if (data)
+			(void)unlink(name);
+		return -1;
+	}
+	if (r == ARCHIVE_WARN)
+		sbx_debug("cp: %s: %s", name, ar_msg(w));
 	if (type != AE_IFDIR)
 		name_add(seen, name);
 	return 0;
@@ -550,7 +605,7 @@ int sbx_archive_extract(int fd, const char *dest, const char *top, unsigned flag
 		sbx_err_set(err, SBX_E_SYSTEM, "out of memory");
 		goto out;
 	}
-	ar.read_support_filter_all(rd); /* a compressed stream is fine too */
+	support_filters(rd);
 	ar.read_support_format_tar(rd);
 	ar.write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
 				      ARCHIVE_EXTRACT_SECURE_SYMLINKS |
@@ -615,46 +670,6 @@ out:
 	free(dir);
 	free(to);
 	return ret;
-}
-
-/* --- children's outcomes -------------------------------------------------------------------- */
-
-void sbx_err_send(int fd, const struct sbx_err *err)
-{
-	struct sbx_err ok = { 0 };
-
-	(void)sbx_write_all(fd, err ? err : &ok, sizeof(ok));
-}
-
-int sbx_err_recv(int fd, pid_t pid, const char *what, struct sbx_err *err)
-{
-	struct sbx_err got;
-	size_t have = 0;
-	int st = 0;
-
-	while (waitpid(pid, &st, 0) < 0) {
-		if (errno != EINTR)
-			return sbx_err_errno(err, "cannot wait for the %s process", what);
-	}
-	while (have < sizeof(got)) {
-		ssize_t n = read(fd, (char *)&got + have, sizeof(got) - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-	}
-	if (have == sizeof(got) && got.kind != SBX_E_NONE) {
-		got.msg[sizeof(got.msg) - 1] = 0;
-		*err = got;
-		return -1;
-	}
-	if (have == sizeof(got) && WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return 0;
-	if (WIFSIGNALED(st))
-		return sbx_err_set(err, SBX_E_SYSTEM, "the %s process was killed by signal %d", what,
-				   WTERMSIG(st));
-	return sbx_err_set(err, SBX_E_SYSTEM, "the %s process exited without a report", what);
 }
 
 /* --- image layers ---------------------------------------------------------------------------- */
@@ -787,7 +802,7 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 		sbx_err_set(err, SBX_E_SYSTEM, "out of memory");
 		goto out;
 	}
-	ar.read_support_filter_all(rd); /* gzip, zstd, none, ... */
+	support_filters(rd); /* gzip, zstd, none, ... */
 	ar.read_support_format_tar(rd);
 	ar.write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
 				      ARCHIVE_EXTRACT_SECURE_SYMLINKS |
@@ -888,7 +903,8 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 		}
 		ar.entry_copy_pathname(e, name);
 		r = ar.write_header(w, e);
-		if (r < ARCHIVE_WARN) {
+		if (r != ARCHIVE_OK) {
+			/* a layer is whole or it is not stored: no warning is let by */
 			disk_failed(w, err, "unpack", raw);
 			goto out;
 		}
@@ -897,7 +913,7 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 			size_t n;
 			la_int64_t off;
 			while ((r = ar.read_data_block(rd, &buf, &n, &off)) == ARCHIVE_OK)
-				if (ar.write_data_block(w, buf, n, off) < ARCHIVE_WARN) {
+				if (ar.write_data_block(w, buf, n, off) != ARCHIVE_OK) {
 					disk_failed(w, err, "unpack", raw);
 					goto out;
 				}
@@ -906,7 +922,7 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 				goto out;
 			}
 		}
-		if (ar.write_finish_entry(w) < ARCHIVE_WARN) {
+		if (ar.write_finish_entry(w) != ARCHIVE_OK) {
 			disk_failed(w, err, "unpack", raw);
 			goto out;
 		}

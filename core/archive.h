@@ -44,9 +44,4 @@ int sbx_archive_extract(int fd, const char *dest, const char *top, unsigned flag
 int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *lowers,
 			     size_t n_lowers, struct sbx_err *err);
 
-/* a forked child's outcome: the child sends err (NULL: success) on fd once; the parent waits
- * for pid, then reads it (a child that died without a word is an error naming what) */
-void sbx_err_send(int fd, const struct sbx_err *err);
-int sbx_err_recv(int fd, pid_t pid, const char *what, struct sbx_err *err);
-
 #endif

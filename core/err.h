@@ -2,6 +2,8 @@
 #ifndef SBX_CORE_ERR_H
 #define SBX_CORE_ERR_H
 
+#include <sys/types.h>
+
 #include "core/util.h"
 
 enum sbx_errkind {
@@ -32,5 +34,10 @@ _printf_(2, 3) int sbx_err_errno(struct sbx_err *err, const char *fmt, ...);
 /* "context: old message" */
 _printf_(2, 3) int sbx_err_prefix(struct sbx_err *err, const char *fmt, ...);
 void sbx_err_clear(struct sbx_err *err);
+
+/* a forked child's outcome: the child sends err (NULL: success) on fd once; the parent waits
+ * for pid, then reads it (a child that died without a word is an error naming what) */
+void sbx_err_send(int fd, const struct sbx_err *err);
+int sbx_err_recv(int fd, pid_t pid, const char *what, struct sbx_err *err);
 
 #endif

@@ -5,15 +5,18 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/archive.h"
+#include "core/confine.h"
 #include "core/digest.h"
 #include "core/json.h"
 #include "core/log.h"
@@ -289,6 +292,37 @@ static int unpack_finish(struct unpack_job *j, struct sbx_err *err)
 	return r;
 }
 
+/* a layer's unpacking, in a jail that holds only the new layer's directory (writable) and the
+ * layers below it (read-only, for the modes of the directories it implies) */
+struct layer_work {
+	int fd;			/* the blob */
+	const char *dest;
+	long shift;
+	char **lowers;		/* topmost first */
+	size_t n_lowers;
+};
+
+static int unpack_work(void *arg, struct sbx_err *err)
+{
+	struct layer_work *w = arg;
+
+	umask(0);
+	return sbx_archive_unpack_layer(w->fd, w->dest, w->shift, w->lowers, w->n_lowers, err);
+}
+
+static int unpack_jailed(const struct sbx_store *st, struct layer_work *w, struct sbx_err *err)
+{
+	struct sbx_jail_tree *t = xcalloc(w->n_lowers + 1, sizeof(*t));
+	t[0] = (struct sbx_jail_tree){ .path = w->dest, .ro = false };
+	for (size_t i = 0; i < w->n_lowers; i++)
+		t[i + 1] = (struct sbx_jail_tree){ .path = w->lowers[i], .ro = true };
+	const struct sbx_jail jail = { .trees = t, .n_trees = w->n_lowers + 1, .store_root = st->root,
+				       .keep = &w->fd, .n_keep = 1, .what = "unpacking the layer" };
+	int r = sbx_jail_run(&jail, unpack_work, w, err);
+	free(t);
+	return r;
+}
+
 /* starts unpacking a layer blob into layers/KEY, over the layers below (their keys, base
  * first; they must be unpacked already), unless it is there; a child does it (the unpacker
  * changes directory), and unpack_finish waits for it */
@@ -303,7 +337,8 @@ static int unpack_start(const struct sbx_store *st, const char *digest, const ch
 	memset(j, 0, sizeof(*j));
 	if (access(dir, F_OK) == 0)
 		return 0;
-	if (sbx_id_generate(rnd, err) < 0)
+	/* loaded here, from the host's libraries: the jail has none to load */
+	if (sbx_archive_load(err) < 0 || sbx_id_generate(rnd, err) < 0)
 		return -1;
 	_cleanup_free_ char *tmp = xasprintf("%s/images/tmp/layer-%.12s.%s", st->root, digest + 7,
 					     rnd);
@@ -333,14 +368,15 @@ static int unpack_start(const struct sbx_store *st, const char *digest, const ch
 	if (pid == 0) {
 		struct sbx_err e = { 0 };
 		close(ep[0]);
-		umask(0);
-		char **lowers = xcalloc(n_below + 1, sizeof(char *));
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		struct layer_work w = { .dest = tmp, .shift = shift, .n_lowers = n_below };
+		w.lowers = xcalloc(n_below + 1, sizeof(char *));
 		for (size_t i = 0; i < n_below; i++)
-			lowers[i] = sbx_image_layer_dir(st, below[n_below - 1 - i]);
-		int fd = open(blob, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+			w.lowers[i] = sbx_image_layer_dir(st, below[n_below - 1 - i]);
+		w.fd = open(blob, O_RDONLY | O_CLOEXEC);
+		if (w.fd < 0)
 			sbx_err_errno(&e, "cannot open layer blob '%s'", digest);
-		else if (sbx_archive_unpack_layer(fd, tmp, shift, lowers, n_below, &e) == 0) {
+		else if (unpack_jailed(st, &w, &e) == 0) {
 			sbx_err_send(ep[1], NULL);
 			_exit(0);
 		}
@@ -836,9 +872,25 @@ static int import_oci(struct sbx_store *st, const char *dir, json_t *index, char
 	return 0;
 }
 
-/* unpacks the archive at path (or stdin) into dir, with sbx cp's refusals */
-static int unpack_archive(const char *path, const char *dir, struct sbx_err *err)
+struct archive_work {
+	int fd;
+	const char *dir;
+};
+
+static int archive_work(void *arg, struct sbx_err *err)
 {
+	struct archive_work *w = arg;
+
+	return sbx_archive_extract(w->fd, w->dir, NULL, 0, err);
+}
+
+/* unpacks the archive at path (or stdin) into dir, with sbx cp's refusals, in a jail that holds
+ * only dir */
+static int unpack_archive(const char *store_root, const char *path, const char *dir,
+			  struct sbx_err *err)
+{
+	if (sbx_archive_load(err) < 0)
+		return -1;
 	int fd = streq(path, "-") ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return sbx_err_errno(err, "cannot open '%s'", path);
@@ -858,7 +910,13 @@ static int unpack_archive(const char *path, const char *dir, struct sbx_err *err
 	if (pid == 0) {
 		struct sbx_err e = { 0 };
 		close(ep[0]);
-		if (sbx_archive_extract(fd, dir, NULL, 0, &e) == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		struct archive_work w = { .fd = fd, .dir = dir };
+		const struct sbx_jail_tree t = { .path = dir, .ro = false };
+		const struct sbx_jail jail = { .trees = &t, .n_trees = 1, .store_root = store_root,
+					       .keep = &fd, .n_keep = 1,
+					       .what = "reading the image archive" };
+		if (sbx_jail_run(&jail, archive_work, &w, &e) == 0) {
 			sbx_err_send(ep[1], NULL);
 			_exit(0);
 		}
@@ -887,7 +945,7 @@ int sbx_image_import(struct sbx_store *st, const char *path, char ***ret_lines,
 	_cleanup_free_ char *idxp = xasprintf("%s/index.json", dir);
 	if (mkdir(dir, 0700) < 0)
 		return sbx_err_errno(err, "cannot create '%s'", dir);
-	if (unpack_archive(path, dir, err) < 0)
+	if (unpack_archive(st->root, path, dir, err) < 0)
 		goto out;
 	size_t n;
 	char *t = sbx_read_file(mfp, MANIFEST_MAX, &n);

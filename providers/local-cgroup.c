@@ -4,7 +4,12 @@
  * root (run by root) or under the nearest writable ancestor of the caller's own cgroup (a
  * delegated v2 subtree). The directories are listed in the sandbox's `cgroups` file, one
  * "ROLE PATH" line each, ROLE being v2 (the unified hierarchy: freezing, and the controllers it
- * offers) or a v1 controller (memory, pids, cpu, freezer). */
+ * offers) or a v1 controller (memory, pids, cpu, freezer); the list is written before any
+ * directory is made, so whatever was made, rm finds.
+ *
+ * The limits are set on sbx/ID. Under it, sbx/ID/sandbox holds init and every process of the
+ * sandbox (and is what pause freezes); sbx/ID/supervisor holds the supervisor, whose work for
+ * the sandbox (its proxy, its previews) is so charged to the sandbox's memory, pids and CPU. */
 #define _GNU_SOURCE
 #include "providers/local.h"
 
@@ -15,6 +20,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "core/test-hook.h"
 
 enum { ROLE_V2, ROLE_MEMORY, ROLE_PIDS, ROLE_CPU, ROLE_FREEZER, N_ROLES };
 static const char *const role_name[N_ROLES] = { "v2", "memory", "pids", "cpu", "freezer" };
@@ -180,21 +186,34 @@ static char *pick_parent(const struct hier *h)
 	}
 }
 
-/* mkdir parent/ID (and parent); NULL when this hierarchy is not ours to write */
-static char *make_dir(const char *parent, const char *id, struct sbx_err *err)
+/* the sandbox's two leaves under sbx/ID */
+#define LEAF_SANDBOX "sandbox"
+#define LEAF_SUPERVISOR "supervisor"
+
+/* mkdir dir, dir/sandbox and dir/supervisor; false when this hierarchy is not ours to write */
+static bool make_dirs(const char *dir)
 {
-	if (mkdir(parent, 0755) < 0 && errno != EEXIST) {
-		sbx_debug("cgroup: cannot create %s: %s", parent, strerror(errno));
-		return NULL;
+	static const char *const leaf[] = { "", "/" LEAF_SANDBOX, "/" LEAF_SUPERVISOR };
+
+	for (size_t i = 0; i < ARRAY_SIZE(leaf); i++) {
+		_cleanup_free_ char *d = xasprintf("%s%s", dir, leaf[i]);
+		if (mkdir(d, 0755) < 0 && errno != EEXIST) {
+			sbx_debug("cgroup: cannot create %s: %s", d, strerror(errno));
+			return false;
+		}
 	}
-	char *d = xasprintf("%s/%s", parent, id);
-	if (mkdir(d, 0755) < 0 && errno != EEXIST) {
-		sbx_debug("cgroup: cannot create %s: %s", d, strerror(errno));
-		free(d);
-		return NULL;
-	}
-	(void)err;
-	return d;
+	return true;
+}
+
+/* dir/leaf, or dir itself for a sandbox made before the leaves existed */
+static char *leaf_of(const char *dir, const char *leaf)
+{
+	char *d = xasprintf("%s/%s", dir, leaf);
+
+	if (access(d, F_OK) == 0)
+		return d;
+	free(d);
+	return xstrdup(dir);
 }
 
 /* "+memory +pids +cpu" into the subtree control of the v2 parents, as far as they offer them */
@@ -249,6 +268,18 @@ static void cgroups_load(const char *sbdir, struct cgroups *c)
 					c->dir[i] = xstrndup(sp + 1, (size_t)(nl - sp - 1));
 		l = *nl ? nl + 1 : nl;
 	}
+}
+
+/* the same, each directory replaced by its leaf (the sandbox's processes: what pause freezes) */
+static void cgroups_load_leaf(const char *sbdir, struct cgroups *c, const char *leaf)
+{
+	cgroups_load(sbdir, c);
+	for (int i = 0; i < N_ROLES; i++)
+		if (c->dir[i]) {
+			char *l = leaf_of(c->dir[i], leaf);
+			free(c->dir[i]);
+			c->dir[i] = l;
+		}
 }
 
 /* the v2 directory when it has controller ctl enabled */
@@ -342,11 +373,12 @@ int local_cgroup_setup(const char *sbdir, const char *id, const struct local_lim
 			continue;
 		_cleanup_free_ char *parent = pick_parent(&h);
 		if (parent) {
-			if (i == ROLE_V2) {
-				(void)mkdir(parent, 0755);
+			if (mkdir(parent, 0755) < 0 && errno != EEXIST)
+				sbx_debug("cgroup: cannot create %s: %s", parent, strerror(errno));
+			else
+				c.dir[i] = xasprintf("%s/%s", parent, id);
+			if (c.dir[i] && i == ROLE_V2)
 				v2_enable(h.mount, parent);
-			}
-			c.dir[i] = make_dir(parent, id, err);
 		}
 		hier_release(&h);
 		if (!c.dir[i])
@@ -355,10 +387,17 @@ int local_cgroup_setup(const char *sbdir, const char *id, const struct local_lim
 		free(out);
 		out = n;
 	}
-	/* the list first: whatever was made, rm finds */
+	/* the list first, then the directories: a create killed in between leaves nothing rm
+	 * does not know of */
 	_cleanup_free_ char *p = xasprintf("%s/cgroups", sbdir);
 	if (sbx_write_atomic(p, out, strlen(out), false, err) < 0)
 		goto out;
+	sbx_test_hook("cgroup-listed");
+	for (int i = 0; i < N_ROLES; i++)
+		if (c.dir[i] && !make_dirs(c.dir[i])) {
+			free(c.dir[i]);
+			c.dir[i] = NULL;
+		}
 	if (apply_limits(&c, lim, err) < 0)
 		goto out;
 	sbx_debug("cgroup: %s", *out ? out : "none writable\n");
@@ -369,7 +408,8 @@ out:
 	return r;
 }
 
-int local_cgroup_enter(const char *sbdir, pid_t pid)
+/* moves pid into leaf of every hierarchy (but those skipped); -1 with errno */
+static int enter(const char *sbdir, pid_t pid, const char *leaf, int skip)
 {
 	struct cgroups c;
 	char v[32];
@@ -378,13 +418,14 @@ int local_cgroup_enter(const char *sbdir, pid_t pid)
 	cgroups_load(sbdir, &c);
 	snprintf(v, sizeof(v), "%d", (int)pid);
 	for (int i = 0; i < N_ROLES; i++) {
-		if (!c.dir[i])
+		if (!c.dir[i] || i == skip)
 			continue;
 		/* v1 hierarchies can share a directory (cpu,cpuacct mounted together) */
 		bool dup = false;
 		for (int k = 0; k < i; k++)
 			dup = dup || (c.dir[k] && streq(c.dir[k], c.dir[i]));
-		if (!dup && cg_write(c.dir[i], "cgroup.procs", v) < 0) {
+		_cleanup_free_ char *d = leaf_of(c.dir[i], leaf);
+		if (!dup && cg_write(d, "cgroup.procs", v) < 0) {
 			r = -1;
 			break;
 		}
@@ -393,11 +434,44 @@ int local_cgroup_enter(const char *sbdir, pid_t pid)
 	return r;
 }
 
+/* where the supervisor came from, per hierarchy: it goes back there before it removes the
+ * sandbox's cgroups itself (--ttl-action rm) */
+static char *home[N_ROLES];
+
+int local_cgroup_enter_supervisor(const char *sbdir, pid_t pid)
+{
+	static const char *const v1[N_ROLES] = { NULL, "memory", "pids", "cpu", "freezer" };
+
+	for (int i = 0; i < N_ROLES; i++) {
+		struct hier h = { 0 };
+		if (find_hier(v1[i], &h))
+			home[i] = xasprintf("%s%s", h.mount, h.own);
+		hier_release(&h);
+	}
+	/* not the v1 freezer: a pause freezes the sandbox, never its supervisor */
+	return enter(sbdir, pid, LEAF_SUPERVISOR, ROLE_FREEZER);
+}
+
+void local_cgroup_leave(pid_t pid)
+{
+	char v[32];
+
+	snprintf(v, sizeof(v), "%d", (int)pid);
+	for (int i = 0; i < N_ROLES; i++)
+		if (home[i] && cg_write(home[i], "cgroup.procs", v) < 0)
+			sbx_debug("cgroup: cannot go back to %s: %s", home[i], strerror(errno));
+}
+
+int local_cgroup_enter(const char *sbdir, pid_t pid)
+{
+	return enter(sbdir, pid, LEAF_SANDBOX, -1);
+}
+
 bool local_cgroup_can_freeze(const char *sbdir)
 {
 	struct cgroups c;
 
-	cgroups_load(sbdir, &c);
+	cgroups_load_leaf(sbdir, &c, LEAF_SANDBOX);
 	bool ok = (c.dir[ROLE_V2] && cg_has(c.dir[ROLE_V2], "cgroup.freeze")) ||
 		  c.dir[ROLE_FREEZER];
 	cgroups_release(&c);
@@ -415,7 +489,7 @@ int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err)
 	struct cgroups c;
 	int r = -1;
 
-	cgroups_load(sbdir, &c);
+	cgroups_load_leaf(sbdir, &c, LEAF_SANDBOX);
 	if (c.dir[ROLE_V2] && cg_has(c.dir[ROLE_V2], "cgroup.freeze")) {
 		if (cg_write(c.dir[ROLE_V2], "cgroup.freeze", freeze ? "1" : "0") < 0) {
 			sbx_err_errno(err, "cannot %s the sandbox's cgroup", freeze ? "freeze" : "thaw");
@@ -488,7 +562,7 @@ int local_cgroup_frozen(const char *sbdir)
 	struct cgroups c;
 	int r = -1;
 
-	cgroups_load(sbdir, &c);
+	cgroups_load_leaf(sbdir, &c, LEAF_SANDBOX);
 	if (c.dir[ROLE_V2] && cg_has(c.dir[ROLE_V2], "cgroup.freeze")) {
 		/* what was asked, not only what is done: a freeze in progress counts */
 		_cleanup_free_ char *t = cg_read(c.dir[ROLE_V2], "cgroup.freeze");
@@ -510,10 +584,20 @@ long long local_cgroup_oom_kills(const char *sbdir)
 	long long n = -1;
 
 	cgroups_load(sbdir, &c);
-	if (v2_offers(&c, "memory"))
+	if (v2_offers(&c, "memory")) {
+		/* v2 counts a leaf's kills in its ancestors too */
 		n = cg_key(c.dir[ROLE_V2], "memory.events", "oom_kill");
-	else if (c.dir[ROLE_MEMORY])
-		n = cg_key(c.dir[ROLE_MEMORY], "memory.oom_control", "oom_kill");
+	} else if (c.dir[ROLE_MEMORY]) {
+		/* v1 counts a kill only where the killed process was: both leaves, and the
+		 * directory itself for a sandbox made before the leaves existed */
+		static const char *const leaf[] = { "", "/" LEAF_SANDBOX, "/" LEAF_SUPERVISOR };
+		for (size_t i = 0; i < ARRAY_SIZE(leaf); i++) {
+			_cleanup_free_ char *d = xasprintf("%s%s", c.dir[ROLE_MEMORY], leaf[i]);
+			long long k = cg_key(d, "memory.oom_control", "oom_kill");
+			if (k >= 0)
+				n = (n < 0 ? 0 : n) + k;
+		}
+	}
 	cgroups_release(&c);
 	return n;
 }
@@ -534,19 +618,26 @@ char *local_cgroup_describe(const char *sbdir)
 
 void local_cgroup_remove(const char *sbdir)
 {
+	static const char *const leaf[] = { "/" LEAF_SANDBOX, "/" LEAF_SUPERVISOR, "" };
 	struct cgroups c;
 
 	cgroups_load(sbdir, &c);
-	/* a frozen v1 cgroup keeps its tasks (even killed ones) until thawed */
-	if (c.dir[ROLE_FREEZER])
-		(void)cg_write(c.dir[ROLE_FREEZER], "freezer.state", "THAWED");
 	for (int i = 0; i < N_ROLES; i++) {
 		if (!c.dir[i])
 			continue;
-		for (int k = 0; k < 200 && rmdir(c.dir[i]) < 0 && errno == EBUSY; k++) {
-			if (i == ROLE_V2 && k == 0)
-				(void)cg_write(c.dir[i], "cgroup.kill", "1");
-			nap_ms(5);
+		/* a frozen v1 cgroup keeps its tasks (even killed ones) until thawed */
+		if (i == ROLE_FREEZER)
+			for (size_t k = 0; k < ARRAY_SIZE(leaf); k++) {
+				_cleanup_free_ char *d = xasprintf("%s%s", c.dir[i], leaf[k]);
+				(void)cg_write(d, "freezer.state", "THAWED");
+			}
+		for (size_t l = 0; l < ARRAY_SIZE(leaf); l++) {
+			_cleanup_free_ char *d = xasprintf("%s%s", c.dir[i], leaf[l]);
+			for (int k = 0; k < 200 && rmdir(d) < 0 && errno == EBUSY; k++) {
+				if (i == ROLE_V2 && k == 0)
+					(void)cg_write(d, "cgroup.kill", "1");
+				nap_ms(5);
+			}
 		}
 	}
 	cgroups_release(&c);

@@ -1,4 +1,13 @@
-/* sbx cp for the local provider: a child packs or unpacks from inside the sandbox's namespaces. */
+/* sbx cp for the local provider: a child packs or unpacks from inside the sandbox, confined as a
+ * command of the sandbox is (DESIGN.md §7).
+ *
+ * Processes: the CLI forks the first child. It joins the running sandbox (its cgroup, then
+ * every namespace) or, when nothing runs, builds the sandbox's files in namespaces of its own
+ * and pivots into them. Its child, in the sandbox's pid namespace, gets a noexec view of the
+ * mounts, an empty environment, no descriptor but the stream and its report, docker's
+ * capabilities, no_new_privs, Landlock and the seccomp filter, then packs or unpacks. Locale
+ * and charset conversions were fixed by the CLI before any of this (sbx_confine_prepare), and
+ * libarchive runs only its built-in filters: nothing is loaded from the sandbox's files. */
 #define _GNU_SOURCE
 #include "providers/local.h"
 
@@ -15,6 +24,7 @@
 #include <sys/wait.h>
 
 #include "core/archive.h"
+#include "core/confine.h"
 #include "core/digest.h"
 #include "core/image.h"
 #include "core/json.h"
@@ -28,6 +38,8 @@
 #define MOUNT_ATTR_RDONLY 0x00000001
 #endif
 
+#define R "/tmp" /* where a stopped sandbox's root is attached before the pivot */
+
 /* what the child does once inside */
 struct cp_job {
 	bool out;		/* pack src (cp_out) rather than unpack into dest (cp_in) */
@@ -39,23 +51,14 @@ struct cp_job {
 	bool follow;		/* cp_out: -L */
 	char **layers;		/* an image sandbox's layer directories, base first (NULL: none) */
 	size_t n_layers;
+	/* read on the host before the child moves */
+	const void *bpf;	/* the sandbox's seccomp filter */
+	size_t bpf_len;
+	int null_fd;		/* /dev/null, for the standard descriptors the work does not use */
+	bool map_range;		/* the sandbox maps a range of ids (created by root) */
+	bool join_cgroup;	/* running and not paused: the copy is charged to the sandbox */
+	const char *sbdir;
 };
-
-/* keeps 0-2, a and b; closes every other descriptor */
-static void close_others(int a, int b)
-{
-	int k[2] = { a < b ? a : b, a < b ? b : a };
-	unsigned from = 3;
-
-	for (size_t i = 0; i < 2; i++) {
-		if (k[i] < (int)from)
-			continue;
-		if ((unsigned)k[i] > from)
-			syscall(SYS_close_range, from, (unsigned)k[i] - 1, 0);
-		from = (unsigned)k[i] + 1;
-	}
-	syscall(SYS_close_range, from, ~0U, 0);
-}
 
 static _noreturn_ void child_exit(int efd, const struct sbx_err *err)
 {
@@ -72,17 +75,36 @@ static int become_root(bool map_range, struct sbx_err *err)
 	return 0;
 }
 
-/* inside: the work itself. Paths are the sandbox's, relative ones from its '/' (as docker's) */
-static _noreturn_ void child_run(const struct cp_job *j, pid_t parent, int efd)
+/* in the sandbox's pid namespace (a new child, for the pid namespace to apply): the last
+ * confinement steps, then the work itself. Paths are the sandbox's, relative ones from its
+ * '/' (as docker's). private: the mount namespace is the sandbox's own, and gets a copy */
+static _noreturn_ void work(const struct cp_job *j, bool private, int efd)
 {
 	struct sbx_err e = { 0 };
+	pid_t pid = fork();
 
-	/* a credential change clears the parent-death signal: set it now, after the last one */
+	if (pid < 0) {
+		sbx_err_errno(&e, "cannot start the copy in the sandbox");
+		child_exit(efd, &e);
+	}
+	if (pid > 0) {
+		/* the first child passes its child's end on */
+		close(efd);
+		close(j->fd);
+		int st;
+		while (waitpid(pid, &st, 0) < 0)
+			if (errno != EINTR)
+				_exit(1);
+		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+	}
+	/* the first child is outside this pid namespace: no getppid() check, but the signal
+	 * comes all the same (the credentials do not change from here on) */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (getppid() != parent)
-		_exit(1);
 	signal(SIGPIPE, SIG_IGN);
-	close_others(j->fd, efd);
+	int keep[] = { j->fd, efd };
+	if (sbx_confine_noexec(private, &e) < 0 ||
+	    sbx_confine_finish(keep, ARRAY_SIZE(keep), j->null_fd, j->bpf, j->bpf_len, &e) < 0)
+		child_exit(efd, &e);
 	if (chdir("/") < 0) {
 		sbx_err_errno(&e, "cannot enter '/' in the sandbox");
 		child_exit(efd, &e);
@@ -92,77 +114,126 @@ static _noreturn_ void child_run(const struct cp_job *j, pid_t parent, int efd)
 	child_exit(efd, r < 0 ? &e : NULL);
 }
 
-/* --- a running sandbox: join init's user and mount namespaces ----------------------------- */
-
-static int join(int pidfd, pid_t init_pid, struct sbx_err *err)
+/* the CLI's death ends the copy: the signal is set after the last change of credentials, which
+ * clears it */
+static void tie_to(pid_t cli)
 {
-	if (setns(pidfd, CLONE_NEWUSER | CLONE_NEWNS) == 0)
-		return 0;
-	/* kernels before 5.8: one namespace at a time */
-	char p[64];
-	snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)init_pid);
-	_cleanup_close_ int u = open(p, O_RDONLY | O_CLOEXEC);
-	snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int)init_pid);
-	_cleanup_close_ int m = open(p, O_RDONLY | O_CLOEXEC);
-	if (u < 0 || m < 0 || setns(u, CLONE_NEWUSER) < 0 || setns(m, CLONE_NEWNS) < 0)
-		return sbx_err_errno(err, "cannot join the sandbox's namespaces");
-	return 0;
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (getppid() != cli)
+		_exit(1);
 }
 
-static _noreturn_ void child_running(const struct cp_job *j, int pidfd, pid_t init_pid,
-				     bool map_range, pid_t parent, int efd)
+/* --- a running sandbox: its cgroup, then every namespace --------------------------------- */
+
+static _noreturn_ void child_running(const struct cp_job *j, const struct sbx_record *rec,
+				     int pidfd, pid_t init_pid, pid_t cli, int efd)
 {
 	struct sbx_err e = { 0 };
 
 	/* nothing inside may trace or read this process */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	tie_to(cli);
+	if (j->join_cgroup && local_cgroup_enter(j->sbdir, getpid()) < 0) {
+		sbx_err_errno(&e, "cannot join the sandbox's cgroup");
+		child_exit(efd, &e);
+	}
 	/* after joining the mount namespace, '/' and the working directory are the sandbox's
 	 * root: every path, '..' and symlink resolves inside */
-	if (join(pidfd, init_pid, &e) < 0 || become_root(map_range, &e) < 0)
+	if (local_join(rec, init_pid, pidfd, &e) < 0 || become_root(j->map_range, &e) < 0)
 		child_exit(efd, &e);
+	tie_to(cli);
 	close(pidfd);
-	child_run(j, parent, efd);
+	work(j, true, efd);
 }
 
-/* --- a stopped sandbox: its files, in a private user and mount namespace ------------------- */
+/* --- a stopped sandbox: its files, in namespaces of the copy's own ------------------------- */
 
 static const char *const sys_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
 					"etc" };
 
-/* detached copies of an image sandbox's layer directories and of its fs/ (next to root/, which
- * rootfd, or the working directory, is) */
-static int *image_trees(const struct cp_job *j, int rootfd, int efd)
+static int detach(int dirfd, const char *path)
+{
+	return (int)syscall(SYS_open_tree, dirfd, path,
+			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+				    (*path ? 0 : AT_EMPTY_PATH));
+}
+
+/* detached copies of the sandbox's trees: root/ itself (a sandbox on the host's system view),
+ * or an image sandbox's layer directories and its fs/ (next to root/, which rootfd is: an fd
+ * of the host's mount namespace, or AT_FDCWD once the working directory moved onto our copy) */
+static int *sandbox_trees(const struct cp_job *j, int rootfd, int efd)
 {
 	int *fds = xcalloc(j->n_layers + 1, sizeof(int));
 
 	for (size_t i = 0; i <= j->n_layers; i++) {
-		fds[i] = (int)syscall(SYS_open_tree, i < j->n_layers ? AT_FDCWD : rootfd,
-				      i < j->n_layers ? j->layers[i] : "../fs",
-				      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+		if (!j->n_layers)
+			fds[i] = detach(rootfd, "");
+		else if (i < j->n_layers)
+			fds[i] = detach(AT_FDCWD, j->layers[i]);
+		else
+			fds[i] = detach(rootfd, "../fs");
 		if (fds[i] < 0) {
 			struct sbx_err e = { 0 };
-			sbx_err_errno(&e, "cannot open the image's files");
+			sbx_err_errno(&e, "cannot open the sandbox's files");
 			child_exit(efd, &e);
 		}
 	}
 	return fds;
 }
 
+/* an image sandbox: the overlay of its layers, on root/m (root/ is only a place to stand: the
+ * trees go on mount points made in it, once; they stay, empty), which becomes the cwd */
+static void mount_image(const struct cp_job *j, int *treefd, int efd)
+{
+	struct sbx_err e = { 0 };
+	struct strbuf o = STRBUF_INIT;
+	char at[32];
+
+	for (size_t i = 0; i <= j->n_layers + 1; i++) {
+		snprintf(at, sizeof(at), i <= j->n_layers ? "%zu" : "m", i);
+		if (mkdir(at, 0755) < 0 && errno != EEXIST) {
+			sbx_err_errno(&e, "cannot create mount point '%s'", at);
+			child_exit(efd, &e);
+		}
+		if (i <= j->n_layers && syscall(SYS_move_mount, treefd[i], "", AT_FDCWD, at,
+						MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+			sbx_err_errno(&e, "cannot attach layer %zu of the image", i);
+			child_exit(efd, &e);
+		}
+	}
+	strbuf_addstr(&o, "lowerdir=");
+	for (size_t i = j->n_layers; i-- > 0;) {
+		snprintf(at, sizeof(at), "%zu%s", i, i ? ":" : "");
+		strbuf_addstr(&o, at);
+	}
+	snprintf(at, sizeof(at), ",upperdir=%zu/upper", j->n_layers);
+	strbuf_addstr(&o, at);
+	snprintf(at, sizeof(at), ",workdir=%zu/work", j->n_layers);
+	strbuf_addstr(&o, at);
+	strbuf_addstr(&o, ",userxattr");
+	if (mount("overlay", "m", "overlay", 0, o.buf) < 0 || chdir("m") < 0) {
+		sbx_err_errno(&e, "cannot mount the image's files (is the sandbox starting at the "
+			      "same time?)");
+		child_exit(efd, &e);
+	}
+	strbuf_release(&o);
+}
+
 static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int sync_in,
-				     int sync_out, bool map_range, pid_t parent, int efd)
+				     int sync_out, pid_t cli, int efd)
 {
 	struct sbx_err e = { 0 };
 	int sysfd[ARRAY_SIZE(sys_dirs)];
-	char c;
 	int *treefd = NULL;
+	char c;
 
-	/* an image sandbox's trees (its layers, its fs/ with upper/ and work/): run by root,
-	 * detached now, while we can still reach them (sandbox root cannot traverse root's home);
-	 * otherwise once in our own namespaces, where we may */
-	if (j->n_layers && map_range)
-		treefd = image_trees(j, rootfd, efd);
-	/* into the sandbox's files first: run by root, sandbox root cannot traverse root's home;
-	 * unshare then moves the working directory onto our own copy of its mount */
+	tie_to(cli);
+	/* run by root, the sandbox's trees are detached now, while we can still reach them
+	 * (sandbox root cannot traverse root's home); otherwise once in our own namespaces,
+	 * where we may. Into the sandbox's files first: unshare moves the working directory
+	 * onto our own copy of its mount */
+	if (j->map_range)
+		treefd = sandbox_trees(j, rootfd, efd);
 	if (fchdir(rootfd) < 0) {
 		sbx_err_errno(&e, "cannot enter the sandbox's files");
 		child_exit(efd, &e);
@@ -179,94 +250,66 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 	close(sync_out);
 	/* not before: the parent (not root) could not open our id maps then */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	if (become_root(map_range, &e) < 0)
+	if (become_root(j->map_range, &e) < 0)
 		child_exit(efd, &e);
+	tie_to(cli);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
 		sbx_err_errno(&e, "cannot make mounts private");
 		child_exit(efd, &e);
 	}
-	if (j->n_layers && !map_range)
-		treefd = image_trees(j, AT_FDCWD, efd);
-	if (j->n_layers) {
-		/* root/ of an image sandbox is only a place to stand: the trees go on mount points
-		 * made in it (once; they stay, empty), the overlay on root/m, which we enter */
-		struct strbuf o = STRBUF_INIT;
-		char at[32];
-		for (size_t i = 0; i <= j->n_layers + 1; i++) {
-			snprintf(at, sizeof(at), i <= j->n_layers ? "%zu" : "m", i);
-			if (mkdir(at, 0755) < 0 && errno != EEXIST) {
-				sbx_err_errno(&e, "cannot create mount point '%s'", at);
-				child_exit(efd, &e);
-			}
-			if (i <= j->n_layers &&
-			    syscall(SYS_move_mount, treefd[i], "", AT_FDCWD, at,
-				    MOVE_MOUNT_F_EMPTY_PATH) < 0) {
-				sbx_err_errno(&e, "cannot attach layer %zu of the image", i);
-				child_exit(efd, &e);
-			}
-		}
-		strbuf_addstr(&o, "lowerdir=");
-		for (size_t i = j->n_layers; i-- > 0;) {
-			snprintf(at, sizeof(at), "%zu%s", i, i ? ":" : "");
-			strbuf_addstr(&o, at);
-		}
-		snprintf(at, sizeof(at), ",upperdir=%zu/upper", j->n_layers);
-		strbuf_addstr(&o, at);
-		snprintf(at, sizeof(at), ",workdir=%zu/work", j->n_layers);
-		strbuf_addstr(&o, at);
-		strbuf_addstr(&o, ",userxattr");
-		/* every path resolves inside from here: the chroot is what keeps it so */
-		if (mount("overlay", "m", "overlay", 0, o.buf) < 0 || chdir("m") < 0 ||
-		    chroot(".") < 0) {
-			sbx_err_errno(&e, "cannot mount the image's files (is the sandbox starting "
-				      "at the same time?)");
-			child_exit(efd, &e);
-		}
-		strbuf_release(&o);
-		child_run(j, parent, efd);
-	}
-	/* the host's system view, read-only, as init binds it: detached copies now, attached
-	 * once inside, where the mount points resolve within the sandbox only */
+	if (!treefd)
+		treefd = sandbox_trees(j, AT_FDCWD, efd);
+	/* the host's system view, read-only, as init binds it: detached now, attached once
+	 * inside, where the mount points resolve within the sandbox only */
 	for (size_t i = 0; i < ARRAY_SIZE(sys_dirs); i++) {
 		char host[64];
 		struct stat st;
+		struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY };
 		sysfd[i] = -1;
 		snprintf(host, sizeof(host), "/%s", sys_dirs[i]);
-		if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
-			continue; /* symlinks were copied into the root at create */
-		sysfd[i] = (int)syscall(SYS_open_tree, AT_FDCWD, host,
-					OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-		if (sysfd[i] < 0) {
+		if (j->n_layers || lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue; /* an image brings its own; symlinks were copied at create */
+		sysfd[i] = detach(AT_FDCWD, host);
+		if (sysfd[i] < 0 || syscall(SYS_mount_setattr, sysfd[i], "", AT_EMPTY_PATH |
+					    AT_RECURSIVE, &a, sizeof(a)) < 0) {
 			sbx_err_errno(&e, "cannot open '%s'", host);
 			child_exit(efd, &e);
 		}
 	}
-	if (chroot(".") < 0 || chdir("/") < 0) {
+	/* the sandbox's root becomes '/': every path resolves inside from here, and nothing of
+	 * the host's mounts is left to reach */
+	if (j->n_layers) {
+		mount_image(j, treefd, efd);
+	} else if (syscall(SYS_move_mount, treefd[0], "", AT_FDCWD, R, MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
+		   chdir(R) < 0) {
+		sbx_err_errno(&e, "cannot attach the sandbox's files");
+		child_exit(efd, &e);
+	}
+	if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
+	    chdir("/") < 0) {
 		sbx_err_errno(&e, "cannot enter the sandbox's files");
 		child_exit(efd, &e);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(sys_dirs); i++) {
 		char in[64];
 		struct stat st;
-		struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY };
 		if (sysfd[i] < 0)
 			continue;
 		snprintf(in, sizeof(in), "/%s", sys_dirs[i]);
-		if (lstat(in, &st) == 0 && S_ISDIR(st.st_mode)) {
-			if (syscall(SYS_mount_setattr, sysfd[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &a,
-				    sizeof(a)) < 0) {
-				sbx_err_errno(&e, "cannot make '%s' read-only", in);
-				child_exit(efd, &e);
-			}
-			if (syscall(SYS_move_mount, sysfd[i], "", AT_FDCWD, in,
-				    MOVE_MOUNT_F_EMPTY_PATH) < 0) {
-				sbx_err_errno(&e, "cannot mount '%s'", in);
-				child_exit(efd, &e);
-			}
+		if (lstat(in, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    syscall(SYS_move_mount, sysfd[i], "", AT_FDCWD, in, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+			sbx_err_errno(&e, "cannot mount '%s'", in);
+			child_exit(efd, &e);
 		}
 		close(sysfd[i]);
 	}
-	child_run(j, parent, efd);
+	/* the rest of a sandbox's namespaces, of the copy's own */
+	if (unshare(CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) <
+	    0) {
+		sbx_err_errno(&e, "cannot create the copy's namespaces");
+		child_exit(efd, &e);
+	}
+	work(j, false, efd);
 }
 
 static int write_proc(pid_t pid, const char *file, const char *text)
@@ -302,24 +345,42 @@ static int write_maps(pid_t pid, bool map_range)
 
 /* --- the parent ----------------------------------------------------------------------------- */
 
-static int run(const struct sbx_record *rec, const struct cp_job *j, struct sbx_err *err)
+static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *err)
 {
 	const char *label = rec->name ? rec->name : rec->id;
-	bool map_range = local_map_range_of(rec);
 	struct local_pids pids;
 	int pidfd = -1, rootfd = -1, efd[2], s1[2] = { -1, -1 }, s2[2] = { -1, -1 };
-	pid_t parent = getpid();
+	pid_t cli = getpid();
 
-	/* libarchive is loaded here, from the host's libraries, before any child moves */
+	/* everything the child needs from the host, before it moves: libarchive and its
+	 * libraries, the conversion tables, the filter, /dev/null */
 	if (sbx_archive_load(err) < 0)
 		return -1;
+	sbx_confine_prepare();
+	_cleanup_free_ char *bpfpath = xasprintf("%s/seccomp.bpf", rec->dir);
+	size_t bpf_len = 0;
+	_cleanup_free_ void *bpf = sbx_read_file(bpfpath, 1 << 20, &bpf_len);
+	if (!bpf || !bpf_len || bpf_len % 8)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no usable seccomp filter "
+				   "('%s'); remove it with 'sbx rm -f %s'", label, bpfpath, label);
+	_cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null_fd < 0)
+		return sbx_err_errno(err, "cannot open /dev/null");
+	j->bpf = bpf;
+	j->bpf_len = bpf_len;
+	j->null_fd = null_fd;
+	j->map_range = local_map_range_of(rec);
+	j->sbdir = rec->dir;
 	if (local_read_pids(rec->dir, &pids) == 0) {
 		pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
-		if (pidfd >= 0 && !local_alive(pids.init_pid, pids.init_start)) {
+		if (pidfd >= 0 && (!local_alive(pids.init_pid, pids.init_start) ||
+				   !local_alive(pids.sup_pid, pids.sup_start))) {
 			close(pidfd);
 			pidfd = -1;
 		}
 	}
+	/* a paused sandbox's cgroup would freeze the copy too */
+	j->join_cgroup = pidfd >= 0 && local_is_frozen(rec->dir, &pids) != 1;
 	if (pidfd < 0) {
 		char root[PATH_MAX];
 		snprintf(root, sizeof(root), "%s/root", rec->dir);
@@ -351,10 +412,10 @@ static int run(const struct sbx_record *rec, const struct cp_job *j, struct sbx_
 	if (pid == 0) {
 		close(efd[0]);
 		if (pidfd >= 0)
-			child_running(j, pidfd, pids.init_pid, map_range, parent, efd[1]);
+			child_running(j, rec, pidfd, pids.init_pid, cli, efd[1]);
 		close(s1[0]);
 		close(s2[1]);
-		child_stopped(j, rootfd, s2[0], s1[1], map_range, parent, efd[1]);
+		child_stopped(j, rootfd, s2[0], s1[1], cli, efd[1]);
 	}
 	close(efd[1]);
 	if (pidfd >= 0)
@@ -368,7 +429,7 @@ static int run(const struct sbx_record *rec, const struct cp_job *j, struct sbx_
 		do
 			n = read(s1[0], &c, 1);
 		while (n < 0 && errno == EINTR);
-		if (n == 1 && write_maps(pid, map_range) < 0) {
+		if (n == 1 && write_maps(pid, j->map_range) < 0) {
 			sbx_err_errno(err, "cannot write the id maps of the copy process");
 			kill(pid, SIGKILL);
 			(void)waitpid(pid, NULL, 0);

@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <termios.h>
 
+#include "core/confine.h"
 #include "core/json.h"
 #include "core/test-hook.h"
 
@@ -26,9 +28,6 @@
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
-
-#define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | \
-		CLONE_NEWIPC | CLONE_NEWCGROUP)
 
 static const char default_path[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -243,79 +242,128 @@ static int resolve_user(const char *spec, const char *label, struct user *u, str
 	return 0;
 }
 
-/* --- joining ----------------------------------------------------------------------------- */
+/* --- the exec trampoline ------------------------------------------------------------------ */
 
-static int join(const struct sbx_record *rec, const struct local_pids *pids, int pidfd,
-		const char *label, struct sbx_err *err)
+/* providers/trampoline/exec.c, built by the Makefile and embedded here: the command is started
+ * by that small program, run from a sealed memfd, so the process that executes the sandbox's
+ * file is never the sbx binary (a sandbox making something resolve to /proc/self/exe reaches
+ * only the sealed copy: CVE-2019-5736) */
+#ifdef SBX_TRAMPOLINE
+__asm__(".section .rodata\n.balign 16\nsbx_tramp_start:\n.incbin \"" SBX_TRAMPOLINE "\"\n"
+	"sbx_tramp_end:\n.previous\n");
+#else
+__asm__(".section .rodata\nsbx_tramp_start:\nsbx_tramp_end:\n.previous\n");
+#endif
+extern const unsigned char sbx_tramp_start[] __attribute__((visibility("hidden")));
+extern const unsigned char sbx_tramp_end[] __attribute__((visibility("hidden")));
+
+#ifndef MFD_EXEC
+#define MFD_EXEC 0x0010U
+#endif
+#ifndef F_SEAL_EXEC
+#define F_SEAL_EXEC 0x0020
+#endif
+
+/* the trampoline in a sealed memfd; -1 when none can be had (Landlock stands in then) */
+static int trampoline_fd(void)
 {
-	/* --net host: the sandbox shares our network namespace, which we may not re-enter */
-	const char *mode = sbx_json_str(json_object_get(rec->options, "net"), "mode");
-	bool host_net = mode && streq(mode, "host");
-	if (setns(pidfd, host_net ? NS_ALL & ~CLONE_NEWNET : NS_ALL) == 0)
-		return 0;
-	/* kernels before 5.8: one namespace at a time */
-	static const struct { const char *n; int f; } ns[] = {
-		{ "user", CLONE_NEWUSER }, { "mnt", CLONE_NEWNS }, { "pid", CLONE_NEWPID },
-		{ "net", CLONE_NEWNET },  { "uts", CLONE_NEWUTS }, { "ipc", CLONE_NEWIPC },
-		{ "cgroup", CLONE_NEWCGROUP },
-	};
-	int fds[ARRAY_SIZE(ns)];
-	int r = 0;
-	for (size_t k = 0; k < ARRAY_SIZE(ns); k++) {
-		char p[64];
-		snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)pids->init_pid, ns[k].n);
-		fds[k] = open(p, O_RDONLY | O_CLOEXEC);
+	size_t n = (size_t)(sbx_tramp_end - sbx_tramp_start);
+	const unsigned seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
+
+	if (!n)
+		return -1;
+	int fd = memfd_create("sbx-exec", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+	if (fd < 0 && errno == EINVAL) /* kernels before 6.3 know no MFD_EXEC */
+		fd = memfd_create("sbx-exec", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -1;
+	if (sbx_write_all(fd, sbx_tramp_start, n) < 0 ||
+	    (fcntl(fd, F_ADD_SEALS, seals | F_SEAL_EXEC | F_SEAL_SEAL) < 0 &&
+	     fcntl(fd, F_ADD_SEALS, seals | F_SEAL_SEAL) < 0)) {
+		close(fd);
+		return -1;
 	}
-	for (size_t k = 0; k < ARRAY_SIZE(ns) && r == 0; k++)
-		if (!(host_net && ns[k].f == CLONE_NEWNET) &&
-		    (fds[k] < 0 || setns(fds[k], ns[k].f) < 0))
-			r = sbx_err_errno(err, "cannot join sandbox '%s' (%s namespace)", label,
-					  ns[k].n);
-	for (size_t k = 0; k < ARRAY_SIZE(ns); k++)
-		if (fds[k] >= 0)
-			close(fds[k]);
-	return r;
+	return fd;
 }
 
+_Static_assert(sizeof(struct exec_msg) == 16, "the trampoline writes the same message");
+
+/* everything the child needs between fork and exec */
+struct child_setup {
+	const struct sbx_exec_opts *o;
+	char **env;
+	const char *workdir;
+	const struct user *u;
+	bool map_range;
+	const void *bpf;
+	size_t bpf_len;
+	int fd[3];		/* what becomes 0, 1 and 2 (-1: the caller's own, not a terminal) */
+	int tty_fd;		/* -t: the pty's other side, for all three */
+	int report;		/* the exec_msg pipe */
+	int tramp_fd;		/* the sealed trampoline (-1: none) */
+};
+
 /* in the child: everything between fork and exec */
-static _noreturn_ void run_child(const struct sbx_exec_opts *o, char **env, const char *workdir,
-				 const struct user *u, bool map_range, const void *bpf,
-				 size_t bpf_len, int in_fd, int out_fd, int tty_fd, int report)
+static _noreturn_ void run_child(const struct child_setup *c)
 {
 	static const int dfl[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM,
 				   SIGPIPE, SIGWINCH, SIGCHLD };
+	const struct sbx_exec_opts *o = c->o;
+	int report = c->report;
+
 	for (size_t k = 0; k < ARRAY_SIZE(dfl); k++)
 		signal(dfl[k], SIG_DFL);
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	setsid();
-	if (tty_fd >= 0) {
-		if (ioctl(tty_fd, TIOCSCTTY, 0) < 0)
+	if (c->tty_fd >= 0) {
+		if (ioctl(c->tty_fd, TIOCSCTTY, 0) < 0)
 			child_fail(report, STAGE_SETUP);
-		if (dup2(tty_fd, 0) < 0 || dup2(tty_fd, 1) < 0 || dup2(tty_fd, 2) < 0)
+		if (dup2(c->tty_fd, 0) < 0 || dup2(c->tty_fd, 1) < 0 || dup2(c->tty_fd, 2) < 0)
 			child_fail(report, STAGE_SETUP);
 	} else {
-		if (in_fd >= 0 && dup2(in_fd, 0) < 0)
-			child_fail(report, STAGE_SETUP);
-		if (out_fd >= 0 && (dup2(out_fd, 1) < 0 || dup2(out_fd, 2) < 0))
-			child_fail(report, STAGE_SETUP);
+		for (int k = 0; k < 3; k++)
+			if (c->fd[k] >= 0 && dup2(c->fd[k], k) < 0)
+				child_fail(report, STAGE_SETUP);
 	}
 	/* the caller's other descriptors stay outside */
 	syscall(SYS_close_range, 3, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */);
-	if (chdir(workdir) < 0)
+	if (chdir(c->workdir) < 0)
 		child_fail(report, STAGE_CHDIR);
-	if (local_caps_drop() < 0)
+	if (sbx_caps_drop() < 0)
 		child_fail(report, STAGE_SETUP);
-	if (u->uid != 0 || u->gid != 0) {
-		if (map_range && setgroups(1, &u->gid) < 0)
+	if (c->u->uid != 0 || c->u->gid != 0) {
+		if (c->map_range && setgroups(1, &c->u->gid) < 0)
 			child_fail(report, STAGE_USER);
-		if (setresgid(u->gid, u->gid, u->gid) < 0 || setresuid(u->uid, u->uid, u->uid) < 0)
+		if (setresgid(c->u->gid, c->u->gid, c->u->gid) < 0 ||
+		    setresuid(c->u->uid, c->u->uid, c->u->uid) < 0)
 			child_fail(report, STAGE_USER);
 	}
-	if (local_seccomp_install(bpf, bpf_len) < 0)
+	if (sbx_seccomp_install(c->bpf, c->bpf_len) < 0)
 		child_fail(report, STAGE_SETUP);
-	environ = env;
+	if (c->tramp_fd >= 0) {
+		size_t n = 0;
+		char num[16];
+		while (o->argv[n])
+			n++;
+		char **tv = xcalloc(n + 4, sizeof(char *));
+		snprintf(num, sizeof(num), "%d", report);
+		tv[0] = (char *)"sbx-exec";
+		tv[1] = num;
+		tv[2] = o->argv[0];
+		memcpy(tv + 3, o->argv, n * sizeof(char *));
+		/* the report pipe stays open into the trampoline, which closes it on success */
+		if (fcntl(report, F_SETFD, 0) == 0)
+			syscall(SYS_execveat, c->tramp_fd, "", tv, c->env, AT_EMPTY_PATH);
+		(void)fcntl(report, F_SETFD, FD_CLOEXEC);
+		child_fail(report, STAGE_SETUP);
+	}
+	/* no memfd that may be executed: Landlock lets nothing outside the sandbox's tree be
+	 * executed, /proc/self/exe included */
+	if (sbx_landlock_exec_root() != 0)
+		child_fail(report, STAGE_SETUP);
+	environ = c->env;
 	execvp(o->argv[0], o->argv);
 	child_fail(report, STAGE_EXEC);
 }
@@ -367,6 +415,185 @@ static void relay(int master, bool input)
 	}
 }
 
+/* --- a terminal without -t ---------------------------------------------------------------- */
+
+/* Without -t, a terminal of the caller's never enters the sandbox: a process left behind
+ * could read what is typed after sbx exec returned, or write to it. Each standard descriptor
+ * that is a terminal is relayed through a pipe instead (pipes and files still go straight
+ * through); the relay ends with the command, so a process left behind holds only a pipe
+ * nobody reads. */
+struct plain_relay {
+	int in_w;		/* our end of the command's stdin (-1: none) */
+	int out_r, err_r;	/* our ends of its stdout, stderr (-1: none) */
+	bool in_done;
+};
+
+static void set_nonblocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl >= 0)
+		(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static bool same_tty(int a, int b)
+{
+	struct stat sa, sb;
+
+	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_rdev == sb.st_rdev &&
+	       S_ISCHR(sa.st_mode) && S_ISCHR(sb.st_mode);
+}
+
+/* pipes for the terminals among 0-2; the child's ends go into fd[] */
+static int plain_relay_open(const struct sbx_exec_opts *o, struct plain_relay *r, int fd[3],
+			    int child_end[3], struct sbx_err *err)
+{
+	int p[2];
+
+	r->in_w = r->out_r = r->err_r = -1;
+	r->in_done = false;
+	if (o->tty || o->detach)
+		return 0;
+	if (o->interactive && isatty(0)) {
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return sbx_err_errno(err, "cannot create a pipe");
+		fd[0] = child_end[0] = p[0];
+		r->in_w = p[1];
+		set_nonblocking(r->in_w);
+	}
+	if (isatty(1)) {
+		if (pipe2(p, O_CLOEXEC) < 0)
+			return sbx_err_errno(err, "cannot create a pipe");
+		fd[1] = child_end[1] = p[1];
+		r->out_r = p[0];
+	}
+	if (isatty(2)) {
+		if (r->out_r >= 0 && same_tty(1, 2)) {
+			fd[2] = fd[1]; /* one pipe: the order of what both say is kept */
+		} else {
+			if (pipe2(p, O_CLOEXEC) < 0)
+				return sbx_err_errno(err, "cannot create a pipe");
+			fd[2] = child_end[2] = p[1];
+			r->err_r = p[0];
+		}
+	}
+	return 0;
+}
+
+static void plain_relay_close(struct plain_relay *r)
+{
+	int *fds[] = { &r->in_w, &r->out_r, &r->err_r };
+
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (*fds[i] >= 0) {
+			close(*fds[i]);
+			*fds[i] = -1;
+		}
+}
+
+static bool plain_relay_active(const struct plain_relay *r)
+{
+	return r->in_w >= 0 || r->out_r >= 0 || r->err_r >= 0;
+}
+
+/* one read from the pipe (it is readable), or with drain everything it holds now, to fd;
+ * false once it is closed or fd fails */
+static bool pump(int from, int to, bool drain)
+{
+	char buf[16384];
+
+	if (drain)
+		set_nonblocking(from);
+	for (;;) {
+		ssize_t n = read(from, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return true;
+		if (n <= 0)
+			return false;
+		if (sbx_write_all(to, buf, (size_t)n) < 0)
+			return false;
+		if (!drain)
+			return true;
+	}
+}
+
+/* until the command ends: the terminal's input to it, its output to the terminal; then what
+ * it left in the pipes, and nothing after */
+static void plain_relay_run(struct plain_relay *r, pid_t pid)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	char buf[4096];
+	size_t have = 0, off = 0;
+
+	while (pfd >= 0) {
+		struct pollfd p[5];
+		int np = 0, ip = -1, iw = -1, io = -1, ie = -1;
+		p[np++] = (struct pollfd){ .fd = pfd, .events = POLLIN };
+		if (r->in_w >= 0 && have == off && !r->in_done) {
+			ip = np;
+			p[np++] = (struct pollfd){ .fd = 0, .events = POLLIN };
+		}
+		if (r->in_w >= 0 && have > off) {
+			iw = np;
+			p[np++] = (struct pollfd){ .fd = r->in_w, .events = POLLOUT };
+		}
+		if (r->out_r >= 0) {
+			io = np;
+			p[np++] = (struct pollfd){ .fd = r->out_r, .events = POLLIN };
+		}
+		if (r->err_r >= 0) {
+			ie = np;
+			p[np++] = (struct pollfd){ .fd = r->err_r, .events = POLLIN };
+		}
+		if (poll(p, (nfds_t)np, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (io >= 0 && p[io].revents && !pump(r->out_r, 1, false)) {
+			close(r->out_r);
+			r->out_r = -1;
+		}
+		if (ie >= 0 && p[ie].revents && !pump(r->err_r, 2, false)) {
+			close(r->err_r);
+			r->err_r = -1;
+		}
+		if (ip >= 0 && p[ip].revents) {
+			ssize_t n = read(0, buf, sizeof(buf));
+			if (n > 0) {
+				have = (size_t)n;
+				off = 0;
+			} else if (n == 0 || errno != EINTR) {
+				r->in_done = true; /* ^D: the command sees the end of its input */
+				close(r->in_w);
+				r->in_w = -1;
+			}
+		}
+		if (iw >= 0 && p[iw].revents) {
+			ssize_t n = write(r->in_w, buf + off, have - off);
+			if (n > 0)
+				off += (size_t)n;
+			else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+				close(r->in_w);
+				r->in_w = -1;
+			}
+			if (off == have)
+				have = off = 0;
+		}
+		if (p[0].revents)
+			break; /* the command ended */
+	}
+	if (pfd >= 0)
+		close(pfd);
+	if (r->out_r >= 0)
+		(void)pump(r->out_r, 1, true);
+	if (r->err_r >= 0)
+		(void)pump(r->err_r, 2, true);
+	plain_relay_close(r);
+}
+
 int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	       int *ret_status, struct sbx_err *err)
 {
@@ -382,13 +609,18 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	if (lk < 0)
 		return -1;
 	_cleanup_close_ int pidfd = -1;
+	errno = 0;
 	if (local_read_pids(rec->dir, &pids) == 0)
 		pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
 	if (pidfd < 0 || !local_alive(pids.init_pid, pids.init_start) ||
-	    !local_alive(pids.sup_pid, pids.sup_start))
+	    !local_alive(pids.sup_pid, pids.sup_start)) {
+		/* out of descriptors, sbx cannot tell: it never calls a running sandbox stopped */
+		if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
+			return sbx_err_errno(err, "cannot look at sandbox '%s'", label);
 		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; run 'sbx resume %s'",
 				   label, rec->state == SBX_STATE_RELEASED ? "released" : "stopped",
 				   label);
+	}
 	if (local_is_frozen(rec->dir, &pids) == 1)
 		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is paused; run 'sbx resume %s'",
 				   label, label);
@@ -433,7 +665,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	/* the command's cgroups are the sandbox's: its limits, its freezer */
 	if (local_cgroup_enter(rec->dir, getpid()) < 0)
 		return sbx_err_errno(err, "cannot join the cgroup of sandbox '%s'", label);
-	if (join(rec, &pids, pidfd, label, err) < 0)
+	if (local_join(rec, pids.init_pid, pidfd, err) < 0)
 		return -1;
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if ((map_range && setgroups(0, NULL) < 0) || setresgid(0, 0, 0) < 0 ||
@@ -493,11 +725,24 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 			(void)ioctl(master, TIOCSWINSZ, &ws);
 	}
 
+	/* the command's standard descriptors: the caller's, but never a terminal without -t */
+	struct plain_relay pr;
+	int child_end[3] = { -1, -1, -1 };
+	struct child_setup cs = { .o = o, .workdir = workdir, .u = &u, .map_range = map_range,
+				  .bpf = bpf, .bpf_len = bpf_len, .fd = { nullfd, logfd, logfd },
+				  .tty_fd = slave };
+	if (plain_relay_open(o, &pr, cs.fd, child_end, err) < 0) {
+		sbx_strv_free(env);
+		return -1;
+	}
+	cs.tramp_fd = trampoline_fd();
 	int ep[2];
 	if (pipe2(ep, O_CLOEXEC) < 0) {
 		sbx_strv_free(env);
 		return sbx_err_errno(err, "cannot create a pipe");
 	}
+	cs.env = env;
+	cs.report = ep[1];
 	static const int fwd[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
 	struct sigaction sa = { .sa_handler = o->tty ? restore_and_forward : forward_signal };
 	sigemptyset(&sa.sa_mask);
@@ -533,14 +778,18 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 				(void)!write(ep[1], &m, sizeof(m));
 				_exit(0);
 			}
-			run_child(o, env, workdir, &u, map_range, bpf, bpf_len, nullfd, logfd, -1,
-				  ep[1]);
+			run_child(&cs);
 		}
-		run_child(o, env, workdir, &u, map_range, bpf, bpf_len, nullfd, -1, slave, ep[1]);
+		run_child(&cs);
 	}
 	child_pid = pid;
 	close(ep[1]);
 	close(TAKE_FD(lk));
+	if (cs.tramp_fd >= 0)
+		close(cs.tramp_fd);
+	for (int k = 0; k < 3; k++)
+		if (child_end[k] >= 0)
+			close(child_end[k]);
 	if (slave >= 0) {
 		close(slave);
 		slave = -1;
@@ -578,6 +827,11 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		}
 		relay(master, o->interactive);
 		restore_tty();
+	}
+	if (plain_relay_active(&pr)) {
+		if (!failed)
+			plain_relay_run(&pr, pid);
+		plain_relay_close(&pr);
 	}
 
 	int st;

@@ -23,6 +23,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "core/confine.h"
 #include "core/store.h"
 #include "core/strbuf.h"
 #include "core/test-hook.h"
@@ -265,6 +266,10 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
 	if (read(sync_fd, &c, 1) != 1)
 		_exit(1); /* the supervisor went away */
+	/* init stays dumpable: exec joins its namespaces through it. What keeps the sandbox's
+	 * processes from /proc/1 (its exe is the sbx binary) is that init holds every
+	 * capability of the sandbox's user namespace and they hold fewer: the kernel lets no
+	 * process read or trace one with capabilities it lacks */
 	/* the supervisor has moved us into the sandbox's cgroups: that is our cgroup root now */
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		init_fail("cannot create the cgroup namespace");
@@ -381,7 +386,7 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	}
 	mkdir_p_inside(s->workdir);
 
-	if (local_seccomp_install(s->bpf, s->bpf_len) < 0)
+	if (sbx_seccomp_install(s->bpf, s->bpf_len) < 0)
 		init_fail("cannot install the seccomp filter");
 
 	sbx_test_hook("init-ready");
@@ -472,7 +477,6 @@ static void report(int fd, struct local_report *r)
 		kill(r->pids.init_pid, SIGKILL);
 		_exit(1);
 	}
-	close(fd);
 }
 
 static _noreturn_ _printf_(3, 4) void sup_fail(int report_fd, pid_t init, const char *fmt, ...)
@@ -489,6 +493,7 @@ static _noreturn_ _printf_(3, 4) void sup_fail(int report_fd, pid_t init, const 
 	if (init > 0)
 		kill(init, SIGKILL);
 	report(report_fd, &r);
+	close(report_fd);
 	_exit(1);
 }
 
@@ -521,6 +526,7 @@ static long long idle_timeout(const struct local_setup *s, pid_t init)
 		kill(init, SIGKILL);
 		while (waitpid(init, NULL, 0) < 0 && errno == EINTR)
 			;
+		local_cgroup_leave(getpid());
 		local_cgroup_remove(s->dir);
 		(void)sbx_store_remove(&st, s->id, rec->name, &err);
 		sbx_record_free(rec);
@@ -612,6 +618,9 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync_p) < 0 ||
 	    pipe2(ready_p, O_CLOEXEC) < 0)
 		sup_fail(report_fd, 0, "cannot create pipes");
+	/* its work for the sandbox is the sandbox's: charged to its memory, pids and CPU */
+	if (local_cgroup_enter_supervisor(s->dir, getpid()) < 0)
+		sup_fail(report_fd, 0, "cannot move the supervisor into the sandbox's cgroup");
 
 	pid_t sup = getpid();
 	/* the cgroup namespace comes later: init makes it once it is in the sandbox's cgroups */
@@ -643,6 +652,9 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 
 	if (write_maps(s, pid) < 0)
 		sup_fail(report_fd, pid, "cannot write the user namespace's id maps");
+	/* not before: the maps of a child are written through its /proc files, which a process
+	 * that cannot be dumped (and its child) own as root */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (local_cgroup_enter(s->dir, pid) < 0)
 		sup_fail(report_fd, pid, "cannot move the sandbox into its cgroup");
 	/* run by root, volumes are id-mapped through the sandbox's user namespace, so what host
@@ -688,15 +700,6 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	r.pids.sup_pid = sup;
 	if (local_starttime(pid, &r.pids.init_start) < 0 || local_starttime(sup, &r.pids.sup_start) < 0)
 		sup_fail(report_fd, pid, "cannot read process start times");
-	char text[128];
-	snprintf(text, sizeof(text), "%d %llu %d %llu\n", (int)pid, r.pids.init_start, (int)sup,
-		 r.pids.sup_start);
-	snprintf(p, sizeof(p), "%s/pids", s->dir);
-	struct sbx_err err = { 0 };
-	if (sbx_write_atomic(p, text, strlen(text), false, &err) < 0) {
-		errno = 0;
-		sup_fail(report_fd, pid, "%s", err.msg);
-	}
 	/* the egress proxy and forwarders listen before anyone can exec */
 	char nmsg[300];
 	struct local_net *net = local_net_start(s, sync_p[1], nmsg, sizeof(nmsg));
@@ -705,7 +708,30 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 		sup_fail(report_fd, pid, "%s", nmsg);
 	}
 	sbx_test_hook("supervisor-ready");
+	/* the CLI takes the sandbox only once it has the report and says so: until then, a CLI
+	 * that dies takes the sandbox down with it, before anything of it looks running (the
+	 * pids file is what says a sandbox runs) */
 	report(report_fd, &r);
+	char ack;
+	ssize_t an;
+	do
+		an = read(report_fd, &ack, 1);
+	while (an < 0 && errno == EINTR);
+	if (an != 1) {
+		kill(pid, SIGKILL);
+		_exit(1);
+	}
+	char text[128];
+	snprintf(text, sizeof(text), "%d %llu %d %llu\n", (int)pid, r.pids.init_start, (int)sup,
+		 r.pids.sup_start);
+	snprintf(p, sizeof(p), "%s/pids", s->dir);
+	struct sbx_err err = { 0 };
+	if (sbx_write_atomic(p, text, strlen(text), false, &err) < 0) {
+		kill(pid, SIGKILL);
+		_exit(1); /* the CLI sees no 'done' and reports */
+	}
+	(void)sbx_write_all(report_fd, "", 1);
+	close(report_fd);
 
 	hold(s, pid, net);
 }

@@ -10,12 +10,14 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 
+#include "core/confine.h"
 #include "core/digest.h"
 #include "core/image.h"
 #include "core/json.h"
@@ -32,19 +34,6 @@ _Static_assert(SBX_IMAGE_ID_SHIFT == LOCAL_UID_BASE, "image layers are owned in 
 
 #define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | \
 		CLONE_NEWIPC | CLONE_NEWCGROUP)
-
-/* the cached seccomp filter is keyed by the build that compiled it */
-#ifdef SBX_VERSION
-#define SBX_VERSION_STR SBX_VERSION
-#else
-#define SBX_VERSION_STR "dev"
-#endif
-#ifdef SBX_COMMIT
-#define SBX_COMMIT_STR SBX_COMMIT
-#else
-#define SBX_COMMIT_STR "unknown"
-#endif
-
 
 int local_starttime(pid_t pid, unsigned long long *ret)
 {
@@ -121,6 +110,45 @@ int local_read_pids(const char *dir, struct local_pids *ret)
 	ret->init_pid = ip;
 	ret->sup_pid = sp;
 	return 0;
+}
+
+bool local_net_host(const struct sbx_record *rec)
+{
+	const char *mode = sbx_json_str(json_object_get(rec->options, "net"), "mode");
+
+	return mode && streq(mode, "host");
+}
+
+int local_join(const struct sbx_record *rec, pid_t init_pid, int pidfd, struct sbx_err *err)
+{
+	const char *label = rec->name ? rec->name : rec->id;
+	/* --net host: the sandbox shares our network namespace, which we may not re-enter */
+	bool host_net = local_net_host(rec);
+
+	if (setns(pidfd, host_net ? NS_ALL & ~CLONE_NEWNET : NS_ALL) == 0)
+		return 0;
+	/* kernels before 5.8: one namespace at a time */
+	static const struct { const char *n; int f; } ns[] = {
+		{ "user", CLONE_NEWUSER }, { "mnt", CLONE_NEWNS }, { "pid", CLONE_NEWPID },
+		{ "net", CLONE_NEWNET },  { "uts", CLONE_NEWUTS }, { "ipc", CLONE_NEWIPC },
+		{ "cgroup", CLONE_NEWCGROUP },
+	};
+	int fds[ARRAY_SIZE(ns)];
+	int r = 0;
+	for (size_t k = 0; k < ARRAY_SIZE(ns); k++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)init_pid, ns[k].n);
+		fds[k] = open(p, O_RDONLY | O_CLOEXEC);
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(ns) && r == 0; k++)
+		if (!(host_net && ns[k].f == CLONE_NEWNET) &&
+		    (fds[k] < 0 || setns(fds[k], ns[k].f) < 0))
+			r = sbx_err_errno(err, "cannot join sandbox '%s' (%s namespace)", label,
+					  ns[k].n);
+	for (size_t k = 0; k < ARRAY_SIZE(ns); k++)
+		if (fds[k] >= 0)
+			close(fds[k]);
+	return r;
 }
 
 /* --- create -------------------------------------------------------------------------------- */
@@ -339,8 +367,8 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	sbx_test_hook("boot-cgroups");
 
 	int rp[2];
-	if (pipe2(rp, O_CLOEXEC) < 0)
-		return sbx_err_errno(err, "cannot create a pipe");
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rp) < 0)
+		return sbx_err_errno(err, "cannot create a socket pair");
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0) {
@@ -364,16 +392,30 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 			break;
 		got += (size_t)n;
 	}
-	close(rp[0]);
 	/* the supervisor is detached (setsid); reap the intermediate only if it already died */
 	(void)waitpid(pid, NULL, WNOHANG);
-	if (got != sizeof(r))
+	if (got != sizeof(r)) {
+		close(rp[0]);
 		return sbx_err_set(err, SBX_E_SYSTEM,
 				   "cannot start sandbox: its supervisor exited during set-up");
+	}
 	if (!r.ok) {
+		close(rp[0]);
 		r.msg[sizeof(r.msg) - 1] = 0;
 		return sbx_err_set(err, SBX_E_SYSTEM, "cannot start sandbox: %s", r.msg);
 	}
+	sbx_test_hook("boot-reported");
+	/* ours now: the supervisor writes the pids file and says 'done' */
+	char done;
+	ssize_t dn = -1;
+	if (send(rp[0], "", 1, MSG_NOSIGNAL) == 1)
+		do
+			dn = read(rp[0], &done, 1);
+		while (dn < 0 && errno == EINTR);
+	close(rp[0]);
+	if (dn != 1)
+		return sbx_err_set(err, SBX_E_SYSTEM, "cannot start sandbox: its supervisor could "
+				   "not record it ('%s/pids')", rec->dir);
 	json_t *x = rec->extra && json_is_object(rec->extra) ? json_incref(rec->extra) : json_object();
 	json_object_set_new(x, "init_pid", json_integer(r.pids.init_pid));
 	json_object_set_new(x, "supervisor_pid", json_integer(r.pids.sup_pid));
@@ -419,17 +461,9 @@ static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, st
 						     "layers"));
 	if (prepare_root(rec->dir, &s, err) < 0)
 		return -1;
-	/* the filter is the same for every sandbox of this sbx: compile it once per version */
-	_cleanup_free_ char *cache = xasprintf("%s/seccomp-%s-%s.bpf", ctx->store.root, SBX_VERSION_STR, SBX_COMMIT_STR);
-	bpf = sbx_read_file(cache, 1 << 20, &bpf_len);
-	if (!bpf || !bpf_len || bpf_len % 8) {
-		free(bpf);
-		bpf = NULL;
-		if (local_seccomp_build(&bpf, &bpf_len, err) < 0)
-			return -1;
-		struct sbx_err ignored = { 0 };
-		(void)sbx_write_atomic(cache, bpf, bpf_len, false, &ignored);
-	}
+	/* the filter is the same for every sandbox of this sbx: compiled once per build */
+	if (sbx_seccomp_cached(ctx->store.root, &bpf, &bpf_len, err) < 0)
+		return -1;
 	s.bpf = bpf;
 	s.bpf_len = bpf_len;
 	{
@@ -505,10 +539,28 @@ static size_t ns_members(pid_t init, pid_t **ret)
 	return n;
 }
 
+/* a SIGSTOP waits to be taken (pending to the process or its thread) */
+static bool stop_pending(pid_t pid)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	_cleanup_free_ char *t = sbx_read_file(p, 1 << 16, NULL);
+	static const char *const keys[] = { "\nSigPnd:", "\nShdPnd:" };
+
+	for (size_t k = 0; t && k < ARRAY_SIZE(keys); k++) {
+		const char *s = strstr(t, keys[k]);
+		if (s && (strtoull(s + strlen(keys[k]), NULL, 16) >> (SIGSTOP - 1)) & 1)
+			return true;
+	}
+	return false;
+}
+
 /* SIGSTOP (or SIGCONT) to every process of the pid namespace until each is stopped: new ones
  * forked meanwhile are caught on the next round. A process stops only once it runs again (one
- * in uninterruptible sleep, or starved of CPU on a loaded host, takes its time), so the wait is
- * bounded by time, not by a count of rounds. */
+ * starved of CPU on a loaded host takes its time), so the wait is bounded by time, not by a
+ * count of rounds. A process in uninterruptible sleep with the SIGSTOP pending runs no code of
+ * its own before it stops, and counts as stopped: one waiting in vfork for a child that was
+ * stopped before its exec would never wake to take it. */
 static int signal_all(pid_t init, bool stop, struct sbx_err *err)
 {
 	long long deadline = sbx_now_ms() + 10000;
@@ -522,6 +574,8 @@ static int signal_all(pid_t init, bool stop, struct sbx_err *err)
 			if (stop && (st == 'T' || st == 't' || st == 'Z' || st == 'X' || !st))
 				continue;
 			(void)kill(v[i], stop ? SIGSTOP : SIGCONT);
+			if (stop && st == 'D' && stop_pending(v[i]))
+				continue;
 			busy++;
 		}
 		free(v);
@@ -680,6 +734,11 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 		if (kill_checked(pids.init_pid, pids.init_start, "init", label, err) < 0)
 			return -1;
 		sbx_test_hook("rm-killed");
+		/* init's parent, the supervisor, reaps it and leaves on its own: killed first, it
+		 * would leave init a zombie for the host's PID 1, which may never reap it */
+		if (signal_checked(pids.sup_pid, pids.sup_start, 0, 2000, "supervisor", label,
+				   err) < 0)
+			return -1;
 		if (kill_checked(pids.sup_pid, pids.sup_start, "supervisor", label, err) < 0)
 			return -1;
 	}

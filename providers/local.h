@@ -1,4 +1,12 @@
-/* Local provider internals shared by local.c, local-init.c and local-seccomp.c. */
+/* Local provider internals. Which file runs in which process:
+ *   local.c         the CLI: create, state by looking, pause, resume, rm; shared state helpers
+ *   local-exec.c    the CLI, then its child in the sandbox: exec (the command starts through
+ *                   trampoline/exec.c, a static program run from a sealed memfd)
+ *   local-cp.c      the CLI, then a confined child in (or around) the sandbox: cp
+ *   local-cgroup.c  any of them: the sandbox's cgroups
+ *   local-init.c    the supervisor (host side) and init (PID 1 inside)
+ *   local-net.c     the supervisor: egress proxy, forwarders, previews; the CLI's preview side
+ * Confinement of helpers (seccomp, capabilities, Landlock) is core/confine.c's. */
 #ifndef SBX_PROVIDERS_LOCAL_H
 #define SBX_PROVIDERS_LOCAL_H
 
@@ -61,6 +69,11 @@ int local_read_pids(const char *dir, struct local_pids *ret);
 int local_alive(pid_t pid, unsigned long long start);
 /* did this sandbox map a range of ids (created by root), or only the caller's uid */
 bool local_map_range_of(const struct sbx_record *rec);
+/* --net host: the sandbox shares the host's network namespace */
+bool local_net_host(const struct sbx_record *rec);
+/* setns into every namespace of the running sandbox whose init is init_pid (pidfd on it);
+ * the network namespace too, unless it is the host's */
+int local_join(const struct sbx_record *rec, pid_t init_pid, int pidfd, struct sbx_err *err);
 
 /* the state of a process from /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 when gone */
 char local_proc_state(pid_t pid);
@@ -81,8 +94,12 @@ int local_is_frozen(const char *dir, const struct local_pids *pids);
 /* cgroups (local-cgroup.c): the sandbox's directories are listed in DIR/cgroups */
 int local_cgroup_setup(const char *sbdir, const char *id, const struct local_limits *lim,
 		       struct sbx_err *err);
-/* moves pid into every cgroup of the sandbox; -1 with errno */
+/* moves pid into every cgroup of the sandbox's processes; -1 with errno */
 int local_cgroup_enter(const char *sbdir, pid_t pid);
+/* moves pid (the supervisor) into the sandbox's cgroups beside them, but the freezer's */
+int local_cgroup_enter_supervisor(const char *sbdir, pid_t pid);
+/* the supervisor, about to remove its sandbox's cgroups, goes back where it came from */
+void local_cgroup_leave(pid_t pid);
 bool local_cgroup_can_freeze(const char *sbdir);
 int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err);
 /* 1 frozen (or freezing), 0 not, -1 no freezer */
@@ -139,11 +156,5 @@ int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, c
 int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
 		 const struct sbx_cp_opts *opts, struct sbx_err *err);
 
-/* seccomp profile as raw BPF, exported with libseccomp */
-int local_seccomp_build(void **ret_bpf, size_t *ret_len, struct sbx_err *err);
-/* installs a raw BPF filter (no_new_privs first); -1 with errno */
-int local_seccomp_install(const void *bpf, size_t len);
-/* cuts capabilities to docker's default set; -1 with errno */
-int local_caps_drop(void);
 
 #endif

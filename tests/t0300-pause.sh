@@ -138,7 +138,7 @@ if [ -w /sys/fs/cgroup/freezer/cgroup.procs ]; then
 	test_expect_success 'the v1 freezer (a host without cgroup v2): pause, exec refused, resume, rm -f' '
 		id=$(SBX_TEST_CGROUP_V1_ONLY=1 "$SBX" create --name v1) &&
 		! grep -q "^v2 " "$SBX_HOME/sandboxes/$id/cgroups" &&
-		fz=$(awk "\$1 == \"freezer\" { print \$2 }" "$SBX_HOME/sandboxes/$id/cgroups") &&
+		fz=$(awk "\$1 == \"freezer\" { print \$2 \"/sandbox\" }" "$SBX_HOME/sandboxes/$id/cgroups") &&
 		sbx exec -d v1 sh -c "while :; do :; done" >/dev/null &&
 		sbx pause v1 >/dev/null && test "$(cat "$fz/freezer.state")" = FROZEN &&
 		test "$(sb_state v1)" = paused &&
@@ -157,8 +157,8 @@ if [ -w /sys/fs/cgroup/freezer/cgroup.procs ] && awk '$3 == "cgroup2" { f = 1 } 
 	test_expect_success 'hybrid: a pause that fell back to the v1 freezer is undone by resume' '
 		id=$(sbx create --name hy) &&
 		grep -q "^v2 " "$SBX_HOME/sandboxes/$id/cgroups" &&
-		fz=$(awk "\$1 == \"freezer\" { print \$2 }" "$SBX_HOME/sandboxes/$id/cgroups") &&
-		test -n "$fz" &&
+		fz=$(awk "\$1 == \"freezer\" { print \$2 \"/sandbox\" }" "$SBX_HOME/sandboxes/$id/cgroups") &&
+		test -d "$fz" &&
 		: "what a pause leaves when cgroup.freeze does not settle in time" &&
 		echo FROZEN >"$fz/freezer.state" && test "$(sb_state hy)" = paused &&
 		sbx resume hy >/dev/null && test "$(cat "$fz/freezer.state")" = THAWED &&

@@ -104,8 +104,10 @@ test_expect_success 'simulated reboot: every process killed, cgroups gone; all s
 	wait_state r1 stopped && wait_state r2 stopped &&
 	for id in $(ls "$SBX_HOME/sandboxes"); do
 		while read -r role dir; do
-			i=0; while [ -d "$dir" ] && ! rmdir "$dir" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
-			test ! -d "$dir" || exit 1
+			for d in "$dir/sandbox" "$dir/supervisor" "$dir"; do
+				i=0; while [ -d "$d" ] && ! rmdir "$d" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
+				test ! -d "$d" || exit 1
+			done
 		done <"$SBX_HOME/sandboxes/$id/cgroups"
 	done &&
 	sbx ls >out && test "$(grep -c " stopped " out)" = 2 &&

@@ -1,0 +1,73 @@
+/* Confinement of sbx's own processes that touch sandbox content: seccomp, capabilities,
+ * Landlock, no-exec mount views, and a jail for the helpers that run on the host's side. */
+#ifndef SBX_CORE_CONFINE_H
+#define SBX_CORE_CONFINE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "core/err.h"
+
+/* the default seccomp profile (docker's default as the reference), as raw BPF */
+int sbx_seccomp_build(void **ret_bpf, size_t *ret_len, struct sbx_err *err);
+/* the same, compiled once per build of sbx and kept under store_root */
+int sbx_seccomp_cached(const char *store_root, void **ret_bpf, size_t *ret_len,
+		       struct sbx_err *err);
+/* installs a raw BPF filter (no_new_privs first); -1 with errno */
+int sbx_seccomp_install(const void *bpf, size_t len);
+/* cuts capabilities (bounding, permitted, effective, ambient) to docker's default set */
+int sbx_caps_drop(void);
+
+/* Landlock: no file of any kind may be opened, executed, made or removed outside the tree of
+ * the process's root ('/'), so a magic link of /proc that leads to the host (/proc/self/exe,
+ * a descriptor of another process) leads nowhere. 0; 1 when the kernel has no Landlock (the
+ * other layers still hold); -1 with errno */
+int sbx_landlock_root(void);
+
+/* Landlock for a command whose exec cannot go through sbx's sealed trampoline: nothing outside
+ * the tree of '/' may be executed (only execution is restricted). 0; 1 without Landlock; -1 */
+int sbx_landlock_exec_root(void);
+
+/* to call before a process joins a sandbox: whatever glibc would read once and keep (the
+ * charset conversion table libarchive's name conversions use) is read now, from the host's
+ * files, never from the sandbox's */
+void sbx_confine_prepare(void);
+
+/* every mount of the process's mount namespace becomes noexec, nosuid and nodev: no code can be
+ * mapped from the files it sees (a library, a conversion module, a program). With private set,
+ * the process first gets a copy of its mount namespace of its own, so the sandbox's own mounts
+ * are untouched. -1 with err */
+int sbx_confine_noexec(bool private, struct sbx_err *err);
+
+/* the last steps of a helper, in this order: an empty environment, no descriptor but keep[]
+ * (0-2 not kept become null_fd, /dev/null opened on the host), capabilities cut,
+ * no_new_privs, Landlock on '/', the seccomp filter (bpf, len) */
+int sbx_confine_finish(const int *keep, size_t n_keep, int null_fd, const void *bpf,
+		       size_t bpf_len, struct sbx_err *err);
+
+/* A jail for work done on the host's side over content a sandbox, a registry or a provider
+ * chose (a tar to unpack): the work runs in a child in new user, mount, pid, net, ipc, uts and
+ * cgroup namespaces, whose '/' is a small tmpfs holding only the given trees, each at its own
+ * absolute path (so paths and messages stay the host's), everything noexec, then
+ * sbx_confine_finish. Run by root, the user namespace maps every id to itself; otherwise the
+ * caller's uid and gid to 0. */
+struct sbx_jail_tree {
+	const char *path;	/* an existing directory, absolute */
+	bool ro;
+};
+
+struct sbx_jail {
+	const struct sbx_jail_tree *trees;
+	size_t n_trees;
+	const char *cwd;	/* where the work starts (NULL: '/') */
+	const char *store_root;	/* where the seccomp filter is cached */
+	const int *keep;	/* descriptors the work uses */
+	size_t n_keep;
+	const char *what;	/* for messages: "unpacking the layer" */
+};
+
+/* runs fn(arg, err) in the jail and waits for it: fn's outcome, or the jail's failure */
+int sbx_jail_run(const struct sbx_jail *j, int (*fn)(void *arg, struct sbx_err *err), void *arg,
+		 struct sbx_err *err);
+
+#endif
