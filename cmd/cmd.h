@@ -71,7 +71,7 @@ enum {
 	OPT_NAME = 1000, OPT_ENV_FILE, OPT_LABEL, OPT_JSON, OPT_PROVIDER, OPT_TIMEOUT, OPT_FORCE,
 	OPT_CPUS, OPT_MEMORY, OPT_PIDS_LIMIT, OPT_TTL, OPT_TTL_ACTION, OPT_RESUME,
 	OPT_NET, OPT_NET_PRESET, OPT_ADD_HOST, OPT_HOST_PORT, OPT_EGRESS, OPT_PUBLIC, OPT_RM,
-	OPT_IMAGE, OPT_PLATFORM, OPT_INSECURE, OPT_ROOTFS,
+	OPT_IMAGE, OPT_PLATFORM, OPT_INSECURE, OPT_ROOTFS, OPT_DISK,
 	OPT_HELP = 'h',
 };
 #define CREATE_LONGOPTS                                                         \
@@ -85,6 +85,7 @@ enum {
 	{ "cpus", required_argument, NULL, OPT_CPUS },                          \
 	{ "memory", required_argument, NULL, OPT_MEMORY },                      \
 	{ "pids-limit", required_argument, NULL, OPT_PIDS_LIMIT },              \
+	{ "disk", required_argument, NULL, OPT_DISK },                          \
 	{ "ttl", required_argument, NULL, OPT_TTL },                            \
 	{ "ttl-action", required_argument, NULL, OPT_TTL_ACTION },              \
 	{ "net", required_argument, NULL, OPT_NET },                            \

@@ -143,6 +143,12 @@ int create_parse_opt(struct create_args *a, int c, const char *arg, const char *
 			return cmd_usage_error(cmd, "invalid --pids-limit '%s': a number of "
 					       "processes, at least 1", arg), -1;
 		return 1;
+	case OPT_DISK:
+		a->o.disk = sbx_parse_bytes(arg);
+		if (a->o.disk < 16 * 1024 * 1024)
+			return cmd_usage_error(cmd, "invalid --disk '%s': a size of at least 16m, such "
+					       "as 512m or 10g", arg), -1;
+		return 1;
 	case OPT_TTL:
 		a->o.ttl_ms = sbx_parse_duration_ms(arg);
 		if (a->o.ttl_ms <= 0)

@@ -28,6 +28,7 @@ const struct sbx_command sbx_commands[] = {
 	  "      --cpus N           CPU quota, in CPUs (0.5: half of one)\n"
 	  "      --memory SIZE      memory limit (256m, 1g); past it the kernel kills inside\n"
 	  "      --pids-limit N     at most N processes\n"
+	  "      --disk SIZE        at most SIZE written (512m, 10g): a filesystem of its own\n"
 	  "      --ttl DUR          after DUR without exec, cp or preview traffic: pause\n"
 	  "      --ttl-action pause|rm\n"
 	  "                         what the idle timeout does (default pause)\n"

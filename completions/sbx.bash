@@ -3,7 +3,7 @@
 # Install as /usr/share/bash-completion/completions/sbx, or source it from ~/.bashrc.
 
 # options whose value is the next word
-_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user --cpus --memory --pids-limit --ttl --ttl-action --grace --net --net-preset --add-host --host-port --image --platform '
+_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user --cpus --memory --pids-limit --disk --ttl --ttl-action --grace --net --net-preset --add-host --host-port --image --platform '
 
 # the word at the cursor, with the pieces COMP_WORDBREAKS split off at ':' joined again
 # (tiny:1, localhost:5000/app:v2), into _sbx_word; the index of its first piece into _sbx_word_at

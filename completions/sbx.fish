@@ -4,7 +4,7 @@
 
 # options whose value is the next word
 set -g __sbx_value_opts -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user \
-    --cpus --memory --pids-limit --ttl --ttl-action --grace --net --net-preset --add-host --host-port \
+    --cpus --memory --pids-limit --disk --ttl --ttl-action --grace --net --net-preset --add-host --host-port \
     --image --platform
 
 # the command: the first word after 'sbx' that is not a global option

@@ -51,6 +51,8 @@ static json_t *options_json(const struct sbx_create_opts *o)
 		json_object_set_new(j, "cpu_millis", json_integer(o->cpu_millis));
 	if (o->pids_limit)
 		json_object_set_new(j, "pids_limit", json_integer(o->pids_limit));
+	if (o->disk)
+		json_object_set_new(j, "disk", json_integer(o->disk));
 	if (o->ttl_ms) {
 		json_object_set_new(j, "ttl_ms", json_integer(o->ttl_ms));
 		json_object_set_new(j, "ttl_action", json_string(o->ttl_action ? o->ttl_action

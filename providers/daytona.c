@@ -174,6 +174,8 @@ static int dt_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struc
 	if (o->memory)
 		json_object_set_new(body, "memory",
 				    json_integer((o->memory + (1LL << 30) - 1) >> 30));
+	if (o->disk)
+		json_object_set_new(body, "disk", json_integer((o->disk + (1LL << 30) - 1) >> 30));
 	if (o->net && streq(o->net, "none"))
 		json_object_set_new(body, "networkBlockAll", json_true());
 	if (o->ttl_ms) {

@@ -58,6 +58,7 @@ struct cp_job {
 	bool map_range;		/* the sandbox maps a range of ids (created by root) */
 	bool join_cgroup;	/* running and not paused: the copy is charged to the sandbox */
 	const char *sbdir;
+	int disk_fd;		/* stopped, with --disk: a mount of its disk (-1: none) */
 };
 
 static _noreturn_ void child_exit(int efd, const struct sbx_err *err)
@@ -166,7 +167,9 @@ static int *sandbox_trees(const struct cp_job *j, int rootfd, int efd)
 	int *fds = xcalloc(j->n_layers + 1, sizeof(int));
 
 	for (size_t i = 0; i <= j->n_layers; i++) {
-		if (!j->n_layers)
+		if (i == j->n_layers && j->disk_fd >= 0)
+			fds[i] = j->disk_fd; /* the disk is root/, or fs/ with an image */
+		else if (!j->n_layers)
 			fds[i] = detach(rootfd, "");
 		else if (i < j->n_layers)
 			fds[i] = detach(AT_FDCWD, j->layers[i]);
@@ -381,6 +384,11 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 	}
 	/* a paused sandbox's cgroup would freeze the copy too */
 	j->join_cgroup = pidfd >= 0 && local_is_frozen(rec->dir, &pids) != 1;
+	_cleanup_close_ int disk_lock = -1, disk = -1;
+	if (pidfd < 0 && local_disk_size(rec) > 0 &&
+	    (disk = local_disk_mount(rec->dir, &disk_lock, err)) < 0)
+		return -1;
+	j->disk_fd = disk;
 	if (pidfd < 0) {
 		char root[PATH_MAX];
 		snprintf(root, sizeof(root), "%s/root", rec->dir);
@@ -468,6 +476,7 @@ int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, c
 		.dest = dest,
 		.top = opts->top,
 		.flags = opts->archive ? SBX_EXTRACT_OWNER : 0,
+		.disk_fd = -1,
 	};
 
 	local_touch_activity(rec->dir);
@@ -481,7 +490,7 @@ int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, c
 int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
 		 const struct sbx_cp_opts *opts, struct sbx_err *err)
 {
-	struct cp_job j = { .out = true, .fd = tar_fd, .follow = opts->follow_links };
+	struct cp_job j = { .out = true, .fd = tar_fd, .follow = opts->follow_links, .disk_fd = -1 };
 
 	local_touch_activity(rec->dir);
 	_cleanup_(strv_freep) char **layers = NULL;

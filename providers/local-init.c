@@ -598,11 +598,27 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	int *layerfds = xcalloc(s->n_layers + 1, sizeof(int));
 	for (size_t i = 0; i <= s->n_layers; i++)
 		layerfds[i] = -1;
+	if (s->disk) {
+		/* --disk: the disk is the sandbox's root (or its fs/ with an image); the lock on it
+		 * is held for as long as the supervisor lives */
+		struct sbx_err derr = { 0 };
+		int disk_lock, m = local_disk_mount(s->dir, &disk_lock, &derr);
+		if (m < 0) {
+			errno = 0;
+			sup_fail(report_fd, 0, "%s", derr.msg);
+		}
+		if (s->n_layers)
+			layerfds[s->n_layers] = m;
+		else
+			rootfd = m;
+	}
 	if (s->map_range) {
 		snprintf(p, sizeof(p), "%s/root", s->dir);
-		if (!s->n_layers && (rootfd = clone_tree(p)) < 0)
+		if (!s->n_layers && rootfd < 0 && (rootfd = clone_tree(p)) < 0)
 			sup_fail(report_fd, 0, "cannot open '%s'", p);
 		for (size_t i = 0; s->n_layers && i <= s->n_layers; i++) {
+			if (layerfds[i] >= 0)
+				continue;
 			if (i < s->n_layers)
 				snprintf(p, sizeof(p), "%s", s->layers[i]);
 			else

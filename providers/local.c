@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/mount.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -153,8 +155,9 @@ int local_join(const struct sbx_record *rec, pid_t init_pid, int pidfd, struct s
 
 /* --- create -------------------------------------------------------------------------------- */
 
-/* the sandbox's root directory: empty, with the top-level names a system expects */
-static int prepare_root(const char *dir, const struct local_setup *s, struct sbx_err *err)
+/* the sandbox's root directory: empty, with the top-level names a system expects. With --disk,
+ * root/ (or fs/) is already there, the disk mounted on it */
+static int fill_root(const char *dir, const struct local_setup *s, struct sbx_err *err)
 {
 	/* the first three are all an image's root gets: the rest is the image's own */
 	static const struct { const char *name; mode_t mode; } dirs[] = {
@@ -176,13 +179,13 @@ static int prepare_root(const char *dir, const struct local_setup *s, struct sbx
 		static const char *const fs[] = { "root", "fs", "fs/work" };
 		for (size_t i = 0; i < ARRAY_SIZE(fs); i++) {
 			snprintf(p, sizeof(p), "%s/%s", dir, fs[i]);
-			if (mkdir(p, i == 2 ? 0700 : 0755) < 0)
+			if (mkdir(p, i == 2 ? 0700 : 0755) < 0 && !(s->disk && i < 2 && errno == EEXIST))
 				return sbx_err_errno(err, "cannot create '%s'", p);
 			if (s->map_range && lchown(p, s->uid, s->gid) < 0)
 				return sbx_err_errno(err, "cannot hand '%s' to the sandbox", p);
 		}
 	}
-	if (mkdir(root, 0755) < 0)
+	if (mkdir(root, 0755) < 0 && !(s->disk && !image && errno == EEXIST))
 		return sbx_err_errno(err, "cannot create '%s'", root);
 	for (size_t i = 0; i < ndirs; i++) {
 		snprintf(p, sizeof(p), "%s/%s", root, dirs[i].name);
@@ -257,6 +260,54 @@ static int prepare_root(const char *dir, const struct local_setup *s, struct sbx
 		}
 	}
 	return 0;
+}
+
+/* --disk: the disk mounted on root/ (or fs/) in a mount namespace of a child's own, where
+ * fill_root writes into it; the mount goes with the child */
+static int prepare_root(const char *dir, const struct local_setup *s, struct sbx_err *err)
+{
+	if (!s->disk)
+		return fill_root(dir, s, err);
+	_cleanup_free_ char *at = xasprintf("%s/%s", dir, s->n_layers ? "fs" : "root");
+	_cleanup_free_ char *root = xasprintf("%s/root", dir);
+	if ((mkdir(root, 0755) < 0 && errno != EEXIST) || (mkdir(at, 0755) < 0 && errno != EEXIST))
+		return sbx_err_errno(err, "cannot create '%s'", at);
+	int ep[2];
+	if (pipe2(ep, O_CLOEXEC) < 0)
+		return sbx_err_errno(err, "cannot create a pipe");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(ep[0]);
+		close(ep[1]);
+		return sbx_err_errno(err, "cannot fork");
+	}
+	if (pid == 0) {
+		struct sbx_err e = { 0 };
+		int lk, m = -1;
+		close(ep[0]);
+		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			sbx_err_errno(&e, "cannot make a mount namespace");
+		else if ((m = local_disk_mount(dir, &lk, &e)) >= 0 &&
+			 syscall(SYS_move_mount, m, "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+			sbx_err_errno(&e, "cannot mount the sandbox's disk on '%s'", at);
+		else if (m >= 0 && fill_root(dir, s, &e) == 0) {
+			int d = open(at, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (d >= 0 && syncfs(d) == 0) {
+				sbx_err_send(ep[1], NULL);
+				_exit(0);
+			}
+		}
+		if (m >= 0 && !e.kind)
+			sbx_err_errno(&e, "cannot write the sandbox's disk");
+		sbx_err_send(ep[1], &e);
+		_exit(1);
+	}
+	close(ep[1]);
+	int r = sbx_err_recv(ep[0], pid, "disk set-up", err);
+	close(ep[0]);
+	return r;
 }
 
 /* may sandbox root map to LOCAL_UID_BASE.. ? Root on the host, or root of a user namespace
@@ -459,6 +510,13 @@ static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, st
 	ids_for(&s, can_map_range());
 	s.n_layers = json_array_size(json_object_get(json_object_get(rec->options, "image"),
 						     "layers"));
+	long long disk = local_disk_size(rec);
+	if (disk > 0) {
+		if (local_disk_check(err) < 0 ||
+		    local_disk_make(rec->dir, disk, s.uid, s.gid, err) < 0)
+			return -1;
+		s.disk = true;
+	}
 	if (prepare_root(rec->dir, &s, err) < 0)
 		return -1;
 	/* the filter is the same for every sandbox of this sbx: compiled once per build */
@@ -827,6 +885,7 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 		.n_volumes = nv,
 		.bpf = bpf,
 		.bpf_len = bpf_len,
+		.disk = local_disk_size(rec) > 0,
 	};
 	ids_for(&s, local_map_range_of(rec));
 	sbx_debug("booting %s again on its files", rec->id);

@@ -4,6 +4,7 @@
  *                   trampoline/exec.c, a static program run from a sealed memfd)
  *   local-cp.c      the CLI, then a confined child in (or around) the sandbox: cp
  *   local-cgroup.c  any of them: the sandbox's cgroups
+ *   local-disk.c    any of them: --disk, a filesystem of its own in a file
  *   local-init.c    the supervisor (host side) and init (PID 1 inside)
  *   local-net.c     the supervisor: egress proxy, forwarders, previews; the CLI's preview side
  * Confinement of helpers (seccomp, capabilities, Landlock) is core/confine.c's. */
@@ -51,6 +52,7 @@ struct local_setup {
 	const char *label;	/* name or id, for messages */
 	char **layers;		/* --image: the unpacked layer directories, base first */
 	size_t n_layers;	/* 0: the host's system view */
+	bool disk;		/* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
 };
 
 /* the supervisor's report to the creating CLI */
@@ -149,6 +151,14 @@ void local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);
+
+/* --disk (local-disk.c): the size asked for (0: none); whether it can be had here; the
+ * filesystem made in DIR/disk.img, its root owned by uid:gid; a detached mount of it (a mount
+ * fd), with *ret_lock holding it mounted once at a time until closed */
+long long local_disk_size(const struct sbx_record *rec);
+int local_disk_check(struct sbx_err *err);
+int local_disk_make(const char *sbdir, long long bytes, uid_t uid, gid_t gid, struct sbx_err *err);
+int local_disk_mount(const char *sbdir, int *ret_lock, struct sbx_err *err);
 
 /* sbx cp (local-cp.c): in a child that joined the sandbox (or, stopped, entered its files) */
 int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,

@@ -30,6 +30,7 @@ struct sbx_create_opts {
 	long long memory;	/* --memory, bytes (0: none) */
 	long long cpu_millis;	/* --cpus, thousandths of a CPU (0: none) */
 	long long pids_limit;	/* --pids-limit (0: none) */
+	long long disk;		/* --disk, bytes: what the sandbox may write at most (0: no cap) */
 	long long ttl_ms;	/* --ttl: idle time before ttl_action (0: none) */
 	const char *ttl_action;	/* "pause" (default) or "rm" */
 	const char *net;	/* --net: none, open, host or allow=LIST (NULL: allow= + preset) */

@@ -524,6 +524,7 @@ int remote_refuse_local_options(const char *provider, const struct sbx_create_op
 			   : o->pids_limit			? "--pids-limit"
 			   : !limits_ok && o->memory		? "--memory"
 			   : !limits_ok && o->cpu_millis	? "--cpus"
+			   : !limits_ok && o->disk		? "--disk"
 			   : o->add_hosts && *o->add_hosts	? "--add-host"
 			   : o->host_ports && *o->host_ports	? "--host-port"
 			   : o->net_preset_none			? "--net-preset"

@@ -1,0 +1,273 @@
+#!/bin/bash
+# Escape attempts, one class each, as root and as another uid. Every blocked attempt has a
+# control showing the same action works outside the sandbox (a refusal alone proves nothing):
+#  1. sbx's helpers that touch sandbox content run confined and load nothing from it: the cp
+#     child's limits; a planted glibc charset module; an external decompressor found
+#     through PATH; the same for a released sandbox and for image archives unpacked on the host
+#  2. the sbx binary is out of reach of /proc/*/exe (CVE-2019-5736)
+#  3. no terminal of the caller's enters a sandbox without -t
+#  6. --disk bounds what a sandbox writes
+# shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+test_skip_unless USERNS cc busybox bsdtar
+
+export TMUX_TMPDIR="$TRASH"
+sock="sbx-t0800-$$"
+tm() { tmux -L "$sock" "$@"; }
+screen() { tm capture-pane -p -t esc; }
+wait_screen() { # PATTERN
+	local i
+	for i in $(seq 100); do screen | grep -q -- "$1" && return 0; sleep 0.1; done
+	say "screen never showed '$1':" >&2
+	screen >&2
+	return 1
+}
+test_atexit 'tm kill-server'
+
+# where this host's glibc looks for charset conversion modules
+GCONV_DIR=$(dirname "$(ls /usr/lib/*/gconv/gconv-modules* /usr/lib*/gconv/gconv-modules* 2>/dev/null | head -n 1)")
+
+# a glibc charset module whose constructor leaves a mark in its working directory (or /tmp)
+make_evil_module() { # DIR
+	mkdir -p "$1" &&
+	cat >evil.c <<-\EOF &&
+	#include <fcntl.h>
+	#include <unistd.h>
+	__attribute__((constructor)) static void pwn(void)
+	{
+		int fd = open("gconv-pwned", O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			(void)!write(fd, "loaded\n", 7);
+			close(fd);
+		}
+	}
+	int gconv_init(void *step) { (void)step; return 1; }
+	int gconv(void) { return 1; }
+	EOF
+	cc -shared -fPIC -o "$1/EVIL.so" evil.c &&
+	printf 'module\tANSI_X3.4-1968//\tUTF-8//\tEVIL\t1\nmodule\tUTF-8//\tANSI_X3.4-1968//\tEVIL\t1\n' \
+		>"$1/gconv-modules"
+}
+
+# a tar whose first bytes say lzop: libarchive without liblzo runs 'lzop -d' to read it
+printf '\211LZO\000\r\n\032\nrest' >evil.lzo
+mkdir -p pay && echo payload >pay/f && tar -C pay -cf payload.tar f
+
+# an image whose files plant all of it: busybox, the module where glibc looks, and an 'lzop'
+make_evil_image() { # NAME
+	rm -rf img && mkdir -p img/bin img/usr/bin img/workspace img/tmp &&
+	cp "$(command -v busybox)" img/bin/busybox &&
+	for c in sh ls cat head readlink sleep echo; do ln -s busybox "img/bin/$c"; done &&
+	make_evil_module "img$GCONV_DIR" &&
+	cp payload.tar img/payload.tar &&
+	printf '#!/bin/sh\necho ran >/lzop-pwned\ncat /payload.tar\n' >img/usr/bin/lzop &&
+	chmod 755 img/usr/bin/lzop &&
+	sbx image import --rootfs img "$1" >/dev/null
+}
+
+# --- 1. helpers -------------------------------------------------------------------------------
+
+test_expect_success 'set-up: sandboxes on the host view and on a planted image' '
+	sbx create --name esc >/dev/null &&
+	make_evil_image evil:1 && sbx create --name ev --image evil:1 >/dev/null
+'
+
+test_expect_success 'control: the planted charset module and lzop do run when reached' '
+	make_evil_module ctl && rm -f gconv-pwned &&
+	{ GCONV_PATH=$PWD/ctl iconv -f ANSI_X3.4-1968 -t UTF-8 </dev/null >/dev/null 2>&1; true; } &&
+	test -s gconv-pwned &&
+	mkdir -p hostbin bout && printf "#!/bin/sh\necho ran >lzop-ran\ncat %s/payload.tar\n" "$PWD" >hostbin/lzop &&
+	chmod 755 hostbin/lzop && PATH=$PWD/hostbin:$PATH bsdtar -xf evil.lzo -C bout &&
+	test -s lzop-ran && test "$(cat bout/f)" = payload
+'
+
+test_expect_success 'cp into and out of a sandbox loads no charset module of the sandbox' '
+	mkdir -p src && echo hi >"src/naïve-é.txt" &&
+	sbx cp src ev:/workspace/ && sbx cp ev:/workspace/src out &&
+	test "$(cat "out/naïve-é.txt")" = hi &&
+	sbx pause --release ev >/dev/null && sbx cp src ev:/workspace/again &&
+	sbx cp ev:/workspace/again out2 && sbx resume ev >/dev/null &&
+	sbx exec ev ls / >ls.out && ! grep -q pwned ls.out
+'
+
+test_expect_success 'a stream that needs an external decompressor is refused, the planted one never runs' '
+	expect_code 125 sbx cp - ev:/workspace <evil.lzo 2>err &&
+	expect_one_error_line err "Unrecognized archive format" &&
+	sbx pause --release ev >/dev/null &&
+	expect_code 125 sbx cp - ev:/workspace <evil.lzo 2>err &&
+	sbx resume ev >/dev/null &&
+	sbx exec ev ls / /workspace >ls.out && ! grep -q -e pwned -e "^f$" ls.out &&
+	: "the same on the host: an image archive is never passed to lzop either" &&
+	mkdir -p pathbin && cp hostbin/lzop pathbin/ && rm -f lzop-ran &&
+	PATH=$PWD/pathbin:$PATH expect_code 125 sbx image import evil.lzo 2>/dev/null &&
+	test ! -e lzop-ran
+'
+
+# the processes of the copy while it waits on a stream that does not come
+cp_blocked() { # SB: starts 'sbx cp - SB:/workspace' reading a fifo; sets CP_PID
+	rm -f fifo && mkfifo fifo &&
+	{ SECRET_TOKEN=s3cr3t "$SBX" cp - "$1:/workspace" <fifo >cp.out 2>&1 & CP_PID=$!; } &&
+	exec 7>fifo
+}
+cp_unblock() { tar -cf - -T /dev/null >&7; exec 7>&-; wait "$CP_PID"; }
+# the status fields of a process
+status_of() { grep -E "^(NoNewPrivs|Seccomp|CapEff):" "/proc/$1/status"; }
+
+test_expect_success 'the cp helper of a running sandbox is confined as a command of it is' '
+	cp_blocked esc &&
+	for i in $(seq 50); do
+		sbx exec esc sh -c "for d in /proc/[0-9]*; do
+			[ \"\$(cat \$d/comm 2>/dev/null)\" = sbx ] && grep -E \"^(NoNewPrivs|Seccomp|CapEff):\" \$d/status
+		done; grep ^CapEff: /proc/self/status | sed s/^/self/" >st && grep -q NoNewPrivs st && break
+		sleep 0.1
+	done &&
+	cat st &&
+	grep -q "^NoNewPrivs:[[:space:]]*1" st && grep -q "^Seccomp:[[:space:]]*2" st &&
+	test "$(awk "/^CapEff:/ { print \$2 }" st)" = "$(awk "/^selfCapEff:/ { print \$2 }" st)" &&
+	: "control: the sbx CLI on the host has none of it, and has the caller environment" &&
+	status_of "$CP_PID" >cli && grep -q "^NoNewPrivs:[[:space:]]*0" cli &&
+	grep -q "^Seccomp:[[:space:]]*0" cli && tr "\0" "\n" <"/proc/$CP_PID/environ" | grep -q s3cr3t &&
+	if [ "$(id -u)" -eq 0 ]; then
+		: "as root the helper can be read from the host: no environment, the sandbox net" &&
+		init=$(awk "{ print \$1 }" "$SBX_HOME/sandboxes/$(sbx inspect esc | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])")/pids") &&
+		for p in $(ls /proc | grep -E "^[0-9]+$"); do
+			[ "$(cat /proc/$p/comm 2>/dev/null)" = sbx ] || continue
+			[ "$(readlink /proc/$p/ns/pid)" = "$(readlink /proc/$init/ns/pid)" ] || continue
+			test ! -s "/proc/$p/environ" &&
+			test "$(readlink /proc/$p/ns/net)" = "$(readlink /proc/$init/ns/net)" &&
+			test "$(readlink /proc/$p/ns/net)" != "$(readlink /proc/self/ns/net)" || exit 1
+			found=1
+		done && test -n "$found"
+	fi &&
+	cp_unblock
+'
+
+test_expect_success 'the cp helper of a released sandbox is confined the same, in namespaces of its own' '
+	sbx pause --release esc >/dev/null && cp_blocked esc &&
+	for i in $(seq 50); do
+		kids=$(pgrep -P "$CP_PID"); for k in $kids; do helper=$(pgrep -P "$k"); done
+		test -n "${helper:-}" && break; sleep 0.1
+	done &&
+	status_of "$helper" >st && cat st && status_of "$CP_PID" >cli &&
+	grep -q "^NoNewPrivs:[[:space:]]*1" st && grep -q "^Seccomp:[[:space:]]*2" st &&
+	: "control: the CLI that started it is not confined" &&
+	grep -q "^NoNewPrivs:[[:space:]]*0" cli && grep -q "^Seccomp:[[:space:]]*0" cli &&
+	if [ "$(id -u)" -eq 0 ]; then
+		test ! -s "/proc/$helper/environ" &&
+		for ns in pid net ipc uts cgroup mnt user; do
+			test "$(readlink /proc/$helper/ns/$ns)" != "$(readlink /proc/self/ns/$ns)" || exit 1
+		done
+	fi &&
+	cp_unblock && sbx resume esc >/dev/null
+'
+
+# --- 2. the sbx binary ----------------------------------------------------------------------
+
+test_expect_success 'nothing in a sandbox reaches the sbx binary through /proc/*/exe' '
+	cp "$SBX" mysbx && sum=$(sha256sum <mysbx) &&
+	: "a watcher that keeps every /proc/PID/exe it can read, the way an attacker would" &&
+	./mysbx exec -d esc sh -c "for i in \$(seq 300); do for p in /proc/[0-9]*; do
+		l=\$(readlink \$p/exe 2>/dev/null) && echo \"\$l\" >>/workspace/seen
+		case \"\$l\" in *mysbx*) exec 3<\$p/exe && echo grabbed >>/workspace/grabbed;; esac
+	done; sleep 0.01; done" >/dev/null &&
+	printf "#!/proc/self/exe\n" >x && chmod 755 x && ./mysbx cp x esc:/workspace/x &&
+	for i in 1 2 3 4 5; do
+		expect_code 127 ./mysbx exec esc /workspace/x --version >xout 2>&1 || exit 1
+		! grep -q "sbx 0" xout || exit 1
+		expect_code 127 ./mysbx exec esc /proc/self/exe --version >xout 2>&1 || exit 1
+		! grep -q "sbx 0" xout || exit 1
+	done &&
+	./mysbx exec esc sh -c "ln -sf /proc/self/exe /workspace/l" &&
+	expect_code 127 ./mysbx exec esc /workspace/l --version >xout 2>&1 && ! grep -q "sbx 0" xout &&
+	: "init runs the sbx binary: its exe is out of reach" &&
+	expect_code 1 ./mysbx exec esc cat /proc/1/exe >/dev/null 2>&1 &&
+	sleep 1 &&
+	./mysbx exec esc cat /workspace/seen >seen &&
+	: "control: the watcher does read the exe of the sandbox processes it can" &&
+	grep -q -e /bin/ -e /usr/ seen && ! grep -q mysbx seen &&
+	test "$(./mysbx exec esc sh -c "cat /workspace/grabbed 2>/dev/null | wc -l")" = 0 &&
+	./mysbx exec esc sh -c "exec 3</proc/self/exe && echo own-exe-readable" | grep -q own-exe-readable &&
+	test "$(sha256sum <mysbx)" = "$sum"
+'
+
+# --- 3. the caller's terminal ---------------------------------------------------------------
+
+if test_have_prereq tmux; then
+test_expect_success 'without -t no terminal fd enters: a process left behind reads and writes nothing' '
+	sbx create --name term >/dev/null &&
+	cat >leave.sh <<-\EOS &&
+	fds=$(ls -l /proc/$$/fd/)
+	echo "$fds" >/workspace/fds
+	exec 3<&0 # a background job of sh gets /dev/null as input; not this one
+	(sleep 1; head -n 1 <&3 >/workspace/stolen 2>/dev/null) &
+	(sleep 1; echo LATE-SBX-WRITE) &
+	echo started
+	EOS
+	sbx cp leave.sh term:/workspace/leave.sh &&
+	tm new-session -d -s esc -x 150 -y 40 "bash --norc --noprofile" &&
+	: "bash sleeps after sbx returns: what is typed meanwhile waits in the terminal for any reader" &&
+	tm send-keys -t esc "\"$SBX\" exec -i term sh /workspace/leave.sh; echo rc=\$?; sleep 3" Enter &&
+	wait_screen "rc=0" &&
+	tm send-keys -t esc "echo typed-after-return-SBX" Enter &&
+	sleep 3.5 &&
+	sbx exec term cat /workspace/fds >fds && cat fds &&
+	! grep -q /dev/pts fds && grep -q "0 ->.*pipe:" fds && grep -q "1 ->.*pipe:" fds &&
+	test -z "$(sbx exec term sh -c "cat /workspace/stolen 2>/dev/null")" &&
+	! screen | grep -q LATE-SBX-WRITE &&
+	: "control: the same on the host, in a session of its own, steals and writes" &&
+	tm send-keys -t esc "clear; ls -l /proc/self/fd/ >hostfds; setsid sh -c \"exec 3<&0; (sleep 1; head -n 1 <&3 >$TRASH/stolen-host) & (sleep 1; echo LATE-HOST-WRITE) &\"; echo rc2=\$?; sleep 3" Enter &&
+	wait_screen "rc2=0" &&
+	tm send-keys -t esc "echo typed-after-return-HOST" Enter &&
+	wait_screen "LATE-HOST-WRITE" &&
+	for i in $(seq 40); do grep -q typed-after-return-HOST stolen-host 2>/dev/null && break; sleep 0.1; done &&
+	grep -q typed-after-return-HOST stolen-host && grep -q /dev/pts hostfds
+'
+
+test_expect_success 'without -t, output through the relay keeps order and status; pipes still pass straight' '
+	tm send-keys -t esc "clear; \"$SBX\" exec term sh -c \"echo out-1; echo err-2 >&2; echo out-3; exit 7\"; echo rc3=\$?" Enter &&
+	wait_screen "rc3=7" && screen | grep -x -A2 out-1 | tr "\n" " " | grep -q "out-1 err-2 out-3" &&
+	sbx exec term sh -c "ls -l /proc/self/fd/1" | grep -q "pipe:"
+'
+else
+	test_skip 'terminals without -t' 'tmux is not installed'
+fi
+
+# --- 6. the disk ----------------------------------------------------------------------------
+
+if [ "$(id -u)" -eq 0 ]; then
+test_expect_success '--disk: writes stop at the size inside; without it the same write goes through' '
+	sbx create --name dk --disk 24m >/dev/null &&
+	expect_code 1 sbx exec dk sh -c "dd if=/dev/zero of=/workspace/big bs=1M count=40 2>/dev/null" &&
+	sbx exec dk sh -c "dd if=/dev/zero of=/tmp/more bs=1M count=40" 2>err; grep -q "No space left" err &&
+	sbx exec dk df -k /workspace | awk "NR == 2 && \$2 < 24 * 1024 { ok = 1 } END { exit !ok }" &&
+	id=$(sbx inspect dk | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])") &&
+	test "$(du -k "$SBX_HOME/sandboxes/$id/disk.img" | cut -f1)" -le $((24 * 1024)) &&
+	: "the disk goes with the sandbox through release, a copy, resume and rm" &&
+	sbx pause --release dk >/dev/null && echo kept >kept && sbx cp kept dk:/workspace/kept &&
+	sbx resume dk >/dev/null && test "$(sbx exec dk cat /workspace/kept)" = kept &&
+	sbx rm -f dk >/dev/null && test ! -e "$SBX_HOME/sandboxes/$id" &&
+	! losetup -a 2>/dev/null | grep -q "$id" &&
+	: "control: without --disk the same write succeeds" &&
+	sbx create --name nodk >/dev/null &&
+	sbx exec nodk sh -c "dd if=/dev/zero of=/workspace/big bs=1M count=40 2>/dev/null" &&
+	sbx rm -f nodk >/dev/null
+'
+else
+test_expect_success '--disk as an ordinary user: 125 saying it needs root, nothing left; without it, create works' '
+	before=$(ls "$SBX_HOME/sandboxes" | wc -l) &&
+	expect_code 125 sbx create --name dk --disk 32m 2>err &&
+	expect_one_error_line err "^sbx: error: --disk needs root" &&
+	test "$(ls "$SBX_HOME/sandboxes" | wc -l)" = "$before" && test ! -e "$SBX_HOME/names/dk" &&
+	sbx create --name nodk >/dev/null && sbx rm -f nodk >/dev/null
+'
+fi
+
+test_expect_success '--disk: bad sizes are usage errors (125), and E2B refuses it' '
+	expect_code 125 sbx create --disk 1m 2>/dev/null &&
+	expect_code 125 sbx create --disk lots 2>/dev/null &&
+	E2B_API_KEY=x expect_code 125 sbx create --provider e2b --disk 1g 2>err &&
+	grep -q "does not support --disk" err
+'
+
+test_done
