@@ -139,8 +139,12 @@ static int disk_failed(struct archive *w, struct sbx_err *err, const char *what,
 static int write_failed(struct archive *w, struct sbx_err *err)
 {
 	int e = ar_errno(w);
+	const char *m = ar_msg(w);
 
-	sbx_err_set(err, SBX_E_SYSTEM, "cannot write the tar stream: %s", ar_msg(w));
+	if (e > 0 && !strstr(m, strerror(e)))
+		sbx_err_set(err, SBX_E_SYSTEM, "cannot write the tar stream: %s: %s", m, strerror(e));
+	else
+		sbx_err_set(err, SBX_E_SYSTEM, "cannot write the tar stream: %s", m);
 	err->errnum = e;
 	return -1;
 }

@@ -320,12 +320,37 @@ static int write_proc(pid_t pid, const char *file, const char *text)
 	return r;
 }
 
+bool sbx_ids_mapped(unsigned long base, unsigned long count)
+{
+	_cleanup_free_ char *t = NULL;
+
+	if (geteuid() != 0)
+		return false;
+	t = sbx_read_file("/proc/self/uid_map", 65536, NULL);
+	for (char *l = t; l && *l;) {
+		unsigned long in, out, n;
+		if (sscanf(l, "%lu %lu %lu", &in, &out, &n) == 3 && in <= base &&
+		    in + n >= base + count)
+			return true;
+		char *nl = strchr(l, '\n');
+		l = nl ? nl + 1 : l + strlen(l);
+	}
+	return false;
+}
+
+/* whether this process sees every id (the initial user namespace, or one that maps them all):
+ * then the jail may map them all too */
+static bool all_ids(void)
+{
+	return sbx_ids_mapped(0, 4294967295ul);
+}
+
 /* root: every id as itself; otherwise the caller's ids as 0 */
-static int jail_maps(pid_t pid)
+static int jail_maps(pid_t pid, bool all)
 {
 	char m[64];
 
-	if (geteuid() == 0)
+	if (all)
 		return write_proc(pid, "uid_map", "0 0 4294967295\n") < 0 ||
 		       write_proc(pid, "gid_map", "0 0 4294967295\n") < 0 ? -1 : 0;
 	if (write_proc(pid, "setgroups", "deny") < 0 && errno != ENOENT)
@@ -357,7 +382,7 @@ static _noreturn_ void jail_child(const struct sbx_jail *j, int (*fn)(void *, st
 				  int sync_in, int sync_out)
 {
 	struct sbx_err e = { 0 };
-	bool host_root = geteuid() == 0;
+	bool host_root = all_ids();
 	char c;
 
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
@@ -501,7 +526,7 @@ int sbx_jail_run(const struct sbx_jail *j, int (*fn)(void *arg, struct sbx_err *
 	do
 		n = read(s1[0], &c, 1);
 	while (n < 0 && errno == EINTR);
-	if (n == 1 && jail_maps(pid) < 0) {
+	if (n == 1 && jail_maps(pid, all_ids()) < 0) {
 		sbx_err_errno(err, "%s: cannot write the id maps of its namespace", j->what);
 		kill(pid, SIGKILL);
 		(void)waitpid(pid, NULL, 0);

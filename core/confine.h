@@ -66,6 +66,10 @@ struct sbx_jail {
 	const char *what;	/* for messages: "unpacking the layer" */
 };
 
+/* root, in a user namespace where ids base..base+count-1 exist (the initial one, or one that
+ * maps them): they may be given to a sandbox or a layer's files */
+bool sbx_ids_mapped(unsigned long base, unsigned long count);
+
 /* runs fn(arg, err) in the jail and waits for it: fn's outcome, or the jail's failure */
 int sbx_jail_run(const struct sbx_jail *j, int (*fn)(void *arg, struct sbx_err *err), void *arg,
 		 struct sbx_err *err);

@@ -243,9 +243,11 @@ static int adopt_blob(const struct sbx_store *st, const char *file, const char *
 	return 0;
 }
 
+/* owners kept, shifted into the range root-run sandboxes map; when that range does not exist
+ * here (an ordinary user, or root of a user namespace without it), the caller owns everything */
 static long image_shift(void)
 {
-	return geteuid() == 0 ? SBX_IMAGE_ID_SHIFT : -1;
+	return sbx_ids_mapped(SBX_IMAGE_ID_SHIFT, 65536) ? SBX_IMAGE_ID_SHIFT : -1;
 }
 
 /* A layer's directory is named by its chain key: the blob's digest for the base layer, and

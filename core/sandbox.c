@@ -417,8 +417,18 @@ int sbx_sandbox_resume(struct sbx_ctx *ctx, const char *sb, struct sbx_err *err)
 	/* a thaw changes nothing stored; a boot has new pids and must not read 'released' */
 	if (was != SBX_STATE_PAUSED || rec->state != SBX_STATE_RUNNING || p->remote) {
 		rec->state = SBX_STATE_RUNNING;
-		if (sbx_store_save(&ctx->store, rec, true, err) < 0)
-			return -1;
+		int saved = sbx_test_fail("resume-save")
+				    ? (errno = ENOSPC, sbx_err_errno(err, "cannot save the record"))
+				    : sbx_store_save(&ctx->store, rec, true, err);
+		if (saved < 0) {
+			/* the exit status says it failed: so it did, nothing of it is left running */
+			struct sbx_pause_opts po = { .release = was != SBX_STATE_PAUSED };
+			struct sbx_err e2 = { 0 };
+			if (p->pause && p->pause(ctx, rec, &po, &e2) < 0)
+				sbx_debug("cannot undo the resume of %s: %s", rec->id, e2.msg);
+			return sbx_err_prefix(err, "cannot resume '%s' (it was %s again)", l,
+					      po.release ? "stopped" : "paused");
+		}
 	}
 	sbx_debug("resumed %s in %lld ms", rec->id, sbx_now_ms() - t0);
 	return 0;

@@ -395,6 +395,25 @@ void sbx_store_unclaim_name(struct sbx_store *st, const char *name, const char *
 	}
 }
 
+/* every name link pointing at id goes */
+static void names_unlink(struct sbx_store *st, const char *id)
+{
+	_cleanup_free_ char *nd = xasprintf("%s/names", st->root);
+	DIR *d = opendir(nd);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		_cleanup_free_ char *cur = name_target(st, de->d_name);
+		if (cur && streq(cur, id))
+			(void)unlinkat(dirfd(d), de->d_name, 0);
+	}
+	closedir(d);
+}
+
 int sbx_write_atomic(const char *path, const char *data, size_t len, bool sync, struct sbx_err *err)
 {
 	_cleanup_free_ char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
@@ -475,6 +494,8 @@ int sbx_store_remove(struct sbx_store *st, const char *id, const char *name, str
 	sbx_store_unclaim_name(st, name, id);
 	if (sbx_rm_rf(dir) < 0)
 		return sbx_err_errno(err, "cannot remove '%s'", dir);
+	/* a name whose record is gone (an rm or a create killed half-way) is found by its link */
+	names_unlink(st, id);
 	return 0;
 }
 

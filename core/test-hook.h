@@ -1,8 +1,9 @@
-/* Test-only crash points: SBX_TEST_CRASH_AT=NAME makes sbx SIGKILL itself at step NAME. */
+/* Test-only crash points (SBX_TEST_CRASH_AT=NAME: sbx SIGKILLs itself at step NAME) and faults. */
 #ifndef SBX_CORE_TEST_HOOK_H
 #define SBX_CORE_TEST_HOOK_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -17,6 +18,14 @@ static inline void sbx_test_hook(const char *step)
 			_exit(137);
 		kill(getpid(), SIGKILL);
 	}
+}
+
+/* Test-only faults: SBX_TEST_FAIL_AT=NAME makes step NAME fail as a full disk would (ENOSPC) */
+static inline bool sbx_test_fail(const char *step)
+{
+	const char *at = getenv("SBX_TEST_FAIL_AT");
+
+	return at && strcmp(at, step) == 0;
 }
 
 #endif

@@ -314,20 +314,7 @@ static int prepare_root(const char *dir, const struct local_setup *s, struct sbx
  * that holds that range; otherwise only the caller's own uid is mapped */
 static bool can_map_range(void)
 {
-	_cleanup_free_ char *t = NULL;
-
-	if (geteuid() != 0)
-		return false;
-	t = sbx_read_file("/proc/self/uid_map", 65536, NULL);
-	for (char *l = t; l && *l;) {
-		unsigned long in, out, n;
-		if (sscanf(l, "%lu %lu %lu", &in, &out, &n) == 3 && in <= LOCAL_UID_BASE &&
-		    in + n >= (unsigned long)LOCAL_UID_BASE + LOCAL_UID_COUNT)
-			return true;
-		char *nl = strchr(l, '\n');
-		l = nl ? nl + 1 : l + strlen(l);
-	}
-	return false;
+	return sbx_ids_mapped(LOCAL_UID_BASE, LOCAL_UID_COUNT);
 }
 
 bool local_map_range_of(const struct sbx_record *rec)

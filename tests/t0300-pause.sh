@@ -94,6 +94,40 @@ test_expect_success 'pause --release on a paused sandbox; --grace 0 kills at onc
 	sbx resume box >/dev/null && test "$(sbx exec box cat /workspace/f)" = kept
 '
 
+test_expect_success 'pause while a process waits in vfork for a child stopped before its exec' '
+	cat >vf.c <<-\EOF &&
+	#include <signal.h>
+	#include <sys/wait.h>
+	#include <unistd.h>
+	int main(void)
+	{
+		pid_t p = vfork();
+		if (p == 0) {
+			kill(getpid(), SIGSTOP); /* stopped between vfork and exec */
+			execl("/bin/true", "true", (char *)0);
+			_exit(1);
+		}
+		kill(p, SIGCONT); /* not reached before the child execs: the parent waits */
+		waitpid(p, 0, 0);
+		return 0;
+	}
+	EOF
+	cc -o vf vf.c && sbx cp vf box:/workspace/vf &&
+	sbx exec -d box sh -c "/workspace/vf; echo vfork-done >/workspace/vf.out" >/dev/null &&
+	: "wait until the parent sleeps in vfork, its child stopped" &&
+	for i in $(seq 50); do
+		sbx exec box sh -c "grep -l \"^State:.*D\" /proc/[0-9]*/status" 2>/dev/null | grep -q . && break
+		sleep 0.1
+	done &&
+	sbx pause box >/dev/null && test "$(sb_state box)" = paused &&
+	sbx resume box >/dev/null &&
+	: "the stopped child is the sandbox'"'"'s own business: it goes on when sent SIGCONT" &&
+	sbx exec box sh -c "for p in \$(grep -l \"^State:.*T\" /proc/[0-9]*/status); do
+		d=\${p%/status}; kill -CONT \${d#/proc/}; done" &&
+	for i in $(seq 50); do sbx exec box test -s /workspace/vf.out && break; sleep 0.1; done &&
+	test "$(sbx exec box cat /workspace/vf.out)" = vfork-done
+'
+
 test_expect_success 'usage: --grace without --release, bad durations, no sandbox: 125' '
 	expect_code 125 sbx pause --grace 1s box 2>err && grep -q "goes with --release" err &&
 	expect_code 125 sbx pause --release --grace soon box 2>err && grep -q "invalid duration" err &&

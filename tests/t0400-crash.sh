@@ -1,7 +1,9 @@
 #!/bin/bash
 # Crash safety: sbx killed (SIGKILL) at every named step of create, rm, pause, resume, exec and
-# cp leaves a store that parses, an ls that tells the truth and an rm that removes everything;
-# a killed supervisor or init shows 'stopped' and resumes; a simulated reboot; a full disk.
+# cp leaves a store that parses, an ls that tells the truth and an rm that removes everything
+# (no directory, cgroup, process, zombie or dangling name link); a killed supervisor or init
+# shows 'stopped' and resumes; a simulated reboot; a full disk under the store and under cp's
+# destination; cp racing release and resume; exec out of descriptors.
 # shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -21,10 +23,30 @@ ls_and_rm_clean() { # NAME
 	sbx rm -f "$1" >/dev/null 2>rm.err || sbx rm -f "$id" >/dev/null 2>>rm.err || {
 		say "rm failed:"; cat rm.err; return 1; }
 	# shellcheck disable=SC2086 # a list of pids
-	assert_gone "$id" $pids && test ! -e "$SBX_HOME/names/$1"
+	assert_gone "$id" $pids && no_trace "$1" $pids
 }
 
-for step in create-claimed create-record-saved create-prepared boot-cgroups create-provider-done; do
+# nothing named NAME left in the index, not even a dangling link; none of the PIDs left, not
+# even as a zombie (init is reaped by its supervisor, never left to the host's PID 1)
+no_trace() { # NAME [PID...]
+	local p
+	if [ -L "$SBX_HOME/names/$1" ] || [ -e "$SBX_HOME/names/$1" ]; then
+		say "left behind: name link $1 -> $(readlink "$SBX_HOME/names/$1")" >&2
+		return 1
+	fi
+	shift
+	for p in "$@"; do
+		if [ -e "/proc/$p" ] && grep -q "^State:[[:space:]]*Z" "/proc/$p/status" 2>/dev/null &&
+		   [ "$(cat "/proc/$p/comm" 2>/dev/null)" = sbx-init ]; then
+			say "left behind: zombie $p (sbx-init)" >&2
+			return 1
+		fi
+	done
+	return 0
+}
+
+for step in create-claimed create-record-saved create-prepared cgroup-listed boot-cgroups \
+	boot-reported create-provider-done; do
 	test_expect_success "create killed at $step: ls works, rm -f leaves nothing" "
 		expect_code 137 env SBX_TEST_CRASH_AT=$step \"\$SBX\" create --name c &&
 		ls_and_rm_clean c
@@ -38,6 +60,23 @@ for step in init-ready supervisor-ready; do
 		test -z \"\$(ls \"\$SBX_HOME/sandboxes\")\" && test ! -e \"\$SBX_HOME/names/c\"
 	"
 done
+
+test_expect_success 'create killed once its sandbox reported: never seen running, taken down, rm cleans' '
+	expect_code 137 env SBX_TEST_CRASH_AT=boot-reported "$SBX" create --name c &&
+	id=$(only_id) && test ! -e "$SBX_HOME/sandboxes/$id/pids" &&
+	for i in 1 2 3 4 5; do
+		st=$(sb_state c) && test "$st" != running || exit 1
+		sleep 0.1
+	done &&
+	ls_and_rm_clean c
+'
+
+test_expect_success 'plain rm -f, many times: no sbx-init zombie, no name link, no cgroup' '
+	for i in $(seq 10); do
+		id=$(sbx create --name z) && pids=$(sandbox_pids "$id") &&
+		sbx rm -f z >/dev/null && assert_gone "$id" $pids && no_trace z $pids || exit 1
+	done
+'
 
 test_expect_success 'create killed at create-record-saved: ls says error with the way out' '
 	expect_code 137 env SBX_TEST_CRASH_AT=create-record-saved "$SBX" create --name c &&
@@ -75,6 +114,42 @@ test_expect_success 'cp killed in the middle: the sandbox is fine, rm -f leaves 
 	sbx create --name c >/dev/null && head -c 50000000 /dev/zero >big &&
 	{ sbx cp big c:/workspace/big & cpid=$!; } && sleep 0.05 && { kill -9 $cpid; wait $cpid; true; } &&
 	test "$(sbx exec c echo ok)" = ok && ls_and_rm_clean c
+'
+
+test_expect_success 'cp racing pause --release and resume: each copy whole, each state change done' '
+	sbx create --name race >/dev/null && head -c 20000000 /dev/urandom >rbig &&
+	for i in 1 2 3; do
+		{ sbx cp rbig race:/workspace/b$i >cp$i.out 2>&1 & cpid=$!; } &&
+		sbx pause --release race >/dev/null && sbx resume race >/dev/null &&
+		wait $cpid || { cat cp$i.out; exit 1; }
+	done &&
+	for i in 1 2 3; do sbx cp race:/workspace/b$i rb$i && cmp rbig rb$i || exit 1; done &&
+	{ sbx cp rbig race:/workspace/b4 & cpid=$!; } && sbx resume race >/dev/null &&
+	{ sbx cp race:/workspace/b1 - >stream.tar & opid=$!; } && sbx pause --release race >/dev/null &&
+	wait $cpid && wait $opid && tar -xOf stream.tar b1 | cmp - rbig &&
+	sbx rm -f race >/dev/null
+'
+
+test_expect_success 'exec out of descriptors: a running sandbox is never called stopped' '
+	sbx create --name fds >/dev/null &&
+	for n in 4 5 6 7 8 9 10 12 16; do
+		(ulimit -n $n; "$SBX" exec fds true) 2>err; rc=$?
+		if [ $rc != 0 ]; then
+			test $rc = 125 && ! grep -q -e stopped -e released err &&
+			expect_one_error_line err "Too many open files" || { echo "n=$n rc=$rc"; cat err; exit 1; }
+		fi
+	done &&
+	(ulimit -n 16; "$SBX" exec fds true) && sbx rm -f fds >/dev/null
+'
+
+test_expect_success 'resume whose record cannot be saved: 125, and the sandbox is stopped again' '
+	sbx create --name rs >/dev/null && sbx exec rs sh -c "echo keep >/workspace/f" &&
+	sbx pause --release rs >/dev/null &&
+	expect_code 125 env SBX_TEST_FAIL_AT=resume-save "$SBX" resume rs 2>err &&
+	expect_one_error_line err "cannot resume .rs. \\(it was stopped again\\): cannot save the record: No space left" &&
+	st=$(sb_state rs) && test "$st" = stopped -o "$st" = released &&
+	sbx resume rs >/dev/null && test "$(sbx exec rs cat /workspace/f)" = keep &&
+	sbx rm -f rs >/dev/null
 '
 
 test_expect_success 'kill -9 of the supervisor: stopped; resume brings it back with its files' '
@@ -142,6 +217,44 @@ test_expect_success 'a full disk under $SBX_HOME: create fails cleanly, existing
 	$full_ns bash full.sh >rc && test "$(cat rc)" = 125 &&
 	expect_one_error_line err "^sbx: error: .*(No space left on device|space)" &&
 	grep -q " keep " ls.out
+'
+
+test_expect_success 'a full disk under a sandbox and under cp: 125, one line, no short or zero-filled file' '
+	cat >fullcp.sh <<-\EOS &&
+	set -e
+	mount -t tmpfs -o size=8m tmpfs "$SBX_HOME"
+	"$SBX" create --name box >/dev/null
+	head -c 12000000 /dev/urandom >big
+	set +e
+	"$SBX" cp big box:/workspace/big 2>err1; echo $? >rc1
+	tar -cf - big | "$SBX" cp - box:/workspace 2>err2; echo $? >rc2
+	set -e
+	"$SBX" exec box ls /workspace >ls1
+	"$SBX" exec box sh -c "head -c 3000000 /dev/urandom >/workspace/mid"
+	mkdir -p outfull
+	mount -t tmpfs -o size=1m tmpfs outfull
+	set +e
+	"$SBX" cp box:/workspace/mid outfull/mid 2>err3; echo $? >rc3
+	"$SBX" cp box:/workspace/mid outfull/ 2>err4; echo $? >rc4
+	"$SBX" cp box:/workspace/mid - >outfull/stream.tar 2>err5; echo $? >rc5
+	set -e
+	ls outfull >ls3
+	umount outfull
+	: the sandbox is fine, and a copy that fits works
+	"$SBX" exec box true
+	head -c 100000 /dev/urandom >small
+	"$SBX" cp small box:/workspace/small
+	"$SBX" cp box:/workspace/small small2
+	cmp small small2
+	"$SBX" rm -f box >/dev/null
+	EOS
+	$full_ns bash fullcp.sh &&
+	for i in 1 2 3 4 5; do
+		test "$(cat rc$i)" = 125 || { echo "copy $i exited $(cat rc$i)"; cat err$i; exit 1; }
+	done &&
+	for i in 1 2 3 4; do expect_one_error_line err$i "No space left on device" || exit 1; done &&
+	grep -q "No space left on device" err5 &&
+	! grep -q big ls1 && ! grep -q mid ls3
 '
 
 test_done

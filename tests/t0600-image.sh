@@ -192,6 +192,13 @@ setup() {
 		registry_push oci "$p" "$REG/docker/$p:latest" --format v2s2 || return 1
 	done
 	registry_push oci busybox "$REG/test/moving:latest" || return 1
+	# a layer small as a blob (compressed) and 8 MiB unpacked: for a full disk
+	printf '%s' '{"layers": [{"compression": "gzip", "entries": [{"type": "busybox"},
+		{"type": "file", "path": "zeros", "size": 8388608}]}]}' >bomb.json &&
+	"${MKIMAGE[@]}" --out oci --tag bomb --spec bomb.json >info/bomb.json &&
+	"${MKIMAGE[@]}" --out bomb.tar --format docker-archive --name bomb:1 --spec bomb.json \
+		>/dev/null || { echo "mkimage bomb failed"; return 1; }
+	registry_push oci bomb "$REG/test/bomb:latest" || return 1
 	for p in escape abs symlink symlink-rel hardlink hardlink-abs device setuid bigowner; do
 		registry_push oci "$p" "$REG/hostile/$p:latest" || { echo "push $p failed"; return 1; }
 	done
@@ -901,6 +908,36 @@ test_expect_success 'a tag that does not exist, a registry that is not there, a 
 
 test_expect_success 'the store after all this: whole, no partial files' '
 	store_check "$SBX_HOME" && host_untouched
+'
+
+# a small tmpfs as a store, in a mount namespace of the test's own (root: its own; others: a
+# user namespace mapping only their uid)
+# shellcheck disable=SC2034 # used in a test body
+if [ "$(id -u)" -eq 0 ]; then full_ns="unshare -m"; else full_ns="unshare -Urm"; fi
+test_expect_success 'a full disk under the store: pull and import fail with 125, no layer stored half' '
+	cat >fullimg.sh <<-\EOS &&
+	set -e
+	export SBX_HOME=$TRASH/h-fullimg
+	mkdir -p "$SBX_HOME" && mount -t tmpfs -o size=6m tmpfs "$SBX_HOME"
+	set +e
+	"$SBX" image pull -q "$REG/test/bomb:latest" >/dev/null 2>err1; echo $? >rc1
+	"$SBX" image import bomb.tar >/dev/null 2>err2; echo $? >rc2
+	set -e
+	ls -A "$SBX_HOME/images/layers" >layers; ls -A "$SBX_HOME/images/tmp" >tmp
+	"$SBX" image ls -q >imgs
+	: with room, the same pull works and the layer is whole
+	umount "$SBX_HOME" && mount -t tmpfs -o size=64m tmpfs "$SBX_HOME"
+	"$SBX" image pull -q "$REG/test/bomb:latest" >/dev/null
+	"$SBX" create --name b --image "$REG/test/bomb:latest" >/dev/null
+	"$SBX" exec b sh -c "wc -c </zeros" >size
+	"$SBX" rm -f b >/dev/null
+	EOS
+	TRASH=$TRASH REG=$REG $full_ns bash fullimg.sh &&
+	test "$(cat rc1)" = 125 && test "$(cat rc2)" = 125 &&
+	expect_one_error_line err1 "No space left on device" &&
+	expect_one_error_line err2 "No space left on device" &&
+	test ! -s layers && test ! -s tmp && test ! -s imgs &&
+	test "$(cat size)" = 8388608
 '
 
 test_done
