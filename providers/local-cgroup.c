@@ -424,8 +424,12 @@ static int enter(const char *sbdir, pid_t pid, const char *leaf, int skip)
 		bool dup = false;
 		for (int k = 0; k < i; k++)
 			dup = dup || (c.dir[k] && streq(c.dir[k], c.dir[i]));
-		_cleanup_free_ char *d = leaf_of(c.dir[i], leaf);
-		if (!dup && cg_write(d, "cgroup.procs", v) < 0) {
+		if (dup)
+			continue;
+		/* the leaf; the directory itself for a sandbox made before the leaves existed */
+		_cleanup_free_ char *d = xasprintf("%s/%s", c.dir[i], leaf);
+		if (cg_write(d, "cgroup.procs", v) < 0 &&
+		    (errno != ENOENT || cg_write(c.dir[i], "cgroup.procs", v) < 0)) {
 			r = -1;
 			break;
 		}
@@ -557,20 +561,29 @@ out:
 	return r;
 }
 
+/* a file of the sandbox's leaf, or of the directory itself for a sandbox made before leaves */
+static char *leaf_read(const char *dir, const char *file)
+{
+	_cleanup_free_ char *d = xasprintf("%s/" LEAF_SANDBOX, dir);
+	char *t = cg_read(d, file);
+
+	return t || errno != ENOENT ? t : cg_read(dir, file);
+}
+
 int local_cgroup_frozen(const char *sbdir)
 {
 	struct cgroups c;
 	int r = -1;
 
-	cgroups_load_leaf(sbdir, &c, LEAF_SANDBOX);
-	if (c.dir[ROLE_V2] && cg_has(c.dir[ROLE_V2], "cgroup.freeze")) {
+	cgroups_load(sbdir, &c);
+	if (c.dir[ROLE_V2]) {
 		/* what was asked, not only what is done: a freeze in progress counts */
-		_cleanup_free_ char *t = cg_read(c.dir[ROLE_V2], "cgroup.freeze");
+		_cleanup_free_ char *t = leaf_read(c.dir[ROLE_V2], "cgroup.freeze");
 		if (t)
 			r = t[0] == '1';
 	}
 	if (r != 1 && c.dir[ROLE_FREEZER]) {
-		_cleanup_free_ char *st = cg_read(c.dir[ROLE_FREEZER], "freezer.state");
+		_cleanup_free_ char *st = leaf_read(c.dir[ROLE_FREEZER], "freezer.state");
 		if (st)
 			r = !startswith(st, "THAWED");
 	}

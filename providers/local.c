@@ -71,16 +71,10 @@ int local_starttime(pid_t pid, unsigned long long *ret)
 
 int local_alive(pid_t pid, unsigned long long start)
 {
-	unsigned long long st;
+	char path[64], buf[1024];
 
 	if (pid <= 0)
 		return 0;
-	if (local_starttime(pid, &st) < 0)
-		return 0;
-	if (st != start)
-		return 0;
-	/* a zombie is not alive */
-	char path[64], buf[256];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -90,8 +84,19 @@ int local_alive(pid_t pid, unsigned long long start)
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
+	/* comm may hold spaces and ')': fields resume after the last ')'; state is field 3 (a
+	 * zombie is not alive), starttime field 22 (the same pid, not a reused one) */
 	char *s = strrchr(buf, ')');
-	return s && s[1] == ' ' && s[2] != 'Z' && s[2] != 'X';
+	if (!s || s[1] != ' ' || s[2] == 'Z' || s[2] == 'X')
+		return 0;
+	s++;
+	for (int field = 3; field < 22; field++)
+		if (!(s = strchr(s + 1, ' ')))
+			return 0;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s + 1, &end, 10);
+	return !errno && end != s + 1 && v == start;
 }
 
 int local_read_pids(const char *dir, struct local_pids *ret)
