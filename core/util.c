@@ -255,8 +255,9 @@ static int rm_rf_at(int dirfd, const char *name, dev_t dev)
 		errno = EBUSY; /* a mount point: never descend into another filesystem */
 		return -1;
 	}
+	/* never through a link: what a sandbox left here is not followed out of it */
 	if ((st.st_mode & 0700) != 0700)
-		(void)fchmodat(dirfd, name, (st.st_mode & 07777) | 0700, 0);
+		(void)fchmodat(dirfd, name, (st.st_mode & 07777) | 0700, AT_SYMLINK_NOFOLLOW);
 	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
