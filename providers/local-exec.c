@@ -300,7 +300,9 @@ struct child_setup {
 	int fd[3];		/* what becomes 0, 1 and 2 (-1: the caller's own, not a terminal) */
 	int tty_fd;		/* -t: the pty's other side, for all three */
 	int report;		/* the exec_msg pipe */
+	int report_other;	/* its read end, the parent's */
 	int tramp_fd;		/* the sealed trampoline (-1: none) */
+	char **tramp_argv;	/* sbx-exec REPORT FILE ARGV... (made before the fork) */
 };
 
 /* in the child: everything between fork and exec */
@@ -333,29 +335,21 @@ static _noreturn_ void run_child(const struct child_setup *c)
 		child_fail(report, STAGE_CHDIR);
 	if (sbx_caps_drop() < 0)
 		child_fail(report, STAGE_SETUP);
+	/* raw system calls: the child may share the parent's memory (see start_child) */
 	if (c->u->uid != 0 || c->u->gid != 0) {
-		if (c->map_range && setgroups(1, &c->u->gid) < 0)
+		gid_t g = c->u->gid;
+		if (c->map_range && syscall(SYS_setgroups, 1, &g) < 0)
 			child_fail(report, STAGE_USER);
-		if (setresgid(c->u->gid, c->u->gid, c->u->gid) < 0 ||
-		    setresuid(c->u->uid, c->u->uid, c->u->uid) < 0)
+		if (syscall(SYS_setresgid, g, g, g) < 0 ||
+		    syscall(SYS_setresuid, c->u->uid, c->u->uid, c->u->uid) < 0)
 			child_fail(report, STAGE_USER);
 	}
 	if (sbx_seccomp_install(c->bpf, c->bpf_len) < 0)
 		child_fail(report, STAGE_SETUP);
 	if (c->tramp_fd >= 0) {
-		size_t n = 0;
-		char num[16];
-		while (o->argv[n])
-			n++;
-		char **tv = xcalloc(n + 4, sizeof(char *));
-		snprintf(num, sizeof(num), "%d", report);
-		tv[0] = (char *)"sbx-exec";
-		tv[1] = num;
-		tv[2] = o->argv[0];
-		memcpy(tv + 3, o->argv, n * sizeof(char *));
 		/* the report pipe stays open into the trampoline, which closes it on success */
 		if (fcntl(report, F_SETFD, 0) == 0)
-			syscall(SYS_execveat, c->tramp_fd, "", tv, c->env, AT_EMPTY_PATH);
+			syscall(SYS_execveat, c->tramp_fd, "", c->tramp_argv, c->env, AT_EMPTY_PATH);
 		(void)fcntl(report, F_SETFD, FD_CLOEXEC);
 		child_fail(report, STAGE_SETUP);
 	}
@@ -363,9 +357,34 @@ static _noreturn_ void run_child(const struct child_setup *c)
 	 * executed, /proc/self/exe included */
 	if (sbx_landlock_exec_root() != 0)
 		child_fail(report, STAGE_SETUP);
-	environ = c->env;
-	execvp(o->argv[0], o->argv);
+	execvpe(o->argv[0], o->argv, c->env);
 	child_fail(report, STAGE_EXEC);
+}
+
+static int child_main(void *arg)
+{
+	const struct child_setup *c = arg;
+
+	close(c->report_other);
+	run_child(c);
+}
+
+/* the command's process: it shares our memory until its exec (CLONE_VM | CLONE_VFORK, as
+ * posix_spawn does), so starting it costs no copy of our page tables; it writes nothing of
+ * ours (no allocation, raw system calls for credentials) and we wait until it has exec'd */
+static pid_t start_child(const struct child_setup *c)
+{
+	const size_t size = 128 * 1024;
+	char *stack = mmap(NULL, size, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+
+	if (stack == MAP_FAILED)
+		return -1;
+	pid_t pid = clone(child_main, stack + size, CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)c);
+	int e = errno;
+	munmap(stack, size);
+	errno = e;
+	return pid;
 }
 
 /* relays the caller's terminal and the pty until the command closes it */
@@ -758,7 +777,21 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		sigaction(SIGWINCH, &wi, NULL);
 	}
 
-	pid_t pid = fork();
+	/* the trampoline's arguments: sbx-exec REPORT FILE ARGV... */
+	char num[16];
+	size_t argc = 0;
+	while (o->argv[argc])
+		argc++;
+	_cleanup_free_ char **tv = xcalloc(argc + 4, sizeof(char *));
+	snprintf(num, sizeof(num), "%d", ep[1]);
+	tv[0] = (char *)"sbx-exec";
+	tv[1] = num;
+	tv[2] = o->argv[0];
+	memcpy(tv + 3, o->argv, argc * sizeof(char *));
+	cs.tramp_argv = tv;
+	cs.report_other = ep[0];
+
+	pid_t pid = o->detach ? fork() : start_child(&cs);
 	if (pid < 0) {
 		close(ep[0]);
 		close(ep[1]);
