@@ -14,6 +14,13 @@ static const char *short_id(const char *id)
 	return id && strlen(id) > 7 + 12 ? id + 7 : (id ? id : "");
 }
 
+/* the 12 characters of an id a table shows, cut before it is made terminal-safe */
+static char *short_id_safe(const char *id)
+{
+	const char *s = short_id(id);
+	return sbx_term_safe_n(s, strnlen(s, 12));
+}
+
 static int image_pull(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
@@ -93,8 +100,10 @@ static int image_import(int argc, char **argv, struct sbx_ctx *ctx)
 	char **lines = NULL;
 	if (sbx_image_import(&ctx->store, argv[optind], &lines, &err) < 0)
 		return cmd_report(&err);
-	for (char **l = lines; l && *l; l++)
-		printf("%s\n", *l);
+	for (char **l = lines; l && *l; l++) {
+		_cleanup_free_ char *line = sbx_term_safe(*l); /* names an archive chose */
+		printf("%s\n", line);
+	}
 	sbx_strv_free(lines);
 	return 0;
 }
@@ -141,12 +150,14 @@ static int image_ls(int argc, char **argv, struct sbx_ctx *ctx)
 	size_t i;
 	json_t *v;
 	if (json) {
-		char *t = json_dumps(a, JSON_INDENT(2));
+		char *t = sbx_json_dumps(a, JSON_INDENT(2));
 		printf("%s\n", t);
 		free(t);
 	} else if (quiet) {
-		json_array_foreach(a, i, v)
-			printf("%.12s\n", short_id(sbx_json_str(v, "id")));
+		json_array_foreach(a, i, v) {
+			_cleanup_free_ char *id = short_id_safe(sbx_json_str(v, "id"));
+			printf("%s\n", id);
+		}
 	} else {
 		printf("%-40s  %-16s  %-12s  %-20s  %s\n", "REPOSITORY", "TAG", "IMAGE ID", "CREATED",
 		       "SIZE");
@@ -156,8 +167,11 @@ static int image_ls(int argc, char **argv, struct sbx_ctx *ctx)
 			struct tm tm;
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime_r(&t, &tm));
 			human_size(json_integer_value(json_object_get(v, "size")), sz, sizeof(sz));
-			printf("%-40s  %-16s  %-12.12s  %-20s  %s\n", sbx_json_str(v, "repository"),
-			       sbx_json_str(v, "tag"), short_id(sbx_json_str(v, "id")), when, sz);
+			/* what the store's refs say is shown as text, never as terminal controls */
+			_cleanup_free_ char *repo = sbx_term_safe(sbx_json_str(v, "repository") ?: "");
+			_cleanup_free_ char *tag = sbx_term_safe(sbx_json_str(v, "tag") ?: "");
+			_cleanup_free_ char *id = short_id_safe(sbx_json_str(v, "id"));
+			printf("%-40s  %-16s  %-12s  %-20s  %s\n", repo, tag, id, when, sz);
 		}
 	}
 	json_decref(a);

@@ -84,16 +84,23 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 		free(s);
 		json_decref(a);
 	} else if (quiet) {
-		for (size_t i = 0; i < l.n; i++)
-			puts(l.recs[i]->id);
+		for (size_t i = 0; i < l.n; i++) {
+			_cleanup_free_ char *id = sbx_term_safe(l.recs[i]->id);
+			puts(id);
+		}
 	} else {
 		printf("%-12s  %-20s  %-8s  %-9s  %s\n", "ID", "NAME", "PROVIDER", "STATE", "CREATED");
 		for (size_t i = 0; i < l.n; i++) {
 			struct sbx_record *r = l.recs[i];
 			char ago[64];
 			print_ago(ago, sizeof(ago), r->created);
-			printf("%-12s  %-20s  %-8s  %-9s  %s\n", r->id, r->name ? r->name : "-",
-			       r->provider, sbx_state_name(r->state), ago);
+			/* a record's text is shown as text: a damaged or foreign record cannot drive
+			 * the terminal */
+			_cleanup_free_ char *id = sbx_term_safe(r->id);
+			_cleanup_free_ char *name = sbx_term_safe(r->name ? r->name : "-");
+			_cleanup_free_ char *prov = sbx_term_safe(r->provider);
+			printf("%-12s  %-20s  %-8s  %-9s  %s\n", id, name, prov, sbx_state_name(r->state),
+			       ago);
 		}
 	}
 	sbx_listing_release(&l);

@@ -37,6 +37,9 @@ const struct sbx_command sbx_commands[] = {
 	  "                         (every domain, logged) or host (unsafe: the host's network)\n"
 	  "      --net-preset default|none\n"
 	  "                         with allow=: add the preset (default) or not\n"
+	  "      --net-allow-private\n"
+	  "                         with allow= or open: the proxy may dial private addresses\n"
+	  "                         (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)\n"
 	  "      --add-host NAME:ADDR\n"
 	  "                         NAME resolves to ADDR, in /etc/hosts and for the proxy\n"
 	  "      --host-port PORT[:INSIDE]\n"
@@ -71,7 +74,8 @@ const struct sbx_command sbx_commands[] = {
 	  "sbx preview [OPTIONS] SB PORT\n       sbx preview [--json] SB\n"
 	  "       sbx preview --rm SB PORT",
 	  "      --host-port N      listen on host port N (default: an ephemeral port)\n"
-	  "      --public           listen on every interface; requests need the URL's token\n"
+	  "      --public           listen on every interface (requests need the URL's token)\n"
+	  "      --no-auth          no token: any local user may use the loopback URL\n"
 	  "      --rm               close the preview of PORT\n"
 	  "      --json             print {url, port, host_port, token} (with SB only: a list)\n" },
 	{ "ls", cmd_ls, "List sandboxes",
@@ -161,22 +165,32 @@ int cmd_exit_code(const struct sbx_err *err)
 	}
 }
 
+/* every "sbx: error:" line: a message carries names and answers a sandbox or a provider chose
+ * (tar entries, HTTP error bodies), which must not reach the terminal as control sequences */
+static void error_line(const char *msg, size_t n)
+{
+	_cleanup_free_ char *safe = sbx_term_safe_n(msg, n);
+
+	fprintf(stderr, "sbx: error: %s\n", n ? safe : "unknown error");
+}
+
 int cmd_report(const struct sbx_err *err)
 {
-	fprintf(stderr, "sbx: error: %s\n", err->msg[0] ? err->msg : "unknown error");
+	error_line(err->msg, strnlen(err->msg, sizeof(err->msg)));
 	return cmd_exit_code(err);
 }
 
 int cmd_usage_error(const char *cmd, const char *fmt, ...)
 {
 	const struct sbx_command *c = cmd_find(cmd);
+	_cleanup_free_ char *msg = NULL;
 	va_list ap;
 
-	fputs("sbx: error: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		msg = NULL;
 	va_end(ap);
-	fputc('\n', stderr);
+	error_line(msg ? msg : "", msg ? strlen(msg) : 0);
 	if (c)
 		fprintf(stderr, "Usage: %s\n", c->usage);
 	fprintf(stderr, "Run 'sbx %s --help' for more information.\n", cmd);
@@ -240,8 +254,9 @@ int cmd_help(int argc, char **argv, struct sbx_ctx *ctx)
 		return cmd_print_help("help");
 	const struct sbx_command *c = cmd_find(argv[1]);
 	if (!c || !c->summary) {
+		_cleanup_free_ char *safe = sbx_term_safe(argv[1]);
 		fprintf(stderr, "sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
-				"commands.\n", argv[1]);
+				"commands.\n", safe);
 		return 125;
 	}
 	return cmd_print_help(c->name);
@@ -284,10 +299,12 @@ int main(int argc, char **argv)
 		case 'D': sbx_debug_enabled = 1; break;
 		case 'h': main_usage(stdout); return finish(0);
 		case 'V': return finish(cmd_version(1, argv, &ctx));
-		default:
+		default: {
+			_cleanup_free_ char *safe = sbx_term_safe(argv[optind - 1]);
 			fprintf(stderr, "sbx: error: unknown option '%s'\nRun 'sbx --help' for more "
-					"information.\n", argv[optind - 1]);
+					"information.\n", safe);
 			return 125;
+		}
 		}
 	}
 	if (optind >= argc) {
@@ -298,8 +315,9 @@ int main(int argc, char **argv)
 	ctx.debug = sbx_debug_enabled;
 	const struct sbx_command *cmd = cmd_find(argv[optind]);
 	if (!cmd) {
+		_cleanup_free_ char *safe = sbx_term_safe(argv[optind]);
 		fprintf(stderr, "sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
-				"commands.\n", argv[optind]);
+				"commands.\n", safe);
 		return 125;
 	}
 	/* commands that need no store */

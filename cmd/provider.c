@@ -53,8 +53,10 @@ static int provider_ls(int argc, char **argv)
 				!kv ? xstrdup(sbx_json_str(o, "summary"))
 				: ok ? xasprintf("%s is set; API at %s", kv, url ? url : "?")
 				     : xasprintf("set %s to use it (API at %s)", kv, url ? url : "?");
-			printf("%-8s  %-10s  %s\n", sbx_json_str(o, "name"), ok ? "yes" : "no",
-			       detail);
+			/* an API URL comes from the environment: shown as text */
+			_cleanup_free_ char *name = sbx_term_safe(sbx_json_str(o, "name"));
+			_cleanup_free_ char *safe = sbx_term_safe(detail);
+			printf("%-8s  %-10s  %s\n", name, ok ? "yes" : "no", safe);
 		}
 	}
 	json_decref(a);

@@ -36,12 +36,33 @@ long long sbx_json_int(const json_t *obj, const char *key, long long dflt)
 	return json_is_integer(v) ? (long long)json_integer_value(v) : dflt;
 }
 
-char *sbx_json_dump(const json_t *j, bool pretty)
+char *sbx_json_dumps(const json_t *j, size_t flags)
 {
-	size_t flags = JSON_SORT_KEYS | JSON_ENCODE_ANY | (pretty ? JSON_INDENT(2) : JSON_COMPACT);
-	char *s = json_dumps(j, flags);
+	char *s = json_dumps(j, flags | JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+	size_t n = 0, dels = 0;
 
 	if (!s)
-		s = xstrdup("null");
-	return s;
+		return xstrdup("null");
+	for (; s[n]; n++)
+		dels += s[n] == 0x7f;
+	if (!dels)
+		return s;
+	/* a raw DEL can only be inside a string: its escape keeps the JSON the same */
+	char *out = xmalloc(n + 5 * dels + 1), *o = out;
+	for (const char *p = s; *p; p++) {
+		if (*p == 0x7f) {
+			memcpy(o, "\\u007f", 6);
+			o += 6;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = 0;
+	free(s);
+	return out;
+}
+
+char *sbx_json_dump(const json_t *j, bool pretty)
+{
+	return sbx_json_dumps(j, JSON_SORT_KEYS | (pretty ? JSON_INDENT(2) : JSON_COMPACT));
 }

@@ -16,7 +16,11 @@ const char *sbx_json_str(const json_t *obj, const char *key);
 /* string member, error naming the key when absent or not a string */
 int sbx_json_get_str(const json_t *obj, const char *key, const char **ret, struct sbx_err *err);
 long long sbx_json_int(const json_t *obj, const char *key, long long dflt);
-/* sorted keys, 2-space indent, newline at end; caller frees */
+/* sorted keys, 2-space indent (or compact); terminal-safe as sbx_json_dumps; caller frees */
 char *sbx_json_dump(const json_t *j, bool pretty);
+/* json_dumps (any value) with FLAGS, plus what makes the text safe on a terminal whatever its
+ * strings hold: JSON_ENSURE_ASCII (C1 controls and all non-ASCII become \uXXXX) and DEL as
+ * \u007f, which jansson leaves raw; caller frees, "null" when j cannot be encoded */
+char *sbx_json_dumps(const json_t *j, size_t flags);
 
 #endif

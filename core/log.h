@@ -5,6 +5,8 @@
 #include "core/util.h"
 
 extern int sbx_debug_enabled;
+/* one line each, rendered with sbx_term_safe: a message may carry text a sandbox or a provider
+ * chose (a file name, an HTTP error body) */
 _printf_(1, 2) void sbx_debug(const char *fmt, ...);
 _printf_(1, 2) void sbx_warn(const char *fmt, ...);
 

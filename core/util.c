@@ -300,9 +300,87 @@ char *sbx_time_rfc3339(long long t)
 	struct tm tm;
 	char buf[64];
 
-	gmtime_r(&tt, &tm);
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	/* a year past what struct tm holds (a damaged record): never format an unset tm */
+	if (!gmtime_r(&tt, &tm)) {
+		tt = 0;
+		gmtime_r(&tt, &tm);
+	}
+	if (strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, sizeof(buf), "1970-01-01T00:00:00Z");
 	return xstrdup(buf);
+}
+
+size_t sbx_utf8_seq_len(const unsigned char *s, size_t n)
+{
+	unsigned c = n ? s[0] : 0;
+	size_t len;
+	unsigned lo = 0x80, hi = 0xbf; /* the range of the second byte */
+
+	if (n == 0)
+		return 0;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		if (c == 0xe0)
+			lo = 0xa0; /* overlong */
+		else if (c == 0xed)
+			hi = 0x9f; /* surrogates */
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		if (c == 0xf0)
+			lo = 0x90; /* overlong */
+		else if (c == 0xf4)
+			hi = 0x8f; /* past U+10FFFF */
+	} else {
+		return 0;
+	}
+	if (n < len || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return len;
+}
+
+char *sbx_term_safe_n(const void *data, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = data;
+	char *out = xmalloc(4 * n + 1), *o = out;
+
+	for (size_t i = 0; i < n;) {
+		size_t len = sbx_utf8_seq_len(s + i, n - i);
+		bool escape = len == 0 || s[i] < 0x20 || s[i] == 0x7f ||
+			      (len == 2 && s[i] == 0xc2 && s[i + 1] < 0xa0); /* C1 controls */
+		if (!escape) {
+			memcpy(o, s + i, len);
+			o += len;
+			i += len;
+			continue;
+		}
+		/* a C1 control shows both of its bytes; anything else invalid, one at a time */
+		for (size_t k = 0; k < (len == 2 ? 2 : 1); k++, i++) {
+			char e = s[i] == '\n' ? 'n' : s[i] == '\t' ? 't' : s[i] == '\r' ? 'r' : 0;
+			*o++ = '\\';
+			if (e) {
+				*o++ = e;
+			} else {
+				*o++ = 'x';
+				*o++ = hex[s[i] >> 4];
+				*o++ = hex[s[i] & 15];
+			}
+		}
+	}
+	*o = 0;
+	return out;
+}
+
+char *sbx_term_safe(const char *s)
+{
+	return sbx_term_safe_n(s, strlen(s));
 }
 
 char *sbx_base64_encode(const void *data, size_t n)

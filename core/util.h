@@ -59,7 +59,17 @@ char *sbx_base64_encode(const void *data, size_t n);
 /* standard or URL-safe base64, padding optional, NUL-terminated; NULL when malformed */
 char *sbx_base64_decode(const char *s, size_t *ret_len);
 
-/* current time as RFC 3339 UTC */
+/* text a sandbox, a provider or an archive chose, made safe to print on a terminal: C0 controls,
+ * DEL, C1 controls (U+0080..U+009F) and bytes that are not valid UTF-8 become visible escapes
+ * (\x1b, \xc2\x9b, \xff), newline, tab and CR become \n, \t and \r; printable UTF-8 (and
+ * the backslash) stay as they are. The _n form takes n bytes, NUL included. Caller frees. */
+char *sbx_term_safe(const char *s);
+char *sbx_term_safe_n(const void *s, size_t n);
+/* the length of the valid UTF-8 sequence at s[0..n) (1..4; overlong forms, surrogates and code
+ * points past U+10FFFF are invalid), 0 when it is not one */
+size_t sbx_utf8_seq_len(const unsigned char *s, size_t n);
+
+/* unix seconds as RFC 3339 UTC; a time gmtime cannot represent is given as the epoch */
 char *sbx_time_rfc3339(long long unix_sec);
 long long sbx_now_ms(void);
 

@@ -27,5 +27,6 @@ void test_options(void);
 void test_lazy(void);
 void test_net(void);
 void test_registry(void);
+void test_term(void);
 
 #endif

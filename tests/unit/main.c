@@ -14,6 +14,7 @@ int main(void)
 	test_lazy();
 	test_net();
 	test_registry();
+	test_term();
 	printf("# unit: %d ok, %d not ok, %d skipped\n", unit_pass, unit_fail, unit_skip);
 	return unit_fail ? 1 : 0;
 }
