@@ -71,7 +71,8 @@ enum {
 	OPT_NAME = 1000, OPT_ENV_FILE, OPT_LABEL, OPT_JSON, OPT_PROVIDER, OPT_TIMEOUT, OPT_FORCE,
 	OPT_CPUS, OPT_MEMORY, OPT_PIDS_LIMIT, OPT_TTL, OPT_TTL_ACTION, OPT_RESUME,
 	OPT_NET, OPT_NET_PRESET, OPT_ADD_HOST, OPT_HOST_PORT, OPT_EGRESS, OPT_PUBLIC, OPT_RM,
-	OPT_IMAGE, OPT_PLATFORM, OPT_INSECURE, OPT_ROOTFS, OPT_DISK,
+	OPT_IMAGE, OPT_PLATFORM, OPT_INSECURE, OPT_ROOTFS, OPT_NET_ALLOW_PRIVATE, OPT_NO_AUTH,
+	OPT_DISK,
 	OPT_HELP = 'h',
 };
 #define CREATE_LONGOPTS                                                         \
@@ -90,6 +91,7 @@ enum {
 	{ "ttl-action", required_argument, NULL, OPT_TTL_ACTION },              \
 	{ "net", required_argument, NULL, OPT_NET },                            \
 	{ "net-preset", required_argument, NULL, OPT_NET_PRESET },              \
+	{ "net-allow-private", no_argument, NULL, OPT_NET_ALLOW_PRIVATE },      \
 	{ "add-host", required_argument, NULL, OPT_ADD_HOST },                  \
 	{ "host-port", required_argument, NULL, OPT_HOST_PORT },                \
 	{ "image", required_argument, NULL, OPT_IMAGE }

@@ -170,6 +170,9 @@ int create_parse_opt(struct create_args *a, int c, const char *arg, const char *
 					       arg), -1;
 		a->o.net_preset_none = streq(arg, "none");
 		return 1;
+	case OPT_NET_ALLOW_PRIVATE:
+		a->o.net_allow_private = true;
+		return 1;
 	case OPT_ADD_HOST:
 		strv_push(&a->add_host_store, &a->n_add_hosts, xstrdup(arg));
 		return 1;

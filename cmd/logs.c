@@ -28,26 +28,6 @@ static int copy_out(int fd)
 
 /* --- sbx logs --egress ---------------------------------------------------------------------- */
 
-/* one table row stays one line: control characters of a command are shown escaped */
-static char *one_line(const char *s)
-{
-	size_t n = strlen(s);
-	char *o = xmalloc(4 * n + 1), *q = o;
-
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '\n' || *p == '\r' || *p == '\t') {
-			*q++ = '\\';
-			*q++ = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
-		} else if (*p < 0x20 || *p == 0x7f) {
-			q += sprintf(q, "\\x%02x", *p);
-		} else {
-			*q++ = (char)*p;
-		}
-	}
-	*q = 0;
-	return o;
-}
-
 static void egress_line(const char *line, bool json, bool *header)
 {
 	if (json) {
@@ -62,15 +42,20 @@ static void egress_line(const char *line, bool json, bool *header)
 		       "DESTINATION", "VERDICT", "UP", "DOWN", "COMMAND / REASON");
 		*header = true;
 	}
-	const char *t = sbx_json_str(j, "time");
-	_cleanup_free_ char *dest = xasprintf("%s:%lld", sbx_json_str(j, "domain") ?: "?",
-					      (long long)json_integer_value(json_object_get(j, "port")));
+	/* one table row stays one line, and what a sandbox asked for (a domain, a command) is
+	 * shown as text, never as terminal controls: every field, whatever wrote the line */
+	_cleanup_free_ char *t = sbx_term_safe(sbx_json_str(j, "time") ?: "?");
+	_cleanup_free_ char *exec = sbx_term_safe(sbx_json_str(j, "exec") ?: "-");
+	_cleanup_free_ char *proto = sbx_term_safe(sbx_json_str(j, "proto") ?: "?");
+	long long port = (long long)json_integer_value(json_object_get(j, "port"));
+	_cleanup_free_ char *dest_raw = xasprintf("%s:%lld", sbx_json_str(j, "domain") ?: "?", port);
+	_cleanup_free_ char *dest = sbx_term_safe(dest_raw);
 	const char *verdict = sbx_json_str(j, "verdict") ?: "?";
 	bool deny = streq(verdict, "deny");
+	_cleanup_free_ char *v = sbx_term_safe(verdict);
 	const char *raw = deny ? sbx_json_str(j, "reason") : sbx_json_str(j, "command");
-	_cleanup_free_ char *what = raw ? one_line(raw) : NULL;
-	printf("%-24s  %-12s  %-7s  %-28s  %-7s  %9lld  %9lld  %s\n", t ? t : "?",
-	       sbx_json_str(j, "exec") ?: "-", sbx_json_str(j, "proto") ?: "?", dest, verdict,
+	_cleanup_free_ char *what = raw ? sbx_term_safe(raw) : NULL;
+	printf("%-24s  %-12s  %-7s  %-28s  %-7s  %9lld  %9lld  %s\n", t, exec, proto, dest, v,
 	       (long long)json_integer_value(json_object_get(j, "bytes_up")),
 	       (long long)json_integer_value(json_object_get(j, "bytes_down")), what ? what : "-");
 	json_decref(j);

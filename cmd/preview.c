@@ -37,6 +37,7 @@ int cmd_preview(int argc, char **argv, struct sbx_ctx *ctx)
 	static const struct option opts[] = {
 		{ "host-port", required_argument, NULL, OPT_HOST_PORT },
 		{ "public", no_argument, NULL, OPT_PUBLIC },
+		{ "no-auth", no_argument, NULL, OPT_NO_AUTH },
 		{ "rm", no_argument, NULL, OPT_RM },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "help", no_argument, NULL, 'h' },
@@ -56,6 +57,7 @@ int cmd_preview(int argc, char **argv, struct sbx_ctx *ctx)
 				return 125;
 			break;
 		case OPT_PUBLIC: o.public = true; break;
+		case OPT_NO_AUTH: o.no_auth = true; break;
 		case OPT_RM: o.rm = true; break;
 		case OPT_JSON: json = true; break;
 		default: return cmd_bad_option("preview", argc, argv);
@@ -70,9 +72,15 @@ int cmd_preview(int argc, char **argv, struct sbx_ctx *ctx)
 		return cmd_usage_error("preview", "unexpected argument '%s'", argv[optind]);
 	if (o.rm && !o.port)
 		return cmd_usage_error("preview", "--rm needs the port whose preview to close");
-	if ((o.rm || !o.port) && (o.public || o.host_port))
-		return cmd_usage_error("preview", "--public and --host-port go with opening a "
-				       "preview: sbx preview SB PORT");
+	if ((o.rm || !o.port) && (o.public || o.host_port || o.no_auth))
+		return cmd_usage_error("preview", "--public, --no-auth and --host-port go with "
+				       "opening a preview: sbx preview SB PORT");
+	if (o.public && o.no_auth) {
+		/* one line: a refusal, not a mistyped command */
+		sbx_err_set(&err, SBX_E_USAGE, "--public and --no-auth do not go together: a "
+			    "public preview always needs its token");
+		return cmd_report(&err);
+	}
 	_cleanup_json_ json_t *res = NULL;
 	if (sbx_sandbox_preview(ctx, sb, &o, &res, &err) < 0)
 		return cmd_report(&err);

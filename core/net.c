@@ -1,4 +1,4 @@
-/* --net, --add-host, --host-port: parsing and the stored form. */
+/* --net, --net-allow-private, --add-host, --host-port: parsing and the stored form. */
 #define _GNU_SOURCE
 #include "core/net.h"
 
@@ -172,6 +172,11 @@ int sbx_net_validate(const struct sbx_create_opts *o, char *msg, size_t len)
 			}
 		}
 	}
+	if (o->net_allow_private && !proxy) {
+		snprintf(msg, len, "--net-allow-private goes with --net allow=... or open: with --net "
+			 "%s no proxy dials out", mode);
+		return -1;
+	}
 	if (streq(mode, "host") && o->host_ports && *o->host_ports) {
 		snprintf(msg, len, "--host-port has no use with --net host: the sandbox shares the "
 			 "host's network");
@@ -213,6 +218,7 @@ json_t *sbx_net_json(const struct sbx_create_opts *o)
 	bool empty = o->net && streq(o->net, "allow=");
 	json_object_set_new(j, "preset",
 			    json_boolean(streq(mode, "allow") && !o->net_preset_none && !empty));
+	json_object_set_new(j, "allow_private", json_boolean(o->net_allow_private));
 	for (char **a = o->add_hosts; a && *a; a++) {
 		_cleanup_free_ char *n = NULL, *ad = NULL;
 		if (sbx_net_parse_add_host(*a, &n, &ad) < 0)

@@ -35,6 +35,7 @@ struct sbx_create_opts {
 	const char *ttl_action;	/* "pause" (default) or "rm" */
 	const char *net;	/* --net: none, open, host or allow=LIST (NULL: allow= + preset) */
 	bool net_preset_none;	/* --net-preset none: the allow list only */
+	bool net_allow_private;	/* --net-allow-private: the proxy may dial private addresses */
 	char **add_hosts;	/* --add-host NAME:ADDR, NULL-terminated */
 	char **host_ports;	/* --host-port PORT[:INSIDE], NULL-terminated */
 	const char *image;	/* --image REF (NULL: the host's system view) */
@@ -45,6 +46,7 @@ struct sbx_preview_opts {
 	int port;		/* inside the sandbox */
 	int host_port;		/* 0: an ephemeral port */
 	bool public;		/* bind every interface, require a token */
+	bool no_auth;		/* --no-auth: a loopback preview without a token */
 	bool rm;
 };
 

@@ -2,20 +2,23 @@
 # --net none|allow=|open|host: the egress proxy (HTTP, CONNECT, SOCKS5) for curl, git and a raw
 # TCP client; refusals (names not allowed, ports, wildcards, private and loopback addresses)
 # and their 403 text; --add-host; --host-port; the egress log; direct connections failing.
-# The internet is the file's own. As root: a network namespace behind a veth pair in
-# 10.249.0.0/16 (a /30 picked per run), with HTTP, HTTPS and TCP echo servers inside. As
-# another uid (no veth): the same servers on 127.0.0.1, ephemeral ports. Names reach them
-# through --add-host NAME:ADDR either way, so the same cases run in both modes.
+# The internet is the file's own (tests/helpers/testnet.sh): the whole file runs in a network
+# namespace of its own (as another uid, one a user namespace of its own owns), which plays the
+# host, and its HTTP, HTTPS and TCP echo servers run in a second namespace behind a veth pair,
+# at 192.0.2.2 (TEST-NET-1: neither private nor the host's). Names reach them through
+# --add-host NAME:192.0.2.2, so the same cases run as root and as another uid.
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
 # the variables set here
+# shellcheck source=tests/helpers/testnet.sh
+. "$(dirname "$0")/helpers/testnet.sh"
+testnet_reexec "$@"
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS python3 curl git openssl
 
 HELPERS=$TEST_DIR/helpers
-NET_KIND=loopback # or netns
-WEB_ADDR=127.0.0.1 # where the internet's servers listen, as the sandboxes' --add-host gives it
-PEER_ADDR=127.0.0.1 # the address their connections come from (the host side)
+WEB_ADDR=$TN_WEB # where the internet's servers listen, as the sandboxes' --add-host gives it
+PEER_ADDR=$TN_HOST # the address their connections come from (the host side)
 
 # a CA and a certificate for every name the tests use
 make_certs() {
@@ -42,62 +45,28 @@ make_repo() {
 	} >git.log 2>&1
 }
 
-# as root: a namespace with one end of a veth pair, on a /30 of 10.249.0.0/16 no address or
-# route of this host is in; sets WEB_ADDR (inside) and PEER_ADDR (the host's end)
-netns_up() {
-	local i x y used
-	NS=sbxt-$$-$RANDOM VH=sbxv$$h VN=sbxv$$n
-	used=$(ip -o -4 addr show; ip -4 route show table all)
-	for i in $(seq 1 50); do
-		x=$((RANDOM % 256)) y=$((RANDOM % 64 * 4))
-		grep -q "10\.249\.$x\." <<<"$used" || break
-		[ "$i" -lt 50 ] || return 1
-	done
-	PEER_ADDR=10.249.$x.$((y + 1)) WEB_ADDR=10.249.$x.$((y + 2))
-	ip netns add "$NS" || return 1
-	test_atexit "ip netns del $NS"
-	ip link add "$VH" type veth peer name "$VN" || return 1
-	test_atexit "ip link del $VH"
-	ip link set "$VN" netns "$NS" &&
-		ip addr add "$PEER_ADDR/30" dev "$VH" && ip link set "$VH" up &&
-		ip -n "$NS" link set lo up &&
-		ip -n "$NS" addr add "$WEB_ADDR/30" dev "$VN" && ip -n "$NS" link set "$VN" up
-}
-
 # ready_port FILE NAME: the port netsrv.py wrote for server NAME
 ready_port() { sed -n "s/^$2=//p" "$1"; }
 
 make_certs || { cat openssl.log; exit 1; }
 make_repo || { cat git.log; exit 1; }
-if test_have_prereq ROOT; then
-	if ! command -v ip >/dev/null; then
-		test_skip 'the internet in a network namespace (on 127.0.0.1 instead)' 'no ip (iproute2)'
-	elif netns_up >netns.log 2>&1; then
-		NET_KIND=netns
-	else
-		test_skip 'the internet in a network namespace (on 127.0.0.1 instead)' \
-			"cannot make a namespace and veth pair: $(tail -n 1 netns.log)"
-		WEB_ADDR=127.0.0.1 PEER_ADDR=127.0.0.1
-	fi
+if ! testnet_up >testnet.log 2>&1; then
+	TEST_SKIP_ALL="no test internet: $(tail -n 1 testnet.log)"
 fi
 
 # the internet: web (HTTP), alt (HTTP on another port), tls (HTTPS), tcp (echo)
-if [ "$NET_KIND" = netns ]; then
-	ip netns exec "$NS" "$TEST_PYTHON" "$HELPERS/netsrv.py" --bind "$WEB_ADDR" \
+if [ -z "$TEST_SKIP_ALL" ]; then
+	testnet_srv_bg "$TEST_PYTHON" "$HELPERS/netsrv.py" --bind "$WEB_ADDR" \
 		--ready inet.ready --root www --cert srv.pem --key srv.key --lifetime 240 \
-		web:http:80 alt:http:8080 tls:https:8443 tcp:echo:7777 2>inet.log &
-else
-	"$TEST_PYTHON" "$HELPERS/netsrv.py" --bind 127.0.0.1 \
-		--ready inet.ready --root www --cert srv.pem --key srv.key --lifetime 240 \
-		web:http:0 alt:http:0 tls:https:0 tcp:echo:0 2>inet.log &
+		web:http:80 alt:http:8080 tls:https:8443 tcp:echo:7777 2>inet.log
+	test_atexit "stop_pid $TN_BG"
+	# services on the host's loopback, for --host-port and the loopback refusals
+	"$TEST_PYTHON" "$HELPERS/netsrv.py" --bind 127.0.0.1 --ready host.ready --root www \
+		--lifetime 240 hp1:http:0 hp2:http:0 hp3:http:0 2>host.log &
+	test_atexit "stop_pid $!"
+	wait_until 10 test -s inet.ready
+	wait_until 10 test -s host.ready
 fi
-test_atexit "stop_pid $!"
-# services on the host's loopback, for --host-port and the loopback refusals
-"$TEST_PYTHON" "$HELPERS/netsrv.py" --bind 127.0.0.1 --ready host.ready --root www \
-	--lifetime 240 hp1:http:0 hp2:http:0 hp3:http:0 2>host.log &
-test_atexit "stop_pid $!"
-wait_until 10 test -s inet.ready
-wait_until 10 test -s host.ready
 HTTP_PORT=$(ready_port inet.ready web) ALT_PORT=$(ready_port inet.ready alt)
 HTTPS_PORT=$(ready_port inet.ready tls) TCP_PORT=$(ready_port inet.ready tcp)
 HP1=$(ready_port host.ready hp1) HP2=$(ready_port host.ready hp2)
@@ -141,10 +110,10 @@ count_lines() { grep -Ec "$1" "$2" || true; }
 # has_lines FILE N: FILE has at least N lines
 has_lines() { test "$(grep -c '' "$1" 2>/dev/null)" -ge "$2"; }
 
-say "# the internet ($NET_KIND): $WEB_ADDR http $HTTP_PORT, alt $ALT_PORT, https $HTTPS_PORT," \
+say "# the internet: $WEB_ADDR http $HTTP_PORT, alt $ALT_PORT, https $HTTPS_PORT," \
 	"tcp $TCP_PORT; the host's 127.0.0.1: $HP1 $HP2 $HP3"
 
-test_expect_success "set-up ($NET_KIND): the servers answer from the host" '
+test_expect_success "set-up: the servers answer from the host, which is not where they run" '
 	test -n "$HTTP_PORT" && test -n "$HTTPS_PORT" && test -n "$TCP_PORT" && test -n "$HP3" &&
 	test "$("${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/hello")" = "hello from web" &&
 	test "$("${CURL[@]}" "http://$WEB_ADDR:$ALT_PORT/hello")" = "hello from alt" &&
@@ -154,15 +123,14 @@ test_expect_success "set-up ($NET_KIND): the servers answer from the host" '
 	test "$("${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/repo.git/info/refs")" != "" &&
 	exec 3<>"/dev/tcp/$WEB_ADDR/$TCP_PORT" && echo ping >&3 && read -r -t 5 l <&3 &&
 	test "$l" = ping &&
-	if [ "$NET_KIND" = netns ]; then
-		ip netns list | grep -q "^$NS" && ip -o link show "$VH" >/dev/null
-	fi
+	! "$TN_IP" -o addr show | grep -qw "$WEB_ADDR"
 '
 
 test_expect_success 'create: bad --net, --net-preset, --add-host, --host-port: 125, no sandbox' '
 	for args in "--net bogus" "--net allow" "--net-preset maybe" "--add-host nocolon" \
 		"--add-host web.test:not-an-address" "--add-host :10.0.0.1" "--host-port 0" \
-		"--host-port 70000" "--host-port abc" "--host-port 8080:0" "--host-port 8080:x"; do
+		"--host-port 70000" "--host-port abc" "--host-port 8080:0" "--host-port 8080:x" \
+		"--net none --net-allow-private" "--net host --net-allow-private"; do
 		expect_code 125 sbx create $args >out 2>err || { echo "with $args"; exit 1; }
 		head -n 1 err | grep -q "^sbx: error: " || { echo "with $args:"; cat err; exit 1; }
 		test ! -s out || exit 1
@@ -295,25 +263,26 @@ test_expect_success 'an allowed name on a loopback address without --add-host: r
 	sbx create --name lo --net allow=localhost --net-preset none >/dev/null &&
 	hp=$(count_lines "^hp1 conn" "$HOSTLOG") &&
 	sbx exec lo env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://localhost:$HP1/hello?t=lo1" >resp &&
-	refused_403 resp localhost "--add-host" && grep -q "loopback" resp.body &&
+	refused_403 resp localhost "--host-port" && grep -q "127.0.0.1, a loopback address" resp.body &&
 	expect_code 56 sbx exec lo env -u NO_PROXY -u no_proxy "${CURL[@]}" -k "https://localhost:$HP1/" &&
 	expect_code 97 sbx exec lo env -u NO_PROXY -u no_proxy -u http_proxy -u HTTP_PROXY \
 		"${CURL[@]}" "http://localhost:$HP1/hello?t=lo2" &&
 	test "$(count_lines "^hp1 conn" "$HOSTLOG")" = "$hp" && ! grep -q "t=lo" "$HOSTLOG"
 '
 
-test_expect_success '--net open: any name through the proxy; address literals still refused' '
+test_expect_success '--net open: any name through the proxy; address literals checked as names' '
 	sbx create --name open --net open --add-host "any.test:$WEB_ADDR" >/dev/null &&
 	test "$(sbx exec open "${CURL[@]}" "http://any.test:$HTTP_PORT/hello?t=open1")" = "hello from web" &&
 	test "$(sbx exec open "${CURL[@]}" -k "https://any.test:$HTTPS_PORT/hello")" = "hello from tls" &&
 	hp=$(count_lines "^hp2 conn" "$HOSTLOG") &&
 	sbx exec open env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://127.0.0.1:$HP2/hello?t=open2" >resp &&
 	refused_403 resp 127.0.0.1 "refused" && grep -q "loopback" resp.body &&
-	sbx exec open env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://$WEB_ADDR:$HTTP_PORT/hello?t=open3" >resp &&
-	refused_403 resp "$WEB_ADDR" "refused" &&
-	if [ "$NET_KIND" = netns ]; then grep -q "private" resp.body; fi &&
+	sbx exec open env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://$TN_PRIV:$HTTP_PORT/hello?t=open3" >resp &&
+	refused_403 resp "$TN_PRIV" "--net-allow-private" && grep -q "a private address" resp.body &&
+	test "$(sbx exec open env -u NO_PROXY -u no_proxy "${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/hello?t=open4")" = "hello from web" &&
 	test "$(count_lines "^hp2 conn" "$HOSTLOG")" = "$hp" &&
-	grep -qx "web GET /hello?t=open1" "$INET" && ! grep -Eq "t=open(2|3)" "$INET" "$HOSTLOG"
+	grep -qx "web GET /hello?t=open1" "$INET" && grep -qx "web GET /hello?t=open4" "$INET" &&
+	! grep -Eq "t=open(2|3)" "$INET" "$HOSTLOG"
 '
 
 test_expect_success 'connections that ignore the proxy fail' '

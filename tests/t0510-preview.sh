@@ -1,8 +1,9 @@
 #!/bin/bash
 # sbx preview: a host URL for a port inside (HTTP, a large body, a WebSocket echo, a page whose
-# text JavaScript writes, rendered by headless Chromium); --json, --host-port, the list;
-# --public and its token (query, cookie, header); surviving exec, pause and resume; --rm and
-# rm closing it. Servers run inside with exec -d; every request goes to 127.0.0.1.
+# text JavaScript writes, rendered by headless Chromium); --json, --host-port, the list; the
+# token every preview has (query, cookie, header), --public, --no-auth; surviving exec, pause
+# and resume; --rm and rm closing it. Servers run inside with exec -d; every request goes to
+# 127.0.0.1.
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
 # the variables set here
 # shellcheck source=tests/lib.sh
@@ -35,6 +36,19 @@ BIG_SUM=$(sha256sum <site/big.bin | cut -d" " -f1)
 # url_port URL: the port of http://HOST:PORT/...
 url_port() { sed -n 's|^http://[^/]*:\([0-9]*\)/.*|\1|p' <<<"$1"; }
 
+# pv_save NAME URL: a preview's URL as sbx preview prints it, kept as urlNAME (without the
+# token: http://127.0.0.1:PORT/) and tokNAME (the token, 32 hexadecimal digits)
+pv_save() {
+	grep -Eqx 'http://[^/]+:[0-9]+/\?sbx_token=[0-9a-f]{32}' <<<"$2" || { say "not a URL with a token: $2" >&2; return 1; }
+	echo "${2%%\?*}" >"url$1" && echo "${2##*sbx_token=}" >"tok$1"
+}
+
+# pv_curl NAME [CURL ARGS...] PATH: curl the preview NAME's URL + PATH with its token header
+pv_curl() {
+	local n=$1 path=${*: -1}
+	"${CURL[@]}" -H "X-Sbx-Preview-Token: $(cat "tok$n")" "${@:2:$#-2}" "$(cat "url$n")$path"
+}
+
 # listening ADDR PORT: a TCP socket listens on exactly ADDR:PORT on the host
 listening() { ss -Hltn "sport = :$2" | awk '{ print $4 }' | grep -qx "$1:$2"; }
 
@@ -58,37 +72,45 @@ test_expect_success 'set-up: servers inside a sandbox, on its own loopback' '
 	sbx create --name box >/dev/null && serve_inside box
 '
 
-test_expect_success 'preview prints one URL on 127.0.0.1 that reaches the port inside' '
+test_expect_success 'preview prints one URL on 127.0.0.1, with a token, that reaches the port inside' '
 	sbx preview box 8000 >url && test "$(grep -c "" url)" = 1 &&
-	grep -Eqx "http://127\.0\.0\.1:[0-9]+/" url && url=$(cat url) &&
-	"${CURL[@]}" "${url}data.txt" >out && test "$(cat out)" = "served from the sandbox" &&
-	"${CURL[@]}" "$url" | grep -q "not rendered" &&
-	test "$("${CURL[@]}" "${url}big.bin" | sha256sum | cut -d" " -f1)" = "$BIG_SUM" &&
-	listening 127.0.0.1 "$(url_port "$url")" &&
-	cp url url8000
+	grep -Eqx "http://127\.0\.0\.1:[0-9]+/\?sbx_token=[0-9a-f]{32}" url && pv_save 8000 "$(cat url)" &&
+	pv_curl 8000 data.txt >out && test "$(cat out)" = "served from the sandbox" &&
+	pv_curl 8000 "" | grep -q "not rendered" &&
+	test "$(pv_curl 8000 big.bin | sha256sum | cut -d" " -f1)" = "$BIG_SUM" &&
+	listening 127.0.0.1 "$(url_port "$(cat url8000)")" &&
+	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" "$(cat url8000)data.txt")" = 401 &&
+	"${CURL[@]}" -L -c jar -b jar "$(cat url)" | grep -q "not rendered"
 '
 
 test_expect_success 'preview --json, --host-port N; a WebSocket echo through it' '
 	hp=$(free_port) &&
 	sbx preview box 8765 --host-port "$hp" --json >j &&
-	json_assert j "assert r[\"url\"] == \"http://127.0.0.1:$hp/\", r
-assert r[\"port\"] == 8765 and r[\"host_port\"] == $hp and r[\"token\"] is None, r" &&
-	"$TEST_PYTHON" "$HELPERS/ws.py" client "http://127.0.0.1:$hp/echo" "hello through the preview" >out &&
+	json_assert j "import re
+assert re.fullmatch(r\"http://127\\.0\\.0\\.1:$hp/\\?sbx_token=[0-9a-f]{32}\", r[\"url\"]), r
+assert r[\"url\"].endswith(\"=\" + r[\"token\"]) and r[\"auth\"] is True and r[\"public\"] is False, r
+assert r[\"port\"] == 8765 and r[\"host_port\"] == $hp, r" &&
+	pv_save 8765 "$(json_assert j "print(r[\"url\"])")" &&
+	"$TEST_PYTHON" "$HELPERS/ws.py" client "$(cat url8765)echo" --header "X-Sbx-Preview-Token: $(cat tok8765)" \
+		"hello through the preview" >out &&
 	test "$(cat out)" = "hello through the preview" &&
-	"$TEST_PYTHON" "$HELPERS/ws.py" client "ws://127.0.0.1:$hp/" --size 300000 big >out &&
-	echo "http://127.0.0.1:$hp/" >url8765
+	"$TEST_PYTHON" "$HELPERS/ws.py" client "ws://127.0.0.1:$hp/" --header "X-Sbx-Preview-Token: $(cat tok8765)" \
+		--size 300000 big >out &&
+	expect_code 2 "$TEST_PYTHON" "$HELPERS/ws.py" client "ws://127.0.0.1:$hp/" x 2>err &&
+	grep -q "handshake failed: HTTP/1\.[01] 401" err
 '
 
 test_expect_success 'preview SB lists the open previews; --json an array of the same objects' '
 	sbx preview box >list && cat list &&
 	test "$(grep -c "" list)" = 3 &&
-	grep -F "$(cat url8000)" list | grep -qw 8000 && grep -F "$(cat url8765)" list | grep -qw 8765 &&
+	grep -F "$(cat url8000)?sbx_token=$(cat tok8000)" list | grep -qw 8000 &&
+	grep -F "$(cat url8765)?sbx_token=$(cat tok8765)" list | grep -qw 8765 &&
 	sbx preview box --json >j &&
 	json_assert j "assert isinstance(r, list) and len(r) == 2, r
 by = {p[\"port\"]: p for p in r}
 assert sorted(by) == [8000, 8765], r
-assert by[8000][\"url\"] == \"$(cat url8000)\" and by[8765][\"url\"] == \"$(cat url8765)\", r
-assert all(p[\"token\"] is None and p[\"url\"].endswith(\":%d/\" % p[\"host_port\"]) for p in r), r"
+assert by[8000][\"token\"] == \"$(cat tok8000)\" and by[8765][\"token\"] == \"$(cat tok8765)\", r
+assert all(p[\"url\"] == \"http://127.0.0.1:%d/?sbx_token=%s\" % (p[\"host_port\"], p[\"token\"]) for p in r), r"
 '
 
 test_expect_success '--public: on every address, 401 without the token; query, cookie, header' '
@@ -107,12 +129,12 @@ for k in (\"url\", \"token\", \"host_port\", \"port\"):
 	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" -b "sbx_preview_token=nope" "$base/")" = 401 &&
 	"${CURL[@]}" -D head -o /dev/null "$base/data.txt?sbx_token=$token" &&
 	tr -d "\r" <head >h && head -n 1 h | grep -Eq "^HTTP/1\.[01] 302" &&
-	grep -i "^set-cookie: sbx_preview_token=$token;" h | grep -iq "httponly" &&
+	grep -i "^set-cookie: sbx_preview_token_$host_port=$token;" h | grep -iq "httponly" &&
 	grep -iq "^location: " h &&
-	test "$("${CURL[@]}" -b "sbx_preview_token=$token" "$base/data.txt")" = "served from the sandbox" &&
+	test "$("${CURL[@]}" -b "sbx_preview_token_$host_port=$token" "$base/data.txt")" = "served from the sandbox" &&
 	test "$("${CURL[@]}" -H "X-Sbx-Preview-Token: $token" "$base/data.txt")" = "served from the sandbox" &&
 	"${CURL[@]}" -L -c jar -b jar -o /dev/null -w "%{http_code}" "$url" >code && test "$(cat code)" = 200 &&
-	echo "$base/" >url8001 && echo "$token" >token
+	echo "$base/" >url8001 && echo "$token" >tok8001
 '
 
 test_expect_success '--public: a WebSocket with the token header; without it the handshake gets 401' '
@@ -126,14 +148,14 @@ test_expect_success '--public: a WebSocket with the token header; without it the
 	sbx preview --rm box 8766
 '
 
-test_expect_success 'previews survive exec, pause and resume' '
+test_expect_success 'previews survive exec, pause and resume, with their tokens' '
 	sbx exec box true && sbx exec box sh -c "echo busy >/workspace/f" &&
-	test "$("${CURL[@]}" "$(cat url8000)data.txt")" = "served from the sandbox" &&
+	test "$(pv_curl 8000 data.txt)" = "served from the sandbox" &&
 	sbx pause box >/dev/null && sbx resume box >/dev/null && test "$(sb_state box)" = running &&
-	test "$("${CURL[@]}" "$(cat url8000)data.txt")" = "served from the sandbox" &&
-	test "$("${CURL[@]}" -H "X-Sbx-Preview-Token: $(cat token)" "$(cat url8001)data.txt")" = \
-		"served from the sandbox" &&
-	"$TEST_PYTHON" "$HELPERS/ws.py" client "$(cat url8765)" "after resume" >out &&
+	test "$(pv_curl 8000 data.txt)" = "served from the sandbox" &&
+	test "$(pv_curl 8001 data.txt)" = "served from the sandbox" &&
+	"$TEST_PYTHON" "$HELPERS/ws.py" client "$(cat url8765)" --header "X-Sbx-Preview-Token: $(cat tok8765)" \
+		"after resume" >out &&
 	test "$(cat out)" = "after resume" &&
 	sbx preview box --json >j && json_assert j "assert len(r) == 3, r"
 '
@@ -147,7 +169,8 @@ if command -v chromium >/dev/null; then
 			--disable-extensions --disable-default-apps --no-pings --metrics-recording-only \
 			--proxy-server=http://127.0.0.1:9 \
 			--host-resolver-rules="MAP * ~NOTFOUND, EXCLUDE 127.0.0.1" \
-			--user-data-dir="$TRASH/chrome/profile" --dump-dom "$(cat url8000)" >dom 2>chrome.err ||
+			--user-data-dir="$TRASH/chrome/profile" \
+			--dump-dom "$(cat url8000)?sbx_token=$(cat tok8000)" >dom 2>chrome.err ||
 			{ tail -n 20 chrome.err; exit 1; }
 		grep -q "rendered by javascript: 42, served from the sandbox" dom &&
 		! grep -q "not rendered" dom
@@ -158,13 +181,12 @@ fi
 
 test_expect_success 'preview --rm closes one preview; the others stay' '
 	sbx preview --rm box 8000 >out && test ! -s out &&
-	expect_code 7 "${CURL[@]}" "$(cat url8000)data.txt" 2>/dev/null &&
-	test "$("${CURL[@]}" -H "X-Sbx-Preview-Token: $(cat token)" "$(cat url8001)data.txt")" = \
-		"served from the sandbox" &&
+	expect_code 7 pv_curl 8000 data.txt 2>/dev/null &&
+	test "$(pv_curl 8001 data.txt)" = "served from the sandbox" &&
 	sbx preview box --json >j &&
 	json_assert j "assert sorted(p[\"port\"] for p in r) == [8001, 8765], r" &&
-	sbx preview box 8000 >url && test "$("${CURL[@]}" "$(cat url)data.txt")" = "served from the sandbox" &&
-	cp url url8000
+	sbx preview box 8000 >url && pv_save 8000 "$(cat url)" &&
+	test "$(pv_curl 8000 data.txt)" = "served from the sandbox"
 '
 
 test_expect_success 'preview: bad ports, no sandbox, --rm of a port not previewed: 125' '
@@ -175,22 +197,28 @@ test_expect_success 'preview: bad ports, no sandbox, --rm of a port not previewe
 	expect_code 125 sbx preview --rm box 2>err && head -n 1 err | grep -q "^sbx: error: " &&
 	expect_code 125 sbx preview 2>err && head -n 1 err | grep -q "^sbx: error: " &&
 	expect_code 125 sbx preview nosuch 8000 2>err && expect_one_error_line err "nosuch" &&
-	expect_code 125 sbx preview --rm box 9999 2>err && expect_one_error_line err "9999"
+	expect_code 125 sbx preview --rm box 9999 2>err && expect_one_error_line err "9999" &&
+	expect_code 125 sbx preview --no-auth box 2>err && head -n 1 err | grep -q "^sbx: error: " &&
+	expect_code 125 sbx preview --public --no-auth box 8000 2>err &&
+	expect_one_error_line err "^sbx: error: .*--no-auth"
 '
 
-test_expect_success 'a sandbox with --net none can be previewed too' '
+test_expect_success 'a sandbox with --net none can be previewed too; --no-auth: no token' '
 	sbx create --name quiet --net none >/dev/null && serve_inside quiet &&
-	sbx preview quiet 8000 >url &&
-	test "$("${CURL[@]}" "$(cat url)data.txt")" = "served from the sandbox" &&
-	cp url urlquiet
+	sbx preview --no-auth quiet 8000 --json >j &&
+	json_assert j "assert r[\"token\"] is None and r[\"auth\"] is False, r
+assert r[\"url\"] == \"http://127.0.0.1:%d/\" % r[\"host_port\"], r" &&
+	json_assert j "print(r[\"url\"])" >urlquiet &&
+	test "$("${CURL[@]}" "$(cat urlquiet)data.txt")" = "served from the sandbox" &&
+	expect_code 125 sbx preview quiet 8000 --no-auth --host-port 1 2>err &&
+	sbx preview quiet 8000 >url && test "$(cat url)" = "$(cat urlquiet)"
 '
 
 test_expect_success 'rm closes every preview of the sandbox, and only those' '
 	sbx rm -f box >/dev/null &&
-	for u in url8000 url8765; do
-		expect_code 7 "${CURL[@]}" "$(cat $u)" 2>/dev/null || exit 1
+	for u in 8000 8765 8001; do
+		expect_code 7 pv_curl "$u" "" 2>/dev/null || exit 1
 	done &&
-	expect_code 7 "${CURL[@]}" -H "X-Sbx-Preview-Token: $(cat token)" "$(cat url8001)" 2>/dev/null &&
 	test "$("${CURL[@]}" "$(cat urlquiet)data.txt")" = "served from the sandbox" &&
 	sbx rm -f quiet >/dev/null &&
 	expect_code 7 "${CURL[@]}" "$(cat urlquiet)" 2>/dev/null

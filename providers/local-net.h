@@ -1,0 +1,372 @@
+/* The local provider's network service, inside: what its files share.
+ *
+ * Which file runs where, from the bottom up (no file calls one above it):
+ *   local-proxy.c   pure functions over bytes: the HTTP proxy's request head, the SOCKS5
+ *                   handshake, a preview's token, address classes, the log's escaping
+ *                   (no sockets, no state: fuzzed by tests/fuzz/)
+ *   local-netctl.c  the CLI's side: sbx preview's request on the control socket, the proxy
+ *                   credential of each sbx exec, the paths of the log
+ *   local-egress.c  the supervisor's policy (allow list, --add-host, the addresses no
+ *                   sandbox may reach), the egress log, exec credentials, and the resolver
+ *                   threads (getaddrinfo blocks; the event loop never does)
+ *   local-conn.c    the supervisor's connections, each a state machine: a proxy request or
+ *                   SOCKS handshake, a lookup, a dial, the relay, an answer; caps, deadlines
+ *   local-net.c     the supervisor's event loop: listeners, previews, the control socket,
+ *                   and local_net_start / local_net_wait for local-init.c */
+#ifndef SBX_PROVIDERS_LOCAL_NET_H
+#define SBX_PROVIDERS_LOCAL_NET_H
+
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "providers/local.h"
+
+#define LOCAL_PROXY_HTTP_PORT 3128
+#define LOCAL_PROXY_SOCKS_PORT 1080
+#define LOCAL_HEAD_MAX 16384	/* an HTTP request head, the whole of it */
+#define LOCAL_HOST_MAX 255	/* a host name, as a client sent it */
+#define LOCAL_TOKEN_LEN 32	/* a preview's token: hexadecimal digits */
+
+/* --- local-proxy.c: parsers ---------------------------------------------------------------- */
+
+/* the length of the HTTP head at buf[0..len) through its CRLF CRLF, or 0 while it has not
+ * ended; from: where to start looking (the length seen before, the search backs up 3) */
+size_t local_http_head_len(const char *buf, size_t len, size_t from);
+
+/* a proxy request: "CONNECT host:port" or a request for an absolute http:// URL */
+struct local_http_req {
+	char method[16];
+	bool connect;
+	char host[LOCAL_HOST_MAX + 1];	/* lowercased; any byte but NUL, space and controls */
+	size_t host_len;
+	int port;
+	size_t target_off, target_len;	/* the request target, within the head */
+	size_t path_off, path_len;	/* absolute URL: its path and query, within the head */
+	bool path_slash;		/* ... which needs a '/' in front (http://h?q, http://h) */
+	char version[9];		/* "HTTP/1.0" or "HTTP/1.1" */
+};
+/* parses the head buf[0..hl) (hl from local_http_head_len): 0, or -1 with *ret_why the
+ * one-line body of a 400 answer */
+int local_http_parse(const char *buf, size_t hl, struct local_http_req *r, const char **ret_why);
+/* the value of the first header called name (any case), trimmed: a pointer into buf and its
+ * length in *ret_len, or NULL */
+const char *local_http_header(const char *buf, size_t hl, const char *name, size_t *ret_len);
+/* Proxy-Authorization: 0 none (absent, or not Basic), 1 Basic with user and pass set (pass ""
+ * when it has no ':'), -1 Basic that is malformed (not base64, a NUL, too long) */
+int local_http_basic(const char *buf, size_t hl, char *user, size_t ulen, char *pass, size_t plen);
+/* the head to send to the server of an absolute-URL request: the request line in origin
+ * form, the client's headers but Proxy-*, Connection and Keep-Alive, "Connection: close";
+ * malloc'd, its length in *ret_len */
+char *local_http_origin_head(const char *buf, size_t hl, const struct local_http_req *r,
+			     size_t *ret_len);
+/* host and port from "host:port", "[v6]:port" or "host" (port def); the host lowercased */
+bool local_split_hostport(const char *s, size_t n, char *host, size_t hlen, int *port, int def);
+/* a name the proxy may look up (letters, digits, '-', '_', dots) or an address literal */
+bool local_host_dialable(const char *host);
+
+/* the SOCKS5 handshake, as much of it as a client sent, parsed from its first byte */
+struct local_socks {
+	size_t greeting_len;
+	unsigned char method;		/* chosen: 0 none, 2 user/pass, 0xff none acceptable */
+	size_t auth_len;		/* method 2 */
+	char user[256], pass[256];
+	bool auth_nul;			/* user or pass holds a NUL: no credential of ours */
+	size_t request_len;		/* greeting, auth and request: what follows is data */
+	unsigned char cmd, atyp;
+	char host[LOCAL_HOST_MAX + 1];	/* a domain (raw bytes, lowercased) or an address */
+	size_t host_len;
+	int port;
+};
+enum {
+	LOCAL_SOCKS_BAD = -1,		/* not SOCKS5: close */
+	LOCAL_SOCKS_BAD_ATYP = -2,	/* an address type we do not know: reply 8, close */
+	LOCAL_SOCKS_NONE = 0,		/* nothing complete yet */
+	LOCAL_SOCKS_GREETING = 1,	/* greeting complete (method chosen) */
+	LOCAL_SOCKS_AUTH = 2,		/* user/pass complete (method 2 only) */
+	LOCAL_SOCKS_REQUEST = 3,	/* request complete */
+};
+/* the last step of the handshake buf[0..len) completes, or an error */
+int local_socks_parse(const unsigned char *buf, size_t len, struct local_socks *s);
+
+/* a preview's token in the first request of a connection */
+enum {
+	LOCAL_TOKEN_BAD = -1,		/* not an HTTP request: 400 */
+	LOCAL_TOKEN_DENY = 0,		/* no valid token: 401 */
+	LOCAL_TOKEN_OK = 1,		/* header X-Sbx-Preview-Token or a cookie sbx_preview_token* */
+	LOCAL_TOKEN_REDIRECT = 2,	/* the query's sbx_token: 302 to *ret_location, a cookie */
+};
+/* checks the head buf[0..hl) for token (LOCAL_TOKEN_LEN hex digits); with REDIRECT,
+ * *ret_location is the request target without the sbx_token parameter (malloc'd) */
+int local_preview_token(const char *buf, size_t hl, const char *token, char **ret_location);
+/* constant-time equality of a[0..an) and the NUL-terminated b */
+bool local_ct_equal(const char *a, size_t an, const char *b);
+
+/* an address the proxy must not dial: NULL when none of the classes below holds, else
+ * "a loopback address", "a private address" (the only class --net-allow-private and
+ * --add-host lift), "a link-local address", "a cloud metadata address", ... */
+const char *local_addr_class(const struct sockaddr *sa);
+#define LOCAL_CLASS_PRIVATE "a private address"
+
+/* a name the sandbox sent, for the egress log and messages: printable ASCII but '\' kept,
+ * every other byte as \xNN (malloc'd) */
+char *local_escape_name(const char *s, size_t n);
+/* valid UTF-8 but control characters kept, every other byte as \xNN (malloc'd) */
+char *local_escape_utf8(const char *s, size_t n);
+
+/* --- local-netctl.c: the CLI's side, and what the supervisor shares with it ----------------- */
+
+/* a unix socket address for DIR/ctl, however long DIR is (through /proc/self/fd/DIRFD) */
+socklen_t local_ctl_addr(const char *dir, int dirfd, struct sockaddr_un *a);
+/* bytes random hex digits (2 * bytes of them) and a NUL into out */
+void local_hex(char *out, size_t bytes);
+/* DIR/egress.log + suffix */
+char *local_egress_log_at(const char *dir, const char *suffix);
+
+/* --- local-egress.c: policy, log, credentials, resolver (the supervisor) -------------------- */
+
+struct local_egress;
+struct local_egress *local_egress_new(const struct local_setup *s);
+/* allow= or open: the proxy runs */
+bool local_egress_proxied(const struct local_egress *e);
+bool local_egress_open(const struct local_egress *e);
+/* the allow list: true when host:port may be dialled; else why into reason */
+bool local_egress_allowed(const struct local_egress *e, const char *host, int port, char *reason,
+			  size_t rlen);
+/* the address --add-host maps host to, or NULL */
+const char *local_egress_mapped(const struct local_egress *e, const char *host);
+/* whether the addresses a name led to may be dialled (all of them): 0, or -1 with the
+ * reason (the address, its class, and how to allow it or that it cannot be); literal: the
+ * name was an address, mapped: --add-host gave them */
+int local_egress_check(const struct local_egress *e, const char *name, bool literal, bool mapped,
+		       const struct sockaddr_storage *addrs, size_t n, char *reason, size_t rlen);
+/* a connection made: is its peer this host itself (an address the check did not know)? */
+bool local_egress_is_self(int fd);
+/* an exec's proxy credential: 0 none given, 1 a known exec (exec and *command set; the
+ * command malloc'd), -1 refused */
+int local_egress_credential(struct local_egress *e, const char *user, const char *pass,
+			    char exec[13], char **command);
+
+struct local_egress_entry {
+	long long t0;			/* unix ms */
+	const char *exec;		/* "" none */
+	const char *command;		/* NULL none */
+	const char *proto;		/* "http", "connect", "socks" */
+	const char *domain;		/* as the sandbox sent it, any bytes */
+	size_t domain_len;
+	int port;
+	bool deny;
+	const char *reason;
+	long long up, down;
+};
+/* appends one JSON line to the egress log (rotating it at its cap) */
+void local_egress_log(struct local_egress *e, const struct local_egress_entry *x);
+
+/* a name to resolve, on a resolver thread */
+#define LOCAL_RESOLVE_MAX 8
+struct local_resolve {
+	char host[LOCAL_HOST_MAX + 1];
+	int port;
+	void *owner;			/* the event loop's */
+	/* the answer */
+	int gai;			/* getaddrinfo's status, or EAI_SYSTEM-like -1: no thread */
+	size_t n;
+	struct sockaddr_storage addr[LOCAL_RESOLVE_MAX];
+	/* the resolver's */
+	int state;
+	struct local_resolve *next;
+};
+/* an eventfd that is readable when an answer waits (-1 when none could be made) */
+int local_resolver_fd(const struct local_egress *e);
+/* queues a lookup; it is answered through local_resolve_done */
+struct local_resolve *local_resolve_start(struct local_egress *e, const char *host, int port,
+					  void *owner);
+/* the owner gives up on it (the answer, if any comes, is dropped) */
+void local_resolve_cancel(struct local_egress *e, struct local_resolve *r);
+/* the next answered lookup (the caller frees it), or NULL */
+struct local_resolve *local_resolve_done(struct local_egress *e);
+/* lookups wait with no thread to run them: call local_resolver_tick soon */
+bool local_resolver_starved(struct local_egress *e);
+/* starts a thread for waiting lookups when none runs (thread creation can fail under a pids
+ * limit: they wait until one can be made, or their owner's deadline) */
+void local_resolver_tick(struct local_egress *e);
+
+/* --- local-conn.c and local-net.c: the supervisor's event loop ---------------------------- */
+
+#define LOCAL_MAX_PREVIEWS 64
+#define LOCAL_FACTORY_QUEUE 64	/* socket requests to init in flight */
+
+enum local_kind { LOCAL_K_HTTP, LOCAL_K_SOCKS, LOCAL_K_FWD, LOCAL_K_PREVIEW, LOCAL_K_CTL };
+/* each kind's share of the connections, so that one cannot starve the others */
+enum local_pool { LOCAL_P_PROXY, LOCAL_P_FWD, LOCAL_P_PREVIEW, LOCAL_P_CTL, LOCAL_P_N };
+enum local_state {
+	LOCAL_S_HEAD,		/* reading an HTTP request head (the proxy, a preview's token) */
+	LOCAL_S_SOCKS,		/* reading the SOCKS5 handshake */
+	LOCAL_S_RESOLVE,	/* waiting for a resolver thread */
+	LOCAL_S_FACTORY,	/* waiting for init's socket (a preview) */
+	LOCAL_S_CONNECT,	/* a non-blocking connect under way */
+	LOCAL_S_RELAY,		/* splicing both ways */
+	LOCAL_S_REPLY,		/* sending a final answer */
+	LOCAL_S_LINGER,		/* answered: reading until the client's end */
+	LOCAL_S_CTL,		/* reading a control request line */
+	LOCAL_S_CTL_READY,	/* ... which local-net.c answers (local_conn_answer) */
+};
+/* what an epoll event is about: the first member of what its data points to */
+enum local_ep { LOCAL_EP_LISTEN, LOCAL_EP_CLIENT, LOCAL_EP_UP, LOCAL_EP_PIDFD,
+		LOCAL_EP_RESOLVER, LOCAL_EP_FACTORY };
+struct local_ep_tag {
+	unsigned char type;
+};
+
+struct local_listener {
+	struct local_ep_tag ep;
+	int fd, kind;
+	int fwd_host;			/* LOCAL_K_FWD: the host's port */
+	struct local_preview *pv;	/* LOCAL_K_PREVIEW */
+	long long paused_until;		/* not polled until then (0: polled) */
+	bool dead;
+	struct local_listener *dead_next;
+};
+
+struct local_preview {
+	struct local_listener l;
+	int port, host_port;
+	bool public, auth;
+	char token[LOCAL_TOKEN_LEN + 1];
+};
+
+struct local_conn {
+	struct local_ep_tag cl_ep, up_ep;
+	struct local_net *n;
+	struct local_conn *prev, *next, *ready_next, *dead_next;
+	unsigned char kind, state, pool;
+	bool refusing, dead, on_ready, up_event;
+	int fd, up;
+	long long t0, deadline, last_io;
+	/* from the client, before any relaying: an HTTP head, a SOCKS handshake, a ctl line */
+	char *in;
+	size_t in_len, in_cap, head_len;
+	int socks_step;			/* handshake steps answered */
+	size_t socks_req_len;
+	/* to the client (an answer), and to the upstream (a rewritten head, early bytes) */
+	char *out, *pre;
+	size_t out_len, out_off, pre_len, pre_off;
+	/* relaying: one pipe each way, client to upstream [0] and back [1] */
+	int pipe[2][2];
+	size_t inpipe[2], pipe_cap[2];
+	bool eof[2], shut[2];
+	/* dialling */
+	struct local_resolve *job;
+	struct sockaddr_storage addrs[LOCAL_RESOLVE_MAX];
+	size_t n_addrs, next_addr;
+	int dial_errno, fq_slot;
+	bool literal, mapped;
+	/* a forwarder's host port; a preview's, copied (the preview may close meanwhile) */
+	int fwd_host, inside_port, host_port;
+	bool auth;
+	char token[LOCAL_TOKEN_LEN + 1];
+	/* the proxy's, for the egress log */
+	const char *proto;
+	char host[LOCAL_HOST_MAX + 1];
+	size_t host_len;
+	int port;
+	bool deny;
+	char exec[13];
+	char *command;
+	char reason[400];
+	long long up_bytes, down_bytes;
+};
+
+struct local_net {
+	const struct local_setup *s;
+	struct local_egress *eg;
+	int epfd, spare_fd, factory_fd, pidfd;
+	struct local_ep_tag pidfd_ep, resolver_ep, factory_ep;
+	struct local_conn *fq[LOCAL_FACTORY_QUEUE]; /* asked of init, oldest first (NULL: gone) */
+	unsigned fq_head, fq_n;
+	struct local_listener *http, *socks, *ctl, **fwd;
+	size_t n_fwd;
+	struct local_preview *prev[LOCAL_MAX_PREVIEWS];
+	size_t n_prev;
+	struct local_conn *conns, *ready, *dead;
+	struct local_listener *dead_l;
+	int pool_cap[LOCAL_P_N], pool_used[LOCAL_P_N], refusing, n_conns;
+	int ctl_ready;			/* control requests waiting for local-net.c's answer */
+	long long idle_ms, now;		/* now: the loop's clock (monotonic, ms) */
+};
+
+static inline struct local_conn *local_conn_of(struct local_ep_tag *ep)
+{
+	size_t off = ep->type == LOCAL_EP_UP ? offsetof(struct local_conn, up_ep)
+					     : offsetof(struct local_conn, cl_ep);
+	return (struct local_conn *)(void *)((char *)ep - off);
+}
+
+/* local-relay.c: a connection's life, its answers, the relay */
+enum local_step { LOCAL_STEP_WAIT, LOCAL_STEP_AGAIN, LOCAL_STEP_YIELD };
+enum local_fail { LOCAL_F_DENY, LOCAL_F_FAIL, LOCAL_F_TIMEOUT };
+void local_set_nonblock(int fd);
+int local_ep_add(struct local_net *n, int fd, unsigned events, struct local_ep_tag *ep);
+void local_close_fd(int *fd);
+/* a complete HTTP answer with a one-line plain-text body, which ends the connection */
+char *local_http_text(int code, const char *status, const char *extra, const char *body,
+		      size_t *ret_len);
+/* appends bytes to what goes to the client */
+void local_conn_out(struct local_conn *c, const void *b, size_t len);
+/* ends a connection (logged, descriptors closed, counted out); freed by local_conn_reap */
+void local_conn_close(struct local_conn *c);
+/* runs it again at the end of this round (it yielded, or an answer came for it) */
+void local_conn_later(struct local_conn *c);
+/* 1 when what goes to the client is all sent, 0 when the rest waits, -1 on an error */
+int local_conn_flush(struct local_conn *c);
+/* reads what the client sent into c->in (up to max bytes); -1 on its end or an error */
+int local_conn_read(struct local_conn *c, size_t max);
+/* a final answer (taken): sent, then the client's end is waited for, then the end */
+void local_conn_reply(struct local_conn *c, char *data, size_t len);
+void local_conn_http(struct local_conn *c, int code, const char *status, const char *extra,
+		     const char *body);
+void local_conn_socks(struct local_conn *c, unsigned char code);
+/* the proxy gives up: a refusal by the policy (403, SOCKS 2), a failure (502), a timeout (504),
+ * saying c->reason */
+void local_proxy_fail(struct local_conn *c, enum local_fail f);
+/* a preview's answer when the port inside cannot be reached */
+void local_preview_fail(struct local_conn *c, int code, const char *status, const char *why);
+/* the connection is made: relaying both ways from now on */
+void local_relay_start(struct local_conn *c);
+/* relays until both ways would block (LOCAL_STEP_WAIT; c->dead when it ended) or its turn is
+ * over (LOCAL_STEP_YIELD) */
+int local_relay_pump(struct local_conn *c);
+
+/* local-dial.c: dialling */
+/* the connection to the upstream is made: the policy's check of the peer, then the relay */
+void local_dial_done(struct local_conn *c);
+/* connects to the next of c->addrs; when none is left, the answer saying so */
+void local_dial_next(struct local_conn *c);
+/* the proxy has a destination (c->host, c->port): policy, lookup, dial */
+void local_dial_proxy(struct local_conn *c);
+/* a preview: a socket of the sandbox's network from init, to 127.0.0.1:PORT inside */
+void local_dial_inside(struct local_conn *c);
+
+/* local-conn.c: the state machines */
+/* a connection accepted on l (fd non-blocking), counted against its kind's share, or refused
+ * (an answer saying so, or closed when even those are too many); NULL when none remains */
+struct local_conn *local_conn_accept(struct local_net *n, struct local_listener *l, int fd);
+/* runs a connection's state machine as far as it goes without blocking */
+void local_conn_run(struct local_conn *c);
+/* a control request's answer (a JSON line, taken): sent, then the connection ends */
+void local_conn_answer(struct local_conn *c, char *line);
+/* deadlines (heads, handshakes, dials, answers) and idle relays */
+void local_conn_sweep(struct local_net *n);
+/* the resolver threads' answers */
+void local_conn_resolved(struct local_net *n);
+/* init's socket factory's answers */
+void local_conn_factory(struct local_net *n);
+/* before the loop: a socket listening on 127.0.0.1:port inside the sandbox; -1 with errno */
+int local_conn_listen_inside(struct local_net *n, int port);
+/* runs the connections that had to yield; frees those closed (after a round of events) */
+void local_conn_ready(struct local_net *n);
+void local_conn_reap(struct local_net *n);
+
+#endif
