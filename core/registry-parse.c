@@ -233,6 +233,15 @@ void sbx_ref_release(struct sbx_ref *r)
 	memset(r, 0, sizeof(*r));
 }
 
+/* does a name whose first component is s[0..n) name a registry (docker's rule, as in parse) */
+static bool names_registry(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == '.' || s[i] == ':' || (s[i] >= 'A' && s[i] <= 'Z'))
+			return true;
+	return n == 9 && strncmp(s, "localhost", 9) == 0;
+}
+
 char *sbx_ref_familiar(const char *n)
 {
 	if (startswith(n, "docker.io/library/")) {
@@ -240,8 +249,13 @@ char *sbx_ref_familiar(const char *n)
 		if (!strchr(rest, '/'))
 			return xstrdup(rest);
 	}
-	if (startswith(n, "docker.io/"))
-		return xstrdup(n + strlen("docker.io/"));
+	if (startswith(n, "docker.io/")) {
+		/* not when what is left would read as another registry: docker.io/l.com/a is not
+		 * l.com/a */
+		const char *rest = n + strlen("docker.io/"), *slash = strchr(rest, '/');
+		if (!slash || !names_registry(rest, (size_t)(slash - rest)))
+			return xstrdup(rest);
+	}
 	return xstrdup(n);
 }
 

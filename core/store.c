@@ -116,6 +116,18 @@ int sbx_record_from_json(const json_t *j, struct sbx_record **ret, struct sbx_er
 	return 0;
 }
 
+int sbx_record_parse(const char *text, size_t len, const char *path, struct sbx_record **ret,
+		     struct sbx_err *err)
+{
+	_cleanup_json_ json_t *j = sbx_json_parse(text, len, path, err);
+
+	if (!j)
+		return -1;
+	if (sbx_record_from_json(j, ret, err) < 0)
+		return sbx_err_prefix(err, "bad record '%s'", path);
+	return 0;
+}
+
 bool sbx_id_valid(const char *s)
 {
 	if (strlen(s) != SBX_ID_LEN)
@@ -454,11 +466,8 @@ int sbx_store_load(struct sbx_store *st, const char *id, struct sbx_record **ret
 					   path);
 		return sbx_err_errno(err, "cannot read '%s'", path);
 	}
-	_cleanup_json_ json_t *j = sbx_json_parse(text, len, path, err);
-	if (!j)
+	if (sbx_record_parse(text, len, path, &rec, err) < 0)
 		return -1;
-	if (sbx_record_from_json(j, &rec, err) < 0)
-		return sbx_err_prefix(err, "bad record '%s'", path);
 	if (!streq(rec->id, id)) {
 		sbx_record_free(rec);
 		return sbx_err_set(err, SBX_E_CONFIG, "bad record '%s': its id does not match", path);

@@ -47,6 +47,10 @@ static inline void sbx_record_freep(struct sbx_record **r) { sbx_record_free(*r)
 #define _cleanup_record_ _cleanup_(sbx_record_freep)
 json_t *sbx_record_to_json(const struct sbx_record *rec);
 int sbx_record_from_json(const json_t *j, struct sbx_record **ret, struct sbx_err *err);
+/* the text of a sandbox.json (PATH names it in errors) -> a record: what sbx_store_load decodes,
+ * without the file and without the check that its id is the directory's */
+int sbx_record_parse(const char *text, size_t len, const char *path, struct sbx_record **ret,
+		     struct sbx_err *err);
 
 /* opens the store (creating it 0700 when create is set); path from $SBX_HOME or ~/.sbx */
 int sbx_store_open(struct sbx_store *st, bool create, struct sbx_err *err);

@@ -1,7 +1,7 @@
 /* The Daytona provider: the REST control plane (sandbox, start, stop, pause, preview-url) and the
  * in-sandbox toolbox (process sessions, files) reached through the sandbox's toolbox proxy. */
 #define _GNU_SOURCE
-#include "providers/remote.h"
+#include "providers/remote-decode.h"
 
 #include <errno.h>
 #include <time.h>
@@ -139,7 +139,9 @@ static int wait_state(const struct remote *r, struct sbx_record *rec, const char
 			break;
 		}
 		if (tty) {
-			fprintf(stderr, "\r%s: %s (%lld s)\033[K", doing, s ? s : "?", el / 1000);
+			/* the state is Daytona's word: shown as text, never as terminal controls */
+			_cleanup_free_ char *shown_s = sbx_term_safe(s ? s : "?");
+			fprintf(stderr, "\r%s: %s (%lld s)\033[K", doing, shown_s, el / 1000);
 			fflush(stderr);
 			shown = true;
 		}
@@ -224,6 +226,21 @@ static void set_live(struct sbx_record *rec, const json_t *j)
 	rec->live = json_pack("{s:o}", "remote", remote);
 }
 
+void daytona_decode_sandbox(struct sbx_record *rec, const json_t *j)
+{
+	bool busy;
+	const char *s = sbx_json_str(j, "state");
+
+	rec->state = state_of(s, &busy);
+	if (rec->state == SBX_STATE_ERROR) {
+		const char *why = sbx_json_str(j, "errorReason");
+		free(rec->state_reason);
+		rec->state_reason = xasprintf("Daytona: %s%s%.200s", s, why ? ": " : "",
+					      why ? why : "");
+	}
+	set_live(rec, j);
+}
+
 static int dt_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
 {
 	_cleanup_(remote_release) struct remote r = { 0 };
@@ -240,16 +257,28 @@ static int dt_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_er
 		rec->state = SBX_STATE_MISSING;
 		return 0;
 	}
-	bool busy;
-	const char *s = sbx_json_str(j, "state");
-	rec->state = state_of(s, &busy);
-	if (rec->state == SBX_STATE_ERROR) {
-		const char *why = sbx_json_str(j, "errorReason");
-		free(rec->state_reason);
-		rec->state_reason = xasprintf("Daytona: %s%s%.200s", s, why ? ": " : "",
-					      why ? why : "");
+	daytona_decode_sandbox(rec, j);
+	return 0;
+}
+
+int daytona_decode_list(const json_t *resp, json_t *all, char **ret_cursor, struct sbx_err *err)
+{
+	json_t *items = json_is_array(resp) ? (json_t *)resp : json_object_get(resp, "items");
+	size_t i;
+	json_t *v;
+
+	if (!json_is_array(items))
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot list Daytona sandboxes: the answer has "
+				   "no list of items");
+	json_array_foreach(items, i, v) {
+		const char *id = sbx_json_str(v, "id");
+		bool busy;
+		if (id)
+			json_object_set_new(all, id, json_integer(state_of(sbx_json_str(v, "state"),
+									   &busy)));
 	}
-	set_live(rec, j);
+	const char *nc = sbx_json_str(resp, "nextCursor");
+	*ret_cursor = nc && *nc && json_array_size(items) > 0 ? xstrdup(nc) : NULL;
 	return 0;
 }
 
@@ -276,26 +305,11 @@ static int dt_list(struct sbx_ctx *ctx, json_t **ret, struct sbx_err *err)
 		strbuf_release(&u);
 		if (st < 0)
 			goto out;
-		json_t *items = json_is_array(resp) ? resp : json_object_get(resp, "items");
-		if (!json_is_array(items)) {
-			sbx_err_set(err, SBX_E_REMOTE, "cannot list Daytona sandboxes: the answer has "
-				    "no list of items");
-			goto out;
-		}
-		size_t i;
-		json_t *v;
-		json_array_foreach(items, i, v) {
-			const char *id = sbx_json_str(v, "id");
-			bool busy;
-			if (id)
-				json_object_set_new(all, id, json_integer(state_of(
-								  sbx_json_str(v, "state"), &busy)));
-		}
 		free(TAKE_PTR(cursor));
-		const char *nc = sbx_json_str(resp, "nextCursor");
-		if (!nc || !*nc || json_array_size(items) == 0)
+		if (daytona_decode_list(resp, all, &cursor, err) < 0)
+			goto out;
+		if (!cursor)
 			break;
-		cursor = xstrdup(nc);
 	}
 	*ret = TAKE_PTR(all);
 	rc = 0;
@@ -377,6 +391,26 @@ static int dt_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err
 		       ? -1 : 0;
 }
 
+int daytona_decode_preview(const json_t *resp, int port, json_t **ret, struct sbx_err *err)
+{
+	const char *u = sbx_json_str(resp, "url"), *tok = sbx_json_str(resp, "token");
+	if (!u || !*u)
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot get the Daytona preview URL: the "
+				   "answer has no 'url'");
+	/* printed as it is for the caller to open: a URL, never spaces or terminal controls */
+	for (const char *c = u; *c; c++)
+		if ((unsigned char)*c <= ' ' || (unsigned char)*c >= 0x7f)
+			return sbx_err_set(err, SBX_E_REMOTE, "cannot get the Daytona preview URL: "
+					   "the 'url' of the answer is not a URL");
+	json_t *p = json_pack("{s:i, s:s, s:b}", "port", port, "url", u, "public", !tok || !*tok);
+	if (tok && *tok) {
+		json_object_set_new(p, "token", json_string(tok));
+		json_object_set_new(p, "token_header", json_string("X-Daytona-Preview-Token"));
+	}
+	*ret = p;
+	return 0;
+}
+
 static int dt_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		      const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err)
 {
@@ -395,18 +429,7 @@ static int dt_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 				 .what = "get the Daytona preview URL" };
 	if (remote_do(&r, &c, &resp, NULL, err) < 0)
 		return -1;
-	const char *u = sbx_json_str(resp, "url"), *tok = sbx_json_str(resp, "token");
-	if (!u || !*u)
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot get the Daytona preview URL: the "
-				   "answer has no 'url'");
-	json_t *p = json_pack("{s:i, s:s, s:b}", "port", o->port, "url", u, "public",
-			      !tok || !*tok);
-	if (tok && *tok) {
-		json_object_set_new(p, "token", json_string(tok));
-		json_object_set_new(p, "token_header", json_string("X-Daytona-Preview-Token"));
-	}
-	*ret = p;
-	return 0;
+	return daytona_decode_preview(resp, o->port, ret, err);
 }
 
 /* --- the toolbox: a session per command ------------------------------------------------------ */
@@ -415,6 +438,28 @@ struct tb {
 	struct remote r;
 	const struct sbx_record *rec;
 };
+
+int daytona_decode_exec(const json_t *resp, struct strbuf *out, struct strbuf *errout,
+			int *ret_status, struct sbx_err *err)
+{
+	json_t *code = json_object_get(resp, "exitCode");
+	if (!json_is_object(resp) || !json_is_integer(code))
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot run a command in the Daytona sandbox: "
+				   "the answer has no exit code");
+	if (json_integer_value(code) < 0)
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot run a command in the Daytona sandbox: "
+				   "Daytona could not start it (exit code %lld)",
+				   (long long)json_integer_value(code));
+	const char *so = sbx_json_str(resp, "stdout"), *se = sbx_json_str(resp, "stderr");
+	if (!so && !se)
+		so = sbx_json_str(resp, "output");
+	if (so)
+		strbuf_addstr(out, so);
+	if (se)
+		strbuf_addstr(errout, se);
+	*ret_status = (int)(json_integer_value(code) & 0xff);
+	return 0;
+}
 
 /* runs a shell command line in a fresh session: its stdout, stderr and exit code */
 static int session_run(struct tb *t, const char *line, long long timeout_ms, bool foreground,
@@ -467,23 +512,7 @@ static int session_run(struct tb *t, const char *line, long long timeout_ms, boo
 	}
 	if (st < 0)
 		return -1;
-	json_t *code = json_object_get(resp, "exitCode");
-	if (!json_is_object(resp) || !json_is_integer(code))
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot run a command in the Daytona sandbox: "
-				   "the answer has no exit code");
-	if (json_integer_value(code) < 0)
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot run a command in the Daytona sandbox: "
-				   "Daytona could not start it (exit code %lld)",
-				   (long long)json_integer_value(code));
-	const char *so = sbx_json_str(resp, "stdout"), *se = sbx_json_str(resp, "stderr");
-	if (!so && !se)
-		so = sbx_json_str(resp, "output");
-	if (so)
-		strbuf_addstr(out, so);
-	if (se)
-		strbuf_addstr(errout, se);
-	*ret_status = (int)(json_integer_value(code) & 0xff);
-	return 0;
+	return daytona_decode_exec(resp, out, errout, ret_status, err);
 }
 
 static int tb_open(struct tb *t, const struct sbx_record *rec, struct sbx_err *err)

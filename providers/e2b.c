@@ -1,7 +1,7 @@
 /* The E2B provider: the REST control plane (sandboxes, pause, connect) and the in-sandbox envd
  * daemon (Connect server-streaming process.Process/Start with JSON envelopes, /files). */
 #define _GNU_SOURCE
-#include "providers/remote.h"
+#include "providers/remote-decode.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -53,6 +53,19 @@ static enum sbx_state state_of(const char *s)
 	return SBX_STATE_UNKNOWN;
 }
 
+/* a domain the URLs of envd and of previews end in (printed by preview): letters, digits, '-',
+ * '.' and a ':' port, nothing that could end the host part of a URL or drive a terminal */
+static bool host_name_ok(const char *s)
+{
+	if (!*s || strlen(s) > 253)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '.' || *s == ':'))
+			return false;
+	return true;
+}
+
 /* keeps what create/connect hand back: tokens (secret), domain, envd version */
 static void keep_sandbox(struct sbx_record *rec, const json_t *j)
 {
@@ -68,7 +81,7 @@ static void keep_sandbox(struct sbx_record *rec, const json_t *j)
 		json_object_set_new(sec, "envd_access_token", json_string(v));
 	if ((v = sbx_json_str(j, "trafficAccessToken")))
 		json_object_set_new(sec, "traffic_access_token", json_string(v));
-	if ((v = sbx_json_str(j, "domain")))
+	if ((v = sbx_json_str(j, "domain")) && host_name_ok(v))
 		json_object_set_new(extra, "domain", json_string(v));
 	if ((v = sbx_json_str(j, "envdVersion")))
 		json_object_set_new(extra, "envd_version", json_string(v));
@@ -602,6 +615,62 @@ struct cmd {
 	bool foreground;	/* the user's command: signals and a closed stdout end it */
 };
 
+static void run_release(struct run *x)
+{
+	strbuf_release(&x->pending);
+	free(x->status);
+	free(x->end_error);
+	free(x->eos_code);
+	free(x->eos_msg);
+	free(x->bad);
+}
+
+/* what a decoded stream says of the command: 0 and *ret_status, or -1 with err */
+static int run_outcome(const struct run *x, const struct cmd *cmd, const char *l, int *ret_status,
+		       struct sbx_err *err)
+{
+	if (x->bad)
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': %s",
+				   cmd->argv[0], l, x->bad);
+	if (cmd->detach && x->started) {
+		if (cmd->ret_pid)
+			*cmd->ret_pid = x->pid;
+		*ret_status = 0;
+		return 0;
+	}
+	if (x->eos_code && streq(x->eos_code, "deadline_exceeded") && cmd->timeout_ms > 0) {
+		*ret_status = SBX_EXIT_TIMEOUT;
+		return 0;
+	}
+	if (x->eos_code && !x->ended) {
+		const char *m = x->eos_msg;
+		if (strstr(m, "executable file not found") || strstr(m, "no such file or directory"))
+			return sbx_err_set(err, SBX_E_CMD_NOTFOUND, "'%s': command not found in "
+					   "sandbox '%s'", cmd->argv[0], l);
+		if (strstr(m, "permission denied"))
+			return sbx_err_set(err, SBX_E_CMD_NOEXEC, "'%s': cannot execute in sandbox "
+					   "'%s': permission denied", cmd->argv[0], l);
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': E2B says "
+				   "%s: %.200s", cmd->argv[0], l, x->eos_code, m);
+	}
+	if (!x->ended || !x->eos)
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': E2B's stream "
+				   "ended before the command did", cmd->argv[0], l);
+	if (x->exited) {
+		*ret_status = (int)(x->exit_code & 0xff);
+	} else if (x->status && startswith(x->status, "signal: ")) {
+		int s = signal_number(x->status + 8);
+		*ret_status = s ? 128 + s : 128 + SIGKILL;
+	} else if (x->exit_code > 0) {
+		*ret_status = (int)(x->exit_code & 0xff);
+	} else {
+		return sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': E2B reports "
+				   "neither an exit status nor a signal%s%.200s", cmd->argv[0], l,
+				   x->end_error ? ": " : "", x->end_error ? x->end_error : "");
+	}
+	return 0;
+}
+
 /* runs a command through envd: 0 and *ret_status (the command's, 124 on --timeout, 128+N on a
  * signal), or -1 with err */
 static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct sink out,
@@ -716,59 +785,30 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 		r = envd_failed(rec, what, resp.status, &resp.body, err);
 		goto out;
 	}
-	if (x.bad) {
-		r = sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': %s",
-				cmd->argv[0], l, x.bad);
-		goto out;
-	}
-	if (cmd->detach && x.started) {
-		if (cmd->ret_pid)
-			*cmd->ret_pid = x.pid;
-		*ret_status = 0;
-		goto out;
-	}
-	if (x.eos_code && streq(x.eos_code, "deadline_exceeded") && cmd->timeout_ms > 0) {
-		*ret_status = SBX_EXIT_TIMEOUT;
-		goto out;
-	}
-	if (x.eos_code && !x.ended) {
-		const char *m = x.eos_msg;
-		if (strstr(m, "executable file not found") || strstr(m, "no such file or directory"))
-			r = sbx_err_set(err, SBX_E_CMD_NOTFOUND, "'%s': command not found in sandbox "
-					"'%s'", cmd->argv[0], l);
-		else if (strstr(m, "permission denied"))
-			r = sbx_err_set(err, SBX_E_CMD_NOEXEC, "'%s': cannot execute in sandbox '%s': "
-					"permission denied", cmd->argv[0], l);
-		else
-			r = sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': E2B "
-					"says %s: %.200s", cmd->argv[0], l, x.eos_code, m);
-		goto out;
-	}
-	if (!x.ended || !x.eos) {
-		r = sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': E2B's stream "
-				"ended before the command did", cmd->argv[0], l);
-		goto out;
-	}
-	if (x.exited) {
-		*ret_status = (int)(x.exit_code & 0xff);
-	} else if (x.status && startswith(x.status, "signal: ")) {
-		int s = signal_number(x.status + 8);
-		*ret_status = s ? 128 + s : 128 + SIGKILL;
-	} else if (x.exit_code > 0) {
-		*ret_status = (int)(x.exit_code & 0xff);
-	} else {
-		r = sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': E2B reports "
-				"neither an exit status nor a signal%s%.200s", cmd->argv[0], l,
-				x.end_error ? ": " : "", x.end_error ? x.end_error : "");
-	}
+	r = run_outcome(&x, cmd, l, ret_status, err);
 out:
 	sbx_http_resp_release(&resp);
-	strbuf_release(&x.pending);
-	free(x.status);
-	free(x.end_error);
-	free(x.eos_code);
-	free(x.eos_msg);
-	free(x.bad);
+	run_release(&x);
+	return r;
+}
+
+int e2b_decode_stream(const char *data, size_t len, size_t chunk, long long timeout_ms,
+		      struct strbuf *out, struct strbuf *errs, int *ret_status,
+		      struct sbx_err *err)
+{
+	char *const argv[] = { "cmd", NULL };
+	struct cmd c = { .argv = argv, .timeout_ms = timeout_ms, .foreground = true };
+	struct run x = { .out = { .fd = -1, .buf = out }, .err = { .fd = -1, .buf = errs } };
+
+	/* as the network hands it over: in pieces, until the decoder has seen enough */
+	for (size_t off = 0; off < len;) {
+		size_t n = chunk && chunk < len - off ? chunk : len - off;
+		if (!on_stream(data + off, n, &x))
+			break;
+		off += n;
+	}
+	int r = run_outcome(&x, &c, "sandbox", ret_status, err);
+	run_release(&x);
 	return r;
 }
 

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Runs the unit tests, then every tests/t[0-9]*.sh as root and again as an unprivileged uid.
+# Runs the unit tests, the fuzz harnesses briefly (when FUZZ_DIR names their binaries), then every
+# tests/t[0-9]*.sh as root and again as an unprivileged uid.
 # Usage: tests/run.sh path/to/sbx path/to/unit      (TESTS="t0500 t0510" for a subset)
 # The last line is the only total: "N passed, N failed, N skipped".
 set -u
@@ -41,6 +42,27 @@ if "$unit_bin" >"$log" 2>&1; then :; fi
 cat "$log"
 count "$log" unit
 rm -f "$log"
+
+# the libFuzzer harnesses, when given (make test sets FUZZ_DIR): each runs once, for
+# FUZZ_SMOKE_SECONDS, and counts as one test
+if [ -n "${FUZZ_DIR:-}" ]; then
+	echo "# fuzz harnesses, ${FUZZ_SMOKE_SECONDS:-3} s each"
+	n=0
+	for f in "$FUZZ_DIR"/fuzz_*; do
+		case $f in *.d) continue ;; esac
+		{ [ -f "$f" ] && [ -x "$f" ]; } || continue
+		n=$((n + 1))
+		if "$src/fuzz/run.sh" "${FUZZ_SMOKE_SECONDS:-3}" "$f"; then
+			passed=$((passed + 1))
+		else
+			failed=$((failed + 1))
+		fi
+	done
+	if [ "$n" -eq 0 ]; then
+		echo "not ok - no fuzz harness in $FUZZ_DIR"
+		failed=$((failed + 1))
+	fi
+fi
 
 # runs one file as one user into a log of its own: its output, then how long it took
 run_to_log() { # log file label [setpriv args]
