@@ -489,10 +489,10 @@ int remote_preview_start(const char *provider, const char *what, const struct sb
 {
 	if (remote_need_id(what, rec, err) < 0)
 		return -1;
-	if (o->host_port || o->public)
+	if (o->host_port || o->public || o->no_auth)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support %s: its "
 				   "preview URLs are served by %s", provider,
-				   o->public ? "--public" : "--host-port", what);
+				   o->public ? "--public" : o->no_auth ? "--no-auth" : "--host-port", what);
 	if (o->rm)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' has no previews to close: "
 				   "every port has its URL while the sandbox runs", provider);
@@ -528,6 +528,7 @@ int remote_refuse_local_options(const char *provider, const struct sbx_create_op
 			   : o->add_hosts && *o->add_hosts	? "--add-host"
 			   : o->host_ports && *o->host_ports	? "--host-port"
 			   : o->net_preset_none			? "--net-preset"
+			   : o->net_allow_private		? "--net-allow-private"
 			   : o->net && startswith(o->net, "allow=") ? "--net allow="
 			   : o->net && streq(o->net, "host")	? "--net host"
 								: NULL;

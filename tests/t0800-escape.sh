@@ -7,6 +7,9 @@
 #  2. the sbx binary is out of reach of /proc/*/exe (CVE-2019-5736)
 #  3. no terminal of the caller's enters a sandbox without -t
 #  6. --disk bounds what a sandbox writes
+# The other classes have files of their own: 4, 5 and 8 (the host through the proxy, the
+# supervisor under load, previews without a token) t0810-escape-net.sh, which runs whole in a
+# network namespace it makes; 7 (sandbox-chosen text on the terminal) t0820-term-safe.sh.
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
