@@ -140,108 +140,6 @@ static _noreturn_ void child_fail(int fd, int stage)
 	_exit(SBX_EXIT_FAILURE);
 }
 
-/* --- users: resolved in the sandbox's own /etc/passwd and /etc/group -------------------- */
-
-struct user {
-	uid_t uid;
-	gid_t gid;
-	char *home;
-};
-
-static bool all_digits(const char *s)
-{
-	if (!*s)
-		return false;
-	for (; *s; s++)
-		if (*s < '0' || *s > '9')
-			return false;
-	return true;
-}
-
-/* field 0 = name; returns the line's fields split on ':' (into buf) or NULL */
-static bool find_entry(const char *file, const char *name, long id, char *buf, size_t n,
-		       char **fields, int nf)
-{
-	FILE *f = fopen(file, "re");
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(buf, (int)n, f)) {
-		buf[strcspn(buf, "\n")] = 0;
-		int i = 0;
-		char *save = NULL;
-		char *line = buf;
-		for (char *p = line; i < nf; i++) {
-			fields[i] = p;
-			char *c = strchr(p, ':');
-			if (!c) {
-				i++;
-				break;
-			}
-			*c = 0;
-			p = c + 1;
-		}
-		(void)save;
-		if (i < 3)
-			continue;
-		if (name && streq(fields[0], name))
-			found = true;
-		else if (!name && id >= 0 && all_digits(fields[2]) && atol(fields[2]) == id)
-			found = true;
-	}
-	fclose(f);
-	return found;
-}
-
-static int resolve_user(const char *spec, const char *label, struct user *u, struct sbx_err *err)
-{
-	_cleanup_free_ char *s = xstrdup(spec);
-	char *grp = strchr(s, ':');
-	char buf[1024], *fl[7];
-	long long v;
-
-	if (grp)
-		*grp++ = 0;
-	u->home = NULL;
-	if (all_digits(s)) {
-		if (sbx_parse_int(s, 0, 0x7fffffff, &v) < 0)
-			return sbx_err_set(err, SBX_E_USAGE, "invalid user '%s'", s);
-		u->uid = (uid_t)v;
-		u->gid = u->uid == 0 ? 0 : (gid_t)v;
-		if (find_entry("/etc/passwd", NULL, (long)v, buf, sizeof(buf), fl, 7)) {
-			u->gid = (gid_t)atol(fl[3]);
-			u->home = xstrdup(fl[5] ? fl[5] : "/");
-		}
-	} else {
-		if (!find_entry("/etc/passwd", s, -1, buf, sizeof(buf), fl, 7) || !all_digits(fl[2]) ||
-		    !all_digits(fl[3]))
-			return sbx_err_set(err, SBX_E_USAGE,
-					   "no user '%s' in the /etc/passwd of sandbox '%s' (give a "
-					   "number instead)", s, label);
-		u->uid = (uid_t)atol(fl[2]);
-		u->gid = (gid_t)atol(fl[3]);
-		u->home = xstrdup(fl[5] ? fl[5] : "/");
-	}
-	if (grp) {
-		if (all_digits(grp)) {
-			if (sbx_parse_int(grp, 0, 0x7fffffff, &v) < 0)
-				return sbx_err_set(err, SBX_E_USAGE, "invalid group '%s'", grp);
-			u->gid = (gid_t)v;
-		} else {
-			if (!find_entry("/etc/group", grp, -1, buf, sizeof(buf), fl, 4) ||
-			    !all_digits(fl[2]))
-				return sbx_err_set(err, SBX_E_USAGE,
-						   "no group '%s' in the /etc/group of sandbox '%s'",
-						   grp, label);
-			u->gid = (gid_t)atol(fl[2]);
-		}
-	}
-	if (!u->home)
-		u->home = xstrdup(u->uid == 0 ? "/root" : "/");
-	return 0;
-}
-
 /* --- the exec trampoline ------------------------------------------------------------------ */
 
 /* providers/trampoline/exec.c, built by the Makefile and embedded here: the command is started
@@ -293,7 +191,7 @@ struct child_setup {
 	const struct sbx_exec_opts *o;
 	char **env;
 	const char *workdir;
-	const struct user *u;
+	const struct local_user *u;
 	bool map_range;
 	const void *bpf;
 	size_t bpf_len;
@@ -693,13 +591,13 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	sbx_test_hook("exec-joined");
 
 	/* inside now: users, the environment, the pty */
-	struct user u = { 0, 0, NULL };
+	struct local_user u = { 0, 0, NULL };
 	/* -u, or the image's User; run by an ordinary user only uid 0 exists inside, so an
 	 * image's User is not applied then */
 	const char *user = o->user;
 	if (!user && map_range)
 		user = sbx_json_str(rec->options, "user");
-	if (user && resolve_user(user, label, &u, err) < 0)
+	if (user && local_user_resolve(user, label, &u, err) < 0)
 		return -1;
 	_cleanup_free_ char *home = u.home;
 	char **env = NULL;
@@ -791,7 +689,19 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	cs.tramp_argv = tv;
 	cs.report_other = ep[0];
 
+	/* a signal that comes before the command's pid is known waits for it (blocked until
+	 * child_pid is set: the child clears its mask) */
+	sigset_t fwdset, oldset;
+	sigemptyset(&fwdset);
+	for (size_t k = 0; k < ARRAY_SIZE(fwd); k++)
+		sigaddset(&fwdset, fwd[k]);
+	sigaddset(&fwdset, SIGALRM);
+	sigprocmask(SIG_BLOCK, &fwdset, &oldset);
 	pid_t pid = o->detach ? fork() : start_child(&cs);
+	if (pid > 0)
+		child_pid = pid;
+	if (pid != 0)
+		sigprocmask(SIG_SETMASK, &oldset, NULL);
 	if (pid < 0) {
 		close(ep[0]);
 		close(ep[1]);
