@@ -1,12 +1,16 @@
 /* Local provider internals. Which file runs in which process:
- *   local.c         the CLI: create, state by looking, pause, resume, rm; shared state helpers
+ *   local.c         the CLI: create, state by looking, pause, resume, rm
+ *   local-state.c   any of them: the sandbox's processes, joining it, its activity clock, its
+ *                   layers, freezing it without a cgroup
  *   local-exec.c    the CLI, then its child in the sandbox: exec (the command starts through
  *                   trampoline/exec.c, a static program run from a sealed memfd)
+ *   local-user.c    the exec CLI, inside: exec -u
  *   local-cp.c      the CLI, then a confined child in (or around) the sandbox: cp
  *   local-cgroup.c  any of them: the sandbox's cgroups
  *   local-disk.c    any of them: --disk, a filesystem of its own in a file
  *   local-init.c    the supervisor (host side) and init (PID 1 inside)
- *   local-net.c     the supervisor: egress proxy, forwarders, previews; the CLI's preview side
+ *   local-net.c     the supervisor: egress proxy, forwarders, previews, with the files
+ *                   local-net.h maps (local-netctl.c is the CLI's side of sbx preview)
  * Confinement of helpers (seccomp, capabilities, Landlock) is core/confine.c's. */
 #ifndef SBX_PROVIDERS_LOCAL_H
 #define SBX_PROVIDERS_LOCAL_H
@@ -112,6 +116,16 @@ long long local_cgroup_oom_kills(const char *sbdir);
 char *local_cgroup_describe(const char *sbdir);
 /* removes the sandbox's cgroup directories (waiting briefly for the last tasks) */
 void local_cgroup_remove(const char *sbdir);
+
+/* exec -u (local-user.c): SPEC (USER[:GROUP], names or numbers) in the sandbox's /etc/passwd
+ * and /etc/group, which are the process's own once it joined the sandbox; home is allocated */
+struct local_user {
+	uid_t uid;
+	gid_t gid;
+	char *home;
+};
+int local_user_resolve(const char *spec, const char *label, struct local_user *u,
+		       struct sbx_err *err);
 
 int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	       int *ret_status, struct sbx_err *err);

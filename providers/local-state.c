@@ -1,0 +1,325 @@
+/* The local provider's state helpers, below every process that uses them (the CLI, exec, cp,
+ * the supervisor): the processes of a sandbox and their start times, joining its namespaces,
+ * its activity clock, its image's layers, and freezing it without a cgroup. */
+#define _GNU_SOURCE
+#include "providers/local.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/digest.h"
+#include "core/image.h"
+#include "core/json.h"
+
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000
+#endif
+
+#define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | \
+		CLONE_NEWIPC | CLONE_NEWCGROUP)
+
+int local_starttime(pid_t pid, unsigned long long *ret)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	/* comm may hold spaces and ')': fields resume after the last ')' */
+	char *s = strrchr(buf, ')');
+	if (!s)
+		return -1;
+	s++;
+	/* state is field 3; starttime is field 22 */
+	for (int field = 3; field < 22; field++) {
+		s = strchr(s + 1, ' ');
+		if (!s)
+			return -1;
+	}
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s + 1, &end, 10);
+	if (errno || end == s + 1)
+		return -1;
+	*ret = v;
+	return 0;
+}
+
+int local_alive(pid_t pid, unsigned long long start)
+{
+	char path[64], buf[1024];
+
+	if (pid <= 0)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	/* comm may hold spaces and ')': fields resume after the last ')'; state is field 3 (a
+	 * zombie is not alive), starttime field 22 (the same pid, not a reused one) */
+	char *s = strrchr(buf, ')');
+	if (!s || s[1] != ' ' || s[2] == 'Z' || s[2] == 'X')
+		return 0;
+	s++;
+	for (int field = 3; field < 22; field++)
+		if (!(s = strchr(s + 1, ' ')))
+			return 0;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s + 1, &end, 10);
+	return !errno && end != s + 1 && v == start;
+}
+
+int local_read_pids(const char *dir, struct local_pids *ret)
+{
+	char path[PATH_MAX], buf[256];
+	snprintf(path, sizeof(path), "%s/pids", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	int ip, sp;
+	if (sscanf(buf, "%d %llu %d %llu", &ip, &ret->init_start, &sp, &ret->sup_start) != 4)
+		return -1;
+	ret->init_pid = ip;
+	ret->sup_pid = sp;
+	return 0;
+}
+
+bool local_net_host(const struct sbx_record *rec)
+{
+	const char *mode = sbx_json_str(json_object_get(rec->options, "net"), "mode");
+
+	return mode && streq(mode, "host");
+}
+
+int local_join(const struct sbx_record *rec, pid_t init_pid, int pidfd, struct sbx_err *err)
+{
+	const char *label = rec->name ? rec->name : rec->id;
+	/* --net host: the sandbox shares our network namespace, which we may not re-enter */
+	bool host_net = local_net_host(rec);
+
+	if (setns(pidfd, host_net ? NS_ALL & ~CLONE_NEWNET : NS_ALL) == 0)
+		return 0;
+	/* kernels before 5.8: one namespace at a time */
+	static const struct { const char *n; int f; } ns[] = {
+		{ "user", CLONE_NEWUSER }, { "mnt", CLONE_NEWNS }, { "pid", CLONE_NEWPID },
+		{ "net", CLONE_NEWNET },  { "uts", CLONE_NEWUTS }, { "ipc", CLONE_NEWIPC },
+		{ "cgroup", CLONE_NEWCGROUP },
+	};
+	int fds[ARRAY_SIZE(ns)];
+	int r = 0;
+	for (size_t k = 0; k < ARRAY_SIZE(ns); k++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)init_pid, ns[k].n);
+		fds[k] = open(p, O_RDONLY | O_CLOEXEC);
+	}
+	for (size_t k = 0; k < ARRAY_SIZE(ns) && r == 0; k++)
+		if (!(host_net && ns[k].f == CLONE_NEWNET) &&
+		    (fds[k] < 0 || setns(fds[k], ns[k].f) < 0))
+			r = sbx_err_errno(err, "cannot join sandbox '%s' (%s namespace)", label,
+					  ns[k].n);
+	for (size_t k = 0; k < ARRAY_SIZE(ns); k++)
+		if (fds[k] >= 0)
+			close(fds[k]);
+	return r;
+}
+
+bool local_map_range_of(const struct sbx_record *rec)
+{
+	json_t *n = rec->extra ? json_object_get(rec->extra, "uid_count") : NULL;
+
+	if (json_is_integer(n))
+		return json_integer_value(n) > 1;
+	return geteuid() == 0;
+}
+
+void local_touch_activity(const char *dir)
+{
+	_cleanup_free_ char *p = xasprintf("%s/activity", dir);
+
+	if (utimensat(AT_FDCWD, p, NULL, 0) < 0 && errno == ENOENT) {
+		int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (fd >= 0)
+			close(fd);
+	}
+}
+
+long long local_idle_deadline(const char *dir, long long ttl_ms)
+{
+	_cleanup_free_ char *p = xasprintf("%s/activity", dir);
+	struct stat st;
+
+	if (ttl_ms <= 0 || stat(p, &st) < 0)
+		return 0;
+	return (long long)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000 + ttl_ms;
+}
+
+int local_image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, char ***ret,
+		       size_t *ret_n, struct sbx_err *err)
+{
+	json_t *ls = json_object_get(json_object_get(rec->options, "image"), "chain");
+	size_t n = json_array_size(ls);
+	_cleanup_(strv_freep) char **v = n ? xcalloc(n + 1, sizeof(char *)) : NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *d = json_string_value(json_array_get(ls, i));
+		struct stat st;
+		if (!d || !sbx_digest_valid(d))
+			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has a broken image record",
+					   rec->id);
+		v[i] = sbx_image_layer_dir(&ctx->store, d);
+		if (stat(v[i], &st) < 0 || !S_ISDIR(st.st_mode))
+			return sbx_err_set(err, SBX_E_STATE, "layer %.19s of sandbox '%s' is gone from "
+					   "the image store ('sbx image pull' its image again)", d,
+					   rec->id);
+	}
+	*ret = TAKE_PTR(v);
+	*ret_n = n;
+	return 0;
+}
+
+/* --- freezing without a cgroup --------------------------------------------------------- */
+
+char local_proc_state(pid_t pid)
+{
+	char path[64], buf[512];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *s = strrchr(buf, ')');
+	return s && s[1] == ' ' ? s[2] : 0;
+}
+
+int local_is_frozen(const char *dir, const struct local_pids *pids)
+{
+	int f = local_cgroup_frozen(dir);
+
+	if (f >= 0)
+		return f;
+	char st = local_proc_state(pids->init_pid);
+	return st == 'T' || st == 't';
+}
+
+/* every process of the sandbox's pid namespace, by the namespace's inode */
+static size_t ns_members(pid_t init, pid_t **ret)
+{
+	char p[64];
+	struct stat ns, st;
+	size_t n = 0, cap = 0;
+	pid_t *v = NULL;
+
+	*ret = NULL;
+	snprintf(p, sizeof(p), "/proc/%d/ns/pid", (int)init);
+	if (stat(p, &ns) < 0)
+		return 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		if (strlen(de->d_name) > 20)
+			continue;
+		snprintf(p, sizeof(p), "/proc/%.20s/ns/pid", de->d_name);
+		if (stat(p, &st) < 0 || st.st_ino != ns.st_ino || st.st_dev != ns.st_dev)
+			continue;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 32;
+			v = xrealloc(v, cap * sizeof(pid_t));
+		}
+		v[n++] = (pid_t)atoi(de->d_name);
+	}
+	closedir(d);
+	*ret = v;
+	return n;
+}
+
+/* a SIGSTOP waits to be taken (pending to the process or its thread) */
+static bool stop_pending(pid_t pid)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	_cleanup_free_ char *t = sbx_read_file(p, 1 << 16, NULL);
+	static const char *const keys[] = { "\nSigPnd:", "\nShdPnd:" };
+
+	for (size_t k = 0; t && k < ARRAY_SIZE(keys); k++) {
+		const char *s = strstr(t, keys[k]);
+		if (s && (strtoull(s + strlen(keys[k]), NULL, 16) >> (SIGSTOP - 1)) & 1)
+			return true;
+	}
+	return false;
+}
+
+/* SIGSTOP (or SIGCONT) to every process of the pid namespace until each is stopped: new ones
+ * forked meanwhile are caught on the next round. A process stops only once it runs again (one
+ * starved of CPU on a loaded host takes its time), so the wait is bounded by time, not by a
+ * count of rounds. A process in uninterruptible sleep with the SIGSTOP pending runs no code of
+ * its own before it stops, and counts as stopped: one waiting in vfork for a child that was
+ * stopped before its exec would never wake to take it. */
+static int signal_all(pid_t init, bool stop, struct sbx_err *err)
+{
+	long long deadline = sbx_now_ms() + 10000;
+	long wait_ns = 200000;
+
+	for (;;) {
+		pid_t *v;
+		size_t n = ns_members(init, &v), busy = 0;
+		for (size_t i = 0; i < n; i++) {
+			char st = local_proc_state(v[i]);
+			if (stop && (st == 'T' || st == 't' || st == 'Z' || st == 'X' || !st))
+				continue;
+			(void)kill(v[i], stop ? SIGSTOP : SIGCONT);
+			if (stop && st == 'D' && stop_pending(v[i]))
+				continue;
+			busy++;
+		}
+		free(v);
+		if (!stop || !busy)
+			return 0;
+		if (sbx_now_ms() > deadline) {
+			(void)signal_all(init, false, err); /* not half paused: all run again */
+			break;
+		}
+		struct timespec ts = { 0, wait_ns };
+		nanosleep(&ts, NULL);
+		if (wait_ns < 20000000)
+			wait_ns *= 2;
+	}
+	return sbx_err_set(err, SBX_E_SYSTEM, "the sandbox's processes did not all stop within "
+			   "10 s; they run on, try 'sbx pause' again");
+}
+
+int local_freeze(const char *dir, const struct local_pids *pids, bool freeze, struct sbx_err *err)
+{
+	if (local_cgroup_can_freeze(dir))
+		return local_cgroup_freeze(dir, freeze, err);
+	return signal_all(pids->init_pid, freeze, err);
+}
