@@ -310,14 +310,7 @@ static int write_proc(pid_t pid, const char *file, const char *text)
 	char p[64];
 
 	snprintf(p, sizeof(p), "/proc/%d/%s", (int)pid, file);
-	int fd = open(p, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	int r = sbx_write_all(fd, text, strlen(text));
-	int e = errno;
-	close(fd);
-	errno = e;
-	return r;
+	return sbx_write_file(p, text);
 }
 
 bool sbx_ids_mapped(unsigned long base, unsigned long count)

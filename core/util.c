@@ -174,6 +174,19 @@ int sbx_write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+int sbx_write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	int r = sbx_write_all(fd, text, strlen(text));
+	int e = errno;
+	close(fd);
+	errno = e;
+	return r;
+}
+
 char *sbx_read_fileat(int dirfd, const char *path, size_t max, size_t *ret_len)
 {
 	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);

@@ -46,6 +46,9 @@ int sbx_parse_int(const char *s, long long min, long long max, long long *ret);
 
 /* write all of buf, retrying on EINTR and short writes; -1 with errno on failure */
 int sbx_write_all(int fd, const void *buf, size_t n);
+/* text into the existing file at path (a /proc or cgroup file: no create, no truncate);
+ * -1 with errno */
+int sbx_write_file(const char *path, const char *text);
 /* read whole file (up to max bytes) into a NUL-terminated buffer; NULL with errno */
 char *sbx_read_file(const char *path, size_t max, size_t *ret_len);
 char *sbx_read_fileat(int dirfd, const char *path, size_t max, size_t *ret_len);

@@ -32,14 +32,7 @@ static int cg_write(const char *dir, const char *file, const char *text)
 	char p[PATH_MAX];
 
 	snprintf(p, sizeof(p), "%s/%s", dir, file);
-	int fd = open(p, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	int r = sbx_write_all(fd, text, strlen(text));
-	int e = errno;
-	close(fd);
-	errno = e;
-	return r;
+	return sbx_write_file(p, text);
 }
 
 static char *cg_read(const char *dir, const char *file)

@@ -315,37 +315,6 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 	work(j, false, efd);
 }
 
-static int write_proc(pid_t pid, const char *file, const char *text)
-{
-	char p[64];
-
-	snprintf(p, sizeof(p), "/proc/%d/%s", (int)pid, file);
-	int fd = open(p, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	int r = sbx_write_all(fd, text, strlen(text));
-	int e = errno;
-	close(fd);
-	errno = e;
-	return r;
-}
-
-/* the sandbox's mapping, as the supervisor writes it for init */
-static int write_maps(pid_t pid, bool map_range)
-{
-	char map[64];
-
-	if (!map_range && write_proc(pid, "setgroups", "deny") < 0 && errno != ENOENT)
-		return -1;
-	snprintf(map, sizeof(map), "0 %u %u\n", map_range ? LOCAL_UID_BASE : (unsigned)geteuid(),
-		 map_range ? LOCAL_UID_COUNT : 1u);
-	if (write_proc(pid, "uid_map", map) < 0)
-		return -1;
-	snprintf(map, sizeof(map), "0 %u %u\n", map_range ? LOCAL_UID_BASE : (unsigned)getegid(),
-		 map_range ? LOCAL_UID_COUNT : 1u);
-	return write_proc(pid, "gid_map", map);
-}
-
 /* --- the parent ----------------------------------------------------------------------------- */
 
 static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *err)
@@ -437,7 +406,7 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 		do
 			n = read(s1[0], &c, 1);
 		while (n < 0 && errno == EINTR);
-		if (n == 1 && write_maps(pid, j->map_range) < 0) {
+		if (n == 1 && local_write_maps(pid, j->map_range) < 0) {
 			sbx_err_errno(err, "cannot write the id maps of the copy process");
 			kill(pid, SIGKILL);
 			(void)waitpid(pid, NULL, 0);

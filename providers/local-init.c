@@ -439,37 +439,6 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 
 /* --- supervisor: host side ---------------------------------------------------------------- */
 
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return -1;
-	int r = sbx_write_all(fd, text, strlen(text));
-	int e = errno;
-	close(fd);
-	errno = e;
-	return r;
-}
-
-static int write_maps(const struct local_setup *s, pid_t pid)
-{
-	char path[64], map[128];
-
-	if (!s->map_range) {
-		snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
-		if (write_file(path, "deny") < 0 && errno != ENOENT)
-			return -1;
-	}
-	snprintf(map, sizeof(map), "0 %u %lu\n", (unsigned)s->uid, s->map_count);
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-	if (write_file(path, map) < 0)
-		return -1;
-	snprintf(map, sizeof(map), "0 %u %lu\n", (unsigned)s->gid, s->map_count);
-	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-	return write_file(path, map);
-}
-
 static void report(int fd, struct local_report *r)
 {
 	/* if the creating CLI is gone, nobody will own this sandbox: take it down */
@@ -666,7 +635,7 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	free(layerfds);
 	int *volfds_keep = volfds; /* closed once the id maps are in place */
 
-	if (write_maps(s, pid) < 0)
+	if (local_write_maps(pid, s->map_range) < 0)
 		sup_fail(report_fd, pid, "cannot write the user namespace's id maps");
 	/* not before: the maps of a child are written through its /proc files, which a process
 	 * that cannot be dumped (and its child) own as root */

@@ -23,66 +23,64 @@
 #define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | \
 		CLONE_NEWIPC | CLONE_NEWCGROUP)
 
-int local_starttime(pid_t pid, unsigned long long *ret)
+/* /proc/PID/stat from its fourth field on (after "PID (comm) STATE", comm may hold spaces and
+ * ')'), with the state in *ret_state; NULL when the process is gone */
+static const char *stat_fields(pid_t pid, char *buf, size_t len, char *ret_state)
 {
-	char path[64], buf[1024];
+	char path[64];
+
+	if (pid <= 0)
+		return NULL;
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		return NULL;
+	ssize_t n = read(fd, buf, len - 1);
 	close(fd);
 	if (n <= 0)
-		return -1;
+		return NULL;
 	buf[n] = 0;
-	/* comm may hold spaces and ')': fields resume after the last ')' */
 	char *s = strrchr(buf, ')');
-	if (!s)
-		return -1;
-	s++;
-	/* state is field 3; starttime is field 22 */
-	for (int field = 3; field < 22; field++) {
-		s = strchr(s + 1, ' ');
-		if (!s)
+	if (!s || s[1] != ' ' || !s[2])
+		return NULL;
+	*ret_state = s[2];
+	return s + 3;
+}
+
+/* field 22 (starttime), counted from the fourth field that stat_fields gives */
+static int starttime_of(const char *f, unsigned long long *ret)
+{
+	for (int field = 4; field <= 22; field++) {
+		f = strchr(f, ' ');
+		if (!f)
 			return -1;
+		f++;
 	}
 	char *end;
 	errno = 0;
-	unsigned long long v = strtoull(s + 1, &end, 10);
-	if (errno || end == s + 1)
+	unsigned long long v = strtoull(f, &end, 10);
+	if (errno || end == f)
 		return -1;
 	*ret = v;
 	return 0;
 }
 
+int local_starttime(pid_t pid, unsigned long long *ret)
+{
+	char buf[1024], st;
+	const char *f = stat_fields(pid, buf, sizeof(buf), &st);
+
+	return f ? starttime_of(f, ret) : -1;
+}
+
 int local_alive(pid_t pid, unsigned long long start)
 {
-	char path[64], buf[1024];
+	char buf[1024], st;
+	unsigned long long v;
+	const char *f = stat_fields(pid, buf, sizeof(buf), &st);
 
-	if (pid <= 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	/* comm may hold spaces and ')': fields resume after the last ')'; state is field 3 (a
-	 * zombie is not alive), starttime field 22 (the same pid, not a reused one) */
-	char *s = strrchr(buf, ')');
-	if (!s || s[1] != ' ' || s[2] == 'Z' || s[2] == 'X')
-		return 0;
-	s++;
-	for (int field = 3; field < 22; field++)
-		if (!(s = strchr(s + 1, ' ')))
-			return 0;
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s + 1, &end, 10);
-	return !errno && end != s + 1 && v == start;
+	/* a zombie is not alive; another start time is another process on a reused pid */
+	return f && st != 'Z' && st != 'X' && starttime_of(f, &v) == 0 && v == start;
 }
 
 int local_read_pids(const char *dir, struct local_pids *ret)
@@ -103,6 +101,24 @@ int local_read_pids(const char *dir, struct local_pids *ret)
 	ret->init_pid = ip;
 	ret->sup_pid = sp;
 	return 0;
+}
+
+int local_write_maps(pid_t pid, bool map_range)
+{
+	char path[64], map[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
+	if (!map_range && sbx_write_file(path, "deny") < 0 && errno != ENOENT)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+	snprintf(map, sizeof(map), "0 %u %u\n", map_range ? LOCAL_UID_BASE : (unsigned)geteuid(),
+		 map_range ? LOCAL_UID_COUNT : 1u);
+	if (sbx_write_file(path, map) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+	snprintf(map, sizeof(map), "0 %u %u\n", map_range ? LOCAL_UID_BASE : (unsigned)getegid(),
+		 map_range ? LOCAL_UID_COUNT : 1u);
+	return sbx_write_file(path, map);
 }
 
 bool local_net_host(const struct sbx_record *rec)
@@ -202,19 +218,9 @@ int local_image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, char *
 
 char local_proc_state(pid_t pid)
 {
-	char path[64], buf[512];
+	char buf[512], st;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *s = strrchr(buf, ')');
-	return s && s[1] == ' ' ? s[2] : 0;
+	return stat_fields(pid, buf, sizeof(buf), &st) ? st : 0;
 }
 
 int local_is_frozen(const char *dir, const struct local_pids *pids)

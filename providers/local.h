@@ -75,6 +75,9 @@ int local_read_pids(const char *dir, struct local_pids *ret);
 int local_alive(pid_t pid, unsigned long long start);
 /* did this sandbox map a range of ids (created by root), or only the caller's uid */
 bool local_map_range_of(const struct sbx_record *rec);
+/* the id maps of a sandbox's user namespace, for its first process pid: run by root, sandbox
+ * ids 0-65535 as LOCAL_UID_BASE.. (map_range), otherwise the caller's uid and gid as 0 */
+int local_write_maps(pid_t pid, bool map_range);
 /* --net host: the sandbox shares the host's network namespace */
 bool local_net_host(const struct sbx_record *rec);
 /* setns into every namespace of the running sandbox whose init is init_pid (pidfd on it);

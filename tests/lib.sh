@@ -190,6 +190,17 @@ assert_gone() {
 	return 0
 }
 
+# rm_all_gone: rm -f of every sandbox of the store, each checked gone (assert_gone), none left
+rm_all_gone() {
+	local id pids
+	for id in $("$SBX" ls -q); do
+		# shellcheck disable=SC2086 # a list of pids
+		pids=$(sandbox_pids "$id") && "$SBX" rm -f "$id" >/dev/null &&
+			assert_gone "$id" $pids || return 1
+	done
+	test -z "$("$SBX" ls -q)"
+}
+
 # sb_state SB: the state inspect reports
 sb_state() {
 	"$SBX" inspect "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])'

@@ -382,11 +382,7 @@ test_expect_success 'the default (the preset) and --net allow= alone: a test nam
 '
 
 test_expect_success 'rm: nothing of the sandboxes, their proxies and forwarders stays' '
-	for id in $(sbx ls -q); do
-		pids=$(sandbox_pids "$id") && sbx rm -f "$id" >/dev/null && assert_gone "$id" $pids ||
-			exit 1
-	done &&
-	test -z "$(sbx ls -q)"
+	rm_all_gone
 '
 
 test_done

@@ -341,11 +341,7 @@ else
 fi
 
 test_expect_success 'rm: nothing of the sandboxes, their proxies and previews stays' '
-	for id in $(sbx ls -q); do
-		pids=$(sandbox_pids "$id") && sbx rm -f "$id" >/dev/null && assert_gone "$id" $pids ||
-			exit 1
-	done &&
-	test -z "$(sbx ls -q)"
+	rm_all_gone
 '
 
 test_done
