@@ -30,6 +30,13 @@ count() { # parses "# NAME: X ok, Y not ok, Z skipped" from a log
 		failed=$((failed + 1))
 		return
 	fi
+	# a shell error of the file itself (not of a test body, whose output is indented with #):
+	# a broken quote makes the tests after it vanish, not fail
+	if grep -Eq '^[^#].*\.sh: line [0-9]+: ' "$1"; then
+		echo "# $2: the file itself printed a shell error:"
+		grep -E '^[^#].*\.sh: line [0-9]+: ' "$1" | sed 's/^/#   /'
+		failed=$((failed + 1))
+	fi
 	set -- $line
 	passed=$((passed + $3))
 	failed=$((failed + $5))
