@@ -148,6 +148,8 @@ fake_procs() {
 	curl -fsS "$FAKE_URL/_fake/state" | "$TEST_PYTHON" -c 'import json, sys
 print(" ".join(str(p) for p in json.load(sys.stdin)[sys.argv[1]]["processes"]))' "$1"
 }
+# none: asked anew at each try (an argument "$(fake_procs ...)" would be asked only once)
+no_fake_procs() { test -z "$(fake_procs "$1")"; }
 
 test_expect_success 'exec: a closed stdout (141) or a signal (128+N) ends the command inside too' '
 	eid=$(e2b_id box) &&
@@ -155,7 +157,7 @@ test_expect_success 'exec: a closed stdout (141) or a signal (128+N) ends the co
 	test "$(cat y.out)" = y && test "$(cat rc)" = 141 &&
 	expect_code 130 timeout --preserve-status -s INT 1 "$SBX" exec box sleep 30 &&
 	expect_code 143 timeout --preserve-status -s TERM 1 "$SBX" exec box sleep 30 &&
-	wait_until 10 test -z "$(fake_procs "$eid")"
+	wait_until 10 no_fake_procs "$eid"
 '
 
 test_expect_success 'cp in and out keeps directories, modes and symlinks' '
