@@ -187,15 +187,11 @@ int sbx_write_file(const char *path, const char *text)
 	return r;
 }
 
-char *sbx_read_fileat(int dirfd, const char *path, size_t max, size_t *ret_len)
+char *sbx_read_fd(int fd, size_t max, size_t *ret_len)
 {
-	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
 	size_t cap = 4096, len = 0;
-	char *buf;
+	char *buf = xmalloc(cap);
 
-	if (fd < 0)
-		return NULL;
-	buf = xmalloc(cap);
 	for (;;) {
 		ssize_t r;
 		if (len + 1 >= cap) {
@@ -229,6 +225,13 @@ char *sbx_read_fileat(int dirfd, const char *path, size_t max, size_t *ret_len)
 	if (ret_len)
 		*ret_len = len;
 	return buf;
+}
+
+char *sbx_read_fileat(int dirfd, const char *path, size_t max, size_t *ret_len)
+{
+	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+
+	return fd < 0 ? NULL : sbx_read_fd(fd, max, ret_len);
 }
 
 char *sbx_read_file(const char *path, size_t max, size_t *ret_len)

@@ -52,6 +52,8 @@ int sbx_write_file(const char *path, const char *text);
 /* read whole file (up to max bytes) into a NUL-terminated buffer; NULL with errno */
 char *sbx_read_file(const char *path, size_t max, size_t *ret_len);
 char *sbx_read_fileat(int dirfd, const char *path, size_t max, size_t *ret_len);
+/* the same, from an open descriptor, to its end */
+char *sbx_read_fd(int fd, size_t max, size_t *ret_len);
 /* mkdir -p with mode; 0 or -1 with errno */
 int sbx_mkdir_p(const char *path, mode_t mode);
 /* remove a tree, fixing permissions that prevent it (does not cross mount points); -1 errno */

@@ -373,10 +373,14 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 			*strrchr(parent, '/') = 0;
 			if (*parent)
 				mkdir_p_inside(parent);
-			int fd = open(v->dest, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-			if (fd < 0)
-				init_fail("cannot create mount point '%s'", v->dest);
-			close(fd);
+			/* a file already there is the mount point (/etc/hosts in a read-only /etc) */
+			struct stat ds;
+			if (stat(v->dest, &ds) < 0 || S_ISDIR(ds.st_mode)) {
+				int fd = open(v->dest, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+				if (fd < 0)
+					init_fail("cannot create mount point '%s'", v->dest);
+				close(fd);
+			}
 		}
 		if (attach_tree(volfds[i], v->dest) < 0)
 			init_fail("cannot mount volume '%s' on '%s'", v->host, v->dest);

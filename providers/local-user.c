@@ -4,7 +4,11 @@
 #define _GNU_SOURCE
 #include "providers/local.h"
 
-#include <stdio.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#define DB_MAX (4 << 20) /* a passwd or group file bigger than this is not read */
 
 static bool all_digits(const char *s)
 {
@@ -16,40 +20,62 @@ static bool all_digits(const char *s)
 	return true;
 }
 
-/* field 0 = name; returns the line's fields split on ':' (into buf) or NULL */
-static bool find_entry(const char *file, const char *name, long id, char *buf, size_t n,
+/* an id field: digits only, within what a uid or gid can be */
+static bool id_of(const char *s, long long *ret)
+{
+	return all_digits(s) && sbx_parse_int(s, 0, 0x7fffffff, ret) == 0;
+}
+
+bool local_user_entry(const char *text, const char *name, long long id, char *line,
+		      size_t len, char **fields, int nf)
+{
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchrnul(l, '\n');
+		size_t n = (size_t)(nl - l);
+		const char *next = *nl ? nl + 1 : nl;
+		if (n >= len) { /* longer than any entry sbx reads: not one */
+			l = next;
+			continue;
+		}
+		memcpy(line, l, n);
+		line[n] = 0;
+		l = next;
+		int k = 0;
+		for (char *p = line; p && k < nf; k++) {
+			fields[k] = p;
+			p = strchr(p, ':');
+			if (p)
+				*p++ = 0;
+		}
+		if (k < 3)
+			continue;
+		for (int m = k; m < nf; m++)
+			fields[m] = (char *)""; /* a short entry: the fields it lacks are empty */
+		long long v;
+		if (name ? streq(fields[0], name) : id_of(fields[2], &v) && v == id)
+			return true;
+	}
+	return false;
+}
+
+/* the sandbox's file, read whole: only a regular file (a FIFO or a device planted there would
+ * hang or flood exec), and not past DB_MAX */
+static char *read_db(const char *file)
+{
+	_cleanup_close_ int fd = open(file, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size > DB_MAX)
+		return NULL;
+	return sbx_read_fd(fd, DB_MAX, NULL);
+}
+
+static bool find_entry(const char *file, const char *name, long long id, char *buf, size_t n,
 		       char **fields, int nf)
 {
-	FILE *f = fopen(file, "re");
-	bool found = false;
+	_cleanup_free_ char *text = read_db(file);
 
-	if (!f)
-		return false;
-	while (!found && fgets(buf, (int)n, f)) {
-		buf[strcspn(buf, "\n")] = 0;
-		int i = 0;
-		char *save = NULL;
-		char *line = buf;
-		for (char *p = line; i < nf; i++) {
-			fields[i] = p;
-			char *c = strchr(p, ':');
-			if (!c) {
-				i++;
-				break;
-			}
-			*c = 0;
-			p = c + 1;
-		}
-		(void)save;
-		if (i < 3)
-			continue;
-		if (name && streq(fields[0], name))
-			found = true;
-		else if (!name && id >= 0 && all_digits(fields[2]) && atol(fields[2]) == id)
-			found = true;
-	}
-	fclose(f);
-	return found;
+	return text && local_user_entry(text, name, id, buf, n, fields, nf);
 }
 
 int local_user_resolve(const char *spec, const char *label, struct local_user *u,
@@ -58,42 +84,43 @@ int local_user_resolve(const char *spec, const char *label, struct local_user *u
 	_cleanup_free_ char *s = xstrdup(spec);
 	char *grp = strchr(s, ':');
 	char buf[1024], *fl[7];
-	long long v;
+	long long v, w;
 
 	if (grp)
 		*grp++ = 0;
 	u->home = NULL;
 	if (all_digits(s)) {
-		if (sbx_parse_int(s, 0, 0x7fffffff, &v) < 0)
+		if (!id_of(s, &v))
 			return sbx_err_set(err, SBX_E_USAGE, "invalid user '%s'", s);
 		u->uid = (uid_t)v;
 		u->gid = u->uid == 0 ? 0 : (gid_t)v;
-		if (find_entry("/etc/passwd", NULL, (long)v, buf, sizeof(buf), fl, 7)) {
-			u->gid = (gid_t)atol(fl[3]);
-			u->home = xstrdup(fl[5] ? fl[5] : "/");
+		if (find_entry("/etc/passwd", NULL, v, buf, sizeof(buf), fl, 7)) {
+			if (id_of(fl[3], &w))
+				u->gid = (gid_t)w;
+			u->home = xstrdup(*fl[5] ? fl[5] : "/");
 		}
 	} else {
-		if (!find_entry("/etc/passwd", s, -1, buf, sizeof(buf), fl, 7) || !all_digits(fl[2]) ||
-		    !all_digits(fl[3]))
+		if (!find_entry("/etc/passwd", s, -1, buf, sizeof(buf), fl, 7) || !id_of(fl[2], &v) ||
+		    !id_of(fl[3], &w))
 			return sbx_err_set(err, SBX_E_USAGE,
 					   "no user '%s' in the /etc/passwd of sandbox '%s' (give a "
 					   "number instead)", s, label);
-		u->uid = (uid_t)atol(fl[2]);
-		u->gid = (gid_t)atol(fl[3]);
-		u->home = xstrdup(fl[5] ? fl[5] : "/");
+		u->uid = (uid_t)v;
+		u->gid = (gid_t)w;
+		u->home = xstrdup(*fl[5] ? fl[5] : "/");
 	}
 	if (grp) {
 		if (all_digits(grp)) {
-			if (sbx_parse_int(grp, 0, 0x7fffffff, &v) < 0)
+			if (!id_of(grp, &v))
 				return sbx_err_set(err, SBX_E_USAGE, "invalid group '%s'", grp);
 			u->gid = (gid_t)v;
 		} else {
 			if (!find_entry("/etc/group", grp, -1, buf, sizeof(buf), fl, 4) ||
-			    !all_digits(fl[2]))
+			    !id_of(fl[2], &v))
 				return sbx_err_set(err, SBX_E_USAGE,
 						   "no group '%s' in the /etc/group of sandbox '%s'",
 						   grp, label);
-			u->gid = (gid_t)atol(fl[2]);
+			u->gid = (gid_t)v;
 		}
 	}
 	if (!u->home)

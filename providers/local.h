@@ -129,6 +129,11 @@ struct local_user {
 };
 int local_user_resolve(const char *spec, const char *label, struct local_user *u,
 		       struct sbx_err *err);
+/* the entry of passwd or group text named name (or, name NULL, whose third field is id),
+ * copied into line (len bytes: a longer entry is skipped) and split on ':' into fields (nf;
+ * those an entry lacks are ""); entries of fewer than 3 fields are skipped */
+bool local_user_entry(const char *text, const char *name, long long id, char *line,
+		      size_t len, char **fields, int nf);
 
 int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	       int *ret_status, struct sbx_err *err);

@@ -118,4 +118,25 @@ test_expect_success '50 parallel execs into one sandbox all succeed' '
 	for i in $(seq 50); do test "$(cat p.$i)" = $i || exit 1; done
 '
 
+test_expect_success 'exec -u reads the sandbox'"'"'s passwd safely: short entries, a FIFO, huge ids' '
+	printf "root:x:0:0:root:/root:/bin/sh\nbob:x:1000\nann:x:1001:1001:Ann:/home/ann:/bin/sh\nbig:x:99999999999999999999:0::/:/bin/sh\n" >passwd &&
+	mkfifo fifo &&
+	sbx create --name pw -v "$PWD/passwd:/etc/passwd:ro" >/dev/null &&
+	: "control: a whole entry resolves, by name and by number" &&
+	if [ "$(id -u)" -eq 0 ]; then
+		test "$(sbx exec -u ann pw sh -c "id -u; id -g; echo \$HOME")" = "$(printf "1001\n1001\n/home/ann")" &&
+		test "$(sbx exec -u 1000 pw sh -c "id -u; id -g; echo \$HOME")" = "$(printf "1000\n1000\n/")"
+	else
+		expect_code 125 sbx exec -u ann pw true 2>err && grep -q "sbx maps only uid 0" err
+	fi &&
+	: "an entry without its gid field, or with an id past any uid: no such user, 125" &&
+	expect_code 125 sbx exec -u bob pw true 2>err && expect_one_error_line err "no user .bob." &&
+	expect_code 125 sbx exec -u big pw true 2>err && expect_one_error_line err "no user .big." &&
+	: "a FIFO where /etc/passwd is: no user, at once, instead of exec waiting on it for good" &&
+	sbx create --name pwf -v "$PWD/fifo:/etc/passwd" >/dev/null &&
+	expect_code 125 timeout 10 "$SBX" exec -u ann pwf true 2>err &&
+	expect_one_error_line err "no user .ann." &&
+	sbx rm -f pw pwf >/dev/null
+'
+
 test_done
