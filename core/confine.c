@@ -355,6 +355,35 @@ static int jail_maps(pid_t pid, bool all)
 	return write_proc(pid, "gid_map", m);
 }
 
+static int jail_maps_of(pid_t pid, void *all)
+{
+	return jail_maps(pid, *(bool *)all);
+}
+
+int sbx_userns_release(pid_t pid, int ready, int go, int (*maps)(pid_t, void *), void *arg)
+{
+	char c;
+	ssize_t n;
+	int r = 0;
+
+	do
+		n = read(ready, &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n == 1 && maps(pid, arg) < 0) {
+		int e = errno;
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, NULL, 0);
+		errno = e;
+		r = -1;
+	} else if (n == 1) {
+		/* a failure means the child is gone: its report (or its absence) says why */
+		(void)sbx_write_all(go, "", 1);
+	}
+	close(ready);
+	close(go);
+	return r;
+}
+
 /* mkdir -p of an absolute path below JAIL_AT */
 static int jail_mkdirs(const char *path)
 {
@@ -514,24 +543,12 @@ int sbx_jail_run(const struct sbx_jail *j, int (*fn)(void *arg, struct sbx_err *
 		close(s2[1]);
 		return sbx_err_errno(err, "cannot fork");
 	}
-	char c;
-	ssize_t n;
-	do
-		n = read(s1[0], &c, 1);
-	while (n < 0 && errno == EINTR);
-	if (n == 1 && jail_maps(pid, all_ids()) < 0) {
+	bool all = all_ids();
+	if (sbx_userns_release(pid, s1[0], s2[1], jail_maps_of, &all) < 0) {
 		sbx_err_errno(err, "%s: cannot write the id maps of its namespace", j->what);
-		kill(pid, SIGKILL);
-		(void)waitpid(pid, NULL, 0);
 		close(efd[0]);
-		close(s1[0]);
-		close(s2[1]);
 		return -1;
 	}
-	if (n == 1)
-		(void)sbx_write_all(s2[1], "", 1);
-	close(s1[0]);
-	close(s2[1]);
 	int r = sbx_err_recv(efd[0], pid, j->what, err);
 	close(efd[0]);
 	return r;

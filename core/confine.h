@@ -70,6 +70,12 @@ struct sbx_jail {
  * maps them): they may be given to a sandbox or a layer's files */
 bool sbx_ids_mapped(unsigned long base, unsigned long count);
 
+/* the parent's half of a child that made a user namespace of its own: waits until the child
+ * says so on ready, writes its id maps with maps(pid, arg), lets it go on with a byte on go;
+ * closes both. -1 with errno when the maps cannot be written (the child is killed and
+ * reaped); 0 too when the child died first (its report says why) */
+int sbx_userns_release(pid_t pid, int ready, int go, int (*maps)(pid_t, void *), void *arg);
+
 /* runs fn(arg, err) in the jail and waits for it: fn's outcome, or the jail's failure */
 int sbx_jail_run(const struct sbx_jail *j, int (*fn)(void *arg, struct sbx_err *err), void *arg,
 		 struct sbx_err *err);

@@ -315,6 +315,11 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 	work(j, false, efd);
 }
 
+static int sandbox_maps(pid_t pid, void *map_range)
+{
+	return local_write_maps(pid, *(bool *)map_range);
+}
+
 /* --- the parent ----------------------------------------------------------------------------- */
 
 static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *err)
@@ -398,27 +403,14 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 	if (pidfd >= 0)
 		close(pidfd);
 	if (rootfd >= 0) {
-		char c;
 		close(rootfd);
 		close(s1[1]);
 		close(s2[0]);
-		ssize_t n;
-		do
-			n = read(s1[0], &c, 1);
-		while (n < 0 && errno == EINTR);
-		if (n == 1 && local_write_maps(pid, j->map_range) < 0) {
+		if (sbx_userns_release(pid, s1[0], s2[1], sandbox_maps, &j->map_range) < 0) {
 			sbx_err_errno(err, "cannot write the id maps of the copy process");
-			kill(pid, SIGKILL);
-			(void)waitpid(pid, NULL, 0);
-			close(s1[0]);
-			close(s2[1]);
 			close(efd[0]);
 			return -1;
 		}
-		if (n == 1)
-			(void)sbx_write_all(s2[1], "", 1);
-		close(s1[0]);
-		close(s2[1]);
 	}
 	int r = sbx_err_recv(efd[0], pid, "copy", err);
 	close(efd[0]);
