@@ -592,7 +592,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 
 	/* this exec's id and proxy credential, registered on the host side */
 	_cleanup_(env_list_free) struct env_list netenv = { NULL, 0 };
-	local_net_exec_env(rec, o->argv, env_list_set, &netenv);
+	if (local_net_exec_env(rec, o->argv, env_list_set, &netenv, err) < 0)
+		return -1;
 
 	bool map_range = local_map_range_of(rec);
 	/* the command's cgroups are the sandbox's: its limits, its freezer */

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 
 #include "core/json.h"
+#include "core/log.h"
 
 #define EXECS_MAX (1 << 20)
 #define CTL_TIMEOUT_MS 10000
@@ -55,8 +56,8 @@ static bool proxied(const struct sbx_record *rec)
 	return mode && (streq(mode, "allow") || streq(mode, "open"));
 }
 
-void local_net_exec_env(const struct sbx_record *rec, char *const *argv,
-			void (*set)(void *, const char *), void *env)
+int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
+		       void (*set)(void *, const char *), void *env, struct sbx_err *err)
 {
 	char id[13], secret[33];
 	char kv[160];
@@ -65,7 +66,7 @@ void local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 	snprintf(kv, sizeof(kv), "SBX_EXEC_ID=%s", id);
 	set(env, kv);
 	if (!proxied(rec))
-		return;
+		return 0;
 	local_hex(secret, 16);
 	/* the credential, for the supervisor to check and to name the exec in the log */
 	json_t *a = json_array();
@@ -77,6 +78,7 @@ void local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 	free(s);
 	_cleanup_free_ char *p = xasprintf("%s/execs", rec->dir);
 	int fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	int w = -1;
 	if (fd >= 0) {
 		struct stat st;
 		(void)flock(fd, LOCK_EX);
@@ -89,26 +91,42 @@ void local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 				(void)flock(fd, LOCK_EX);
 		}
 		if (fd >= 0) {
-			(void)sbx_write_all(fd, line, strlen(line));
-			close(fd);
+			w = sbx_write_all(fd, line, strlen(line));
+			int e = errno;
+			if (close(fd) < 0 && w == 0)
+				w = -1;
+			else
+				errno = e;
 		}
 	}
+	/* out of descriptors or memory, the exec would not get far: it fails here, saying so */
+	if (w < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM))
+		return sbx_err_errno(err, "cannot record this exec's proxy credential in '%s'", p);
+	/* not recorded (a full disk): the command still runs, so that it can be used to make
+	 * room, but its egress is logged without its name, and the caller is told */
+	char cred[64] = "";
+	if (w == 0)
+		snprintf(cred, sizeof(cred), "%s:%s@", id, secret);
+	else
+		sbx_warn("cannot record this exec's proxy credential in '%s': %s; its egress is "
+			 "logged without its command", p, strerror(errno));
 	static const char *const http[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
 					    "https_proxy" };
 	for (size_t i = 0; i < ARRAY_SIZE(http); i++) {
-		snprintf(kv, sizeof(kv), "%s=http://%s:%s@127.0.0.1:%d", http[i], id, secret,
+		snprintf(kv, sizeof(kv), "%s=http://%s127.0.0.1:%d", http[i], cred,
 			 LOCAL_PROXY_HTTP_PORT);
 		set(env, kv);
 	}
-	snprintf(kv, sizeof(kv), "ALL_PROXY=socks5h://%s:%s@127.0.0.1:%d", id, secret,
+	snprintf(kv, sizeof(kv), "ALL_PROXY=socks5h://%s127.0.0.1:%d", cred,
 		 LOCAL_PROXY_SOCKS_PORT);
 	set(env, kv);
-	snprintf(kv, sizeof(kv), "all_proxy=socks5h://%s:%s@127.0.0.1:%d", id, secret,
+	snprintf(kv, sizeof(kv), "all_proxy=socks5h://%s127.0.0.1:%d", cred,
 		 LOCAL_PROXY_SOCKS_PORT);
 	set(env, kv);
 	set(env, "NO_PROXY=localhost,127.0.0.1");
 	set(env, "no_proxy=localhost,127.0.0.1");
 	set(env, "NODE_USE_ENV_PROXY=1");
+	return 0;
 }
 
 static json_t *previews_read(const struct sbx_record *rec)

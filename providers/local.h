@@ -167,9 +167,10 @@ int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		  const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err);
 char *local_egress_log_path(const struct sbx_record *rec);
 /* exec: a proxy credential for this exec, registered for the supervisor to check; adds the
- * proxy variables and SBX_EXEC_ID to env */
-void local_net_exec_env(const struct sbx_record *rec, char *const *argv,
-			void (*set)(void *, const char *), void *env);
+ * proxy variables and SBX_EXEC_ID to env. A credential that cannot be recorded (a full disk)
+ * is left out with a warning, so the command still runs; -1 only out of descriptors */
+int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
+		       void (*set)(void *, const char *), void *env, struct sbx_err *err);
 
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);

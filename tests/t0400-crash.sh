@@ -212,13 +212,17 @@ test_expect_success 'a full disk under $SBX_HOME: create fails cleanly, existing
 	cmp before.json "$SBX_HOME/sandboxes/$id/sandbox.json"
 	test "$(ls "$SBX_HOME/sandboxes")" = "$id"
 	test ! -e "$SBX_HOME/names/more"
+	"$SBX" exec keep sh -c "echo \$HTTP_PROXY" >proxy.full 2>exec.err
 	"$SBX" exec keep true
 	"$SBX" rm -f keep >/dev/null
 	echo "$rc"
 	EOS
 	$full_ns bash full.sh >rc && test "$(cat rc)" = 125 &&
 	expect_one_error_line err "^sbx: error: .*(No space left on device|space)" &&
-	grep -q " keep " ls.out
+	grep -q " keep " ls.out &&
+	: "exec still runs (to make room, say), and says that its credential was not recorded" &&
+	expect_one_error_line exec.err "^sbx: warning: cannot record this exec.s proxy credential.*No space left" &&
+	grep -qx "http://127.0.0.1:3128" proxy.full
 '
 
 test_expect_success 'a full disk under a sandbox and under cp: 125, one line, no short or zero-filled file' '
