@@ -380,8 +380,12 @@ void local_egress_log(struct local_egress *e, const struct local_egress_entry *x
 		close(e->log_fd);
 		e->log_fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	}
-	if (e->log_fd >= 0)
-		(void)sbx_write_all(e->log_fd, line, strlen(line));
+	/* a line is written whole or not at all (a full disk): never half a line, which would
+	 * spoil the one after it */
+	struct stat before;
+	if (e->log_fd >= 0 && fstat(e->log_fd, &before) == 0 &&
+	    sbx_write_all(e->log_fd, line, strlen(line)) < 0)
+		(void)!ftruncate(e->log_fd, before.st_size);
 }
 
 /* --- the resolver -------------------------------------------------------------------------- */
