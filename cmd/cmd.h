@@ -26,9 +26,9 @@ int cmd_provider(int argc, char **argv, struct sbx_ctx *ctx);
 struct sbx_command {
 	const char *name;
 	int (*fn)(int, char **, struct sbx_ctx *);
-	const char *summary;	/* NULL: hidden */
-	const char *usage;	/* the SYNOPSIS line(s), without "Usage: " */
-	const char *help;	/* the options, as printed by --help */
+	const char *summary; /* NULL: hidden */
+	const char *usage;   /* the SYNOPSIS line(s), without "Usage: " */
+	const char *help;    /* the options, as printed by --help */
 };
 extern const struct sbx_command sbx_commands[];
 const struct sbx_command *cmd_find(const char *name);
@@ -51,7 +51,7 @@ int cmd_exit_code(const struct sbx_err *err);
 struct create_args {
 	struct sbx_create_opts o;
 	bool json;
-	char **env_store;	/* owned */
+	char **env_store; /* owned */
 	size_t n_env;
 	char **label_store;
 	size_t n_labels;
@@ -68,33 +68,56 @@ void create_args_release(struct create_args *a);
 /* getopt_long table entries and short options shared by create and run */
 #define CREATE_SHORTOPTS "e:w:v:"
 enum {
-	OPT_NAME = 1000, OPT_ENV_FILE, OPT_LABEL, OPT_JSON, OPT_PROVIDER, OPT_TIMEOUT, OPT_FORCE,
-	OPT_CPUS, OPT_MEMORY, OPT_PIDS_LIMIT, OPT_TTL, OPT_TTL_ACTION, OPT_RESUME,
-	OPT_NET, OPT_NET_PRESET, OPT_ADD_HOST, OPT_HOST_PORT, OPT_EGRESS, OPT_PUBLIC, OPT_RM,
-	OPT_IMAGE, OPT_PLATFORM, OPT_INSECURE, OPT_ROOTFS, OPT_NET_ALLOW_PRIVATE, OPT_NO_AUTH,
+	OPT_NAME = 1000,
+	OPT_ENV_FILE,
+	OPT_LABEL,
+	OPT_JSON,
+	OPT_PROVIDER,
+	OPT_TIMEOUT,
+	OPT_FORCE,
+	OPT_CPUS,
+	OPT_MEMORY,
+	OPT_PIDS_LIMIT,
+	OPT_TTL,
+	OPT_TTL_ACTION,
+	OPT_RESUME,
+	OPT_NET,
+	OPT_NET_PRESET,
+	OPT_ADD_HOST,
+	OPT_HOST_PORT,
+	OPT_EGRESS,
+	OPT_PUBLIC,
+	OPT_RM,
+	OPT_IMAGE,
+	OPT_PLATFORM,
+	OPT_INSECURE,
+	OPT_ROOTFS,
+	OPT_NET_ALLOW_PRIVATE,
+	OPT_NO_AUTH,
 	OPT_DISK,
 	OPT_HELP = 'h',
 };
-#define CREATE_LONGOPTS                                                         \
-	{ "name", required_argument, NULL, OPT_NAME },                          \
-	{ "env", required_argument, NULL, 'e' },                                \
-	{ "env-file", required_argument, NULL, OPT_ENV_FILE },                  \
-	{ "workdir", required_argument, NULL, 'w' },                            \
-	{ "volume", required_argument, NULL, 'v' },                             \
-	{ "label", required_argument, NULL, OPT_LABEL },                        \
-	{ "provider", required_argument, NULL, OPT_PROVIDER },                  \
-	{ "cpus", required_argument, NULL, OPT_CPUS },                          \
-	{ "memory", required_argument, NULL, OPT_MEMORY },                      \
-	{ "pids-limit", required_argument, NULL, OPT_PIDS_LIMIT },              \
-	{ "disk", required_argument, NULL, OPT_DISK },                          \
-	{ "ttl", required_argument, NULL, OPT_TTL },                            \
-	{ "ttl-action", required_argument, NULL, OPT_TTL_ACTION },              \
-	{ "net", required_argument, NULL, OPT_NET },                            \
-	{ "net-preset", required_argument, NULL, OPT_NET_PRESET },              \
-	{ "net-allow-private", no_argument, NULL, OPT_NET_ALLOW_PRIVATE },      \
-	{ "add-host", required_argument, NULL, OPT_ADD_HOST },                  \
-	{ "host-port", required_argument, NULL, OPT_HOST_PORT },                \
-	{ "image", required_argument, NULL, OPT_IMAGE }
+#define CREATE_LONGOPTS                                                                         \
+	{ "name", required_argument, NULL, OPT_NAME }, { "env", required_argument, NULL, 'e' }, \
+		{ "env-file", required_argument, NULL, OPT_ENV_FILE },                          \
+		{ "workdir", required_argument, NULL, 'w' },                                    \
+		{ "volume", required_argument, NULL, 'v' },                                     \
+		{ "label", required_argument, NULL, OPT_LABEL },                                \
+		{ "provider", required_argument, NULL, OPT_PROVIDER },                          \
+		{ "cpus", required_argument, NULL, OPT_CPUS },                                  \
+		{ "memory", required_argument, NULL, OPT_MEMORY },                              \
+		{ "pids-limit", required_argument, NULL, OPT_PIDS_LIMIT },                      \
+		{ "disk", required_argument, NULL, OPT_DISK },                                  \
+		{ "ttl", required_argument, NULL, OPT_TTL },                                    \
+		{ "ttl-action", required_argument, NULL, OPT_TTL_ACTION },                      \
+		{ "net", required_argument, NULL, OPT_NET },                                    \
+		{ "net-preset", required_argument, NULL, OPT_NET_PRESET },                      \
+		{ "net-allow-private", no_argument, NULL, OPT_NET_ALLOW_PRIVATE },              \
+		{ "add-host", required_argument, NULL, OPT_ADD_HOST },                          \
+		{ "host-port", required_argument, NULL, OPT_HOST_PORT },                        \
+	{                                                                                       \
+		"image", required_argument, NULL, OPT_IMAGE                                     \
+	}
 
 /* "K=V" from -e: K alone takes the caller's value (skipped when unset); 0 or -1 */
 int env_arg(char ***v, size_t *n, const char *arg, const char *cmd);

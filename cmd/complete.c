@@ -22,7 +22,7 @@ static void print_images(struct sbx_ctx *ctx)
 		return; /* completions stay quiet */
 	size_t i;
 	json_t *v;
-	json_array_foreach(a, i, v) {
+	json_array_foreach (a, i, v) {
 		const char *repo = sbx_json_str(v, "repository"), *tag = sbx_json_str(v, "tag");
 		const char *name = sbx_json_str(v, "name"), *at = name ? strrchr(name, '@') : NULL;
 		if (!repo || !*repo || !tag)
@@ -46,7 +46,8 @@ static void print_options(const struct sbx_command *c, bool borrowed)
 		_cleanup_free_ char *line = xstrndup(h, len);
 		for (char *p = line; *p; p++) {
 			if (p[0] == '-' && (p == line || p[-1] == ' ' || p[-1] == ',') &&
-			    ((p[1] == '-' && p[2] && p[2] != ' ') || (p[1] && p[1] != '-' && p[1] != ' '))) {
+			    ((p[1] == '-' && p[2] && p[2] != ' ') ||
+			     (p[1] && p[1] != '-' && p[1] != ' '))) {
 				char *e = p;
 				while (*e && *e != ' ' && *e != ',' && *e != '=')
 					e++;

@@ -46,7 +46,8 @@ int cmd_cp(int argc, char **argv, struct sbx_ctx *ctx)
 		}
 	}
 	if (argc - optind < 2)
-		return cmd_usage_error("cp", argc == optind ? "missing SRC and DST" : "missing DST");
+		return cmd_usage_error("cp",
+				       argc == optind ? "missing SRC and DST" : "missing DST");
 	if (argc - optind > 2)
 		return cmd_usage_error("cp", "unexpected argument '%s'", argv[optind + 2]);
 	const char *src = argv[optind], *dst = argv[optind + 1];
@@ -55,11 +56,15 @@ int cmd_cp(int argc, char **argv, struct sbx_ctx *ctx)
 	bool in_src = split_remote(src, &src_sb, &src_path);
 	bool in_dst = split_remote(dst, &dst_sb, &dst_path);
 	if (in_src && in_dst)
-		return cmd_usage_error("cp", "both '%s' and '%s' are in a sandbox; one side must be "
-				       "a host path or '-'", src, dst);
+		return cmd_usage_error("cp",
+				       "both '%s' and '%s' are in a sandbox; one side must be "
+				       "a host path or '-'",
+				       src, dst);
 	if (!in_src && !in_dst)
-		return cmd_usage_error("cp", "neither '%s' nor '%s' is SB:PATH; one side must be "
-				       "in a sandbox", src, dst);
+		return cmd_usage_error("cp",
+				       "neither '%s' nor '%s' is SB:PATH; one side must be "
+				       "in a sandbox",
+				       src, dst);
 	if ((in_src && (!*src_sb || !*src_path)) || (in_dst && (!*dst_sb || !*dst_path)))
 		return cmd_usage_error("cp", "'%s' is not SB:PATH", in_src ? src : dst);
 

@@ -47,7 +47,8 @@ int env_file(char ***v, size_t *n, const char *path, const char *cmd)
 	int lineno = 0;
 
 	if (!text) {
-		fprintf(stderr, "sbx: error: cannot read env file '%s': %s\n", path, strerror(errno));
+		fprintf(stderr, "sbx: error: cannot read env file '%s': %s\n", path,
+			strerror(errno));
 		return -1;
 	}
 	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -84,7 +85,8 @@ static int parse_volume(struct create_args *a, const char *arg, const char *cmd)
 			       -1;
 	}
 	if (s[0] != '/' || dest[0] != '/')
-		return cmd_usage_error(cmd, "invalid volume '%s': both paths must be absolute", arg),
+		return cmd_usage_error(cmd, "invalid volume '%s': both paths must be absolute",
+				       arg),
 		       -1;
 	char *real = realpath(s, NULL);
 	if (!real) {
@@ -108,7 +110,8 @@ int create_parse_opt(struct create_args *a, int c, const char *arg, const char *
 		return env_file(&a->env_store, &a->n_env, arg, cmd) < 0 ? -1 : 1;
 	case 'w':
 		if (arg[0] != '/')
-			return cmd_usage_error(cmd, "workdir must be an absolute path, not '%s'", arg),
+			return cmd_usage_error(cmd, "workdir must be an absolute path, not '%s'",
+					       arg),
 			       -1;
 		a->o.workdir = arg;
 		return 1;
@@ -127,37 +130,53 @@ int create_parse_opt(struct create_args *a, int c, const char *arg, const char *
 		errno = 0;
 		double v = strtod(arg, &end);
 		if (errno || end == arg || *end || !(v >= 0.01 && v <= 4096))
-			return cmd_usage_error(cmd, "invalid --cpus '%s': a number of CPUs such as 0.5 "
-					       "or 2", arg), -1;
+			return cmd_usage_error(cmd,
+					       "invalid --cpus '%s': a number of CPUs such as 0.5 "
+					       "or 2",
+					       arg),
+			       -1;
 		a->o.cpu_millis = (long long)(v * 1000 + 0.5);
 		return 1;
 	}
 	case OPT_MEMORY:
 		a->o.memory = sbx_parse_bytes(arg);
 		if (a->o.memory < 6 * 1024 * 1024)
-			return cmd_usage_error(cmd, "invalid --memory '%s': a size of at least 6m, "
-					       "such as 256m or 1g", arg), -1;
+			return cmd_usage_error(cmd,
+					       "invalid --memory '%s': a size of at least 6m, "
+					       "such as 256m or 1g",
+					       arg),
+			       -1;
 		return 1;
 	case OPT_PIDS_LIMIT:
 		if (sbx_parse_int(arg, 1, 4194304, &a->o.pids_limit) < 0)
-			return cmd_usage_error(cmd, "invalid --pids-limit '%s': a number of "
-					       "processes, at least 1", arg), -1;
+			return cmd_usage_error(cmd,
+					       "invalid --pids-limit '%s': a number of "
+					       "processes, at least 1",
+					       arg),
+			       -1;
 		return 1;
 	case OPT_DISK:
 		a->o.disk = sbx_parse_bytes(arg);
 		if (a->o.disk < 16 * 1024 * 1024)
-			return cmd_usage_error(cmd, "invalid --disk '%s': a size of at least 16m, such "
-					       "as 512m or 10g", arg), -1;
+			return cmd_usage_error(cmd,
+					       "invalid --disk '%s': a size of at least 16m, such "
+					       "as 512m or 10g",
+					       arg),
+			       -1;
 		return 1;
 	case OPT_TTL:
 		a->o.ttl_ms = sbx_parse_duration_ms(arg);
 		if (a->o.ttl_ms <= 0)
-			return cmd_usage_error(cmd, "invalid --ttl '%s': a duration such as 30m, 2h "
-					       "or 90s", arg), -1;
+			return cmd_usage_error(cmd,
+					       "invalid --ttl '%s': a duration such as 30m, 2h "
+					       "or 90s",
+					       arg),
+			       -1;
 		return 1;
 	case OPT_TTL_ACTION:
 		if (!streq(arg, "pause") && !streq(arg, "rm"))
-			return cmd_usage_error(cmd, "invalid --ttl-action '%s': use pause or rm", arg),
+			return cmd_usage_error(cmd, "invalid --ttl-action '%s': use pause or rm",
+					       arg),
 			       -1;
 		a->o.ttl_action = arg;
 		return 1;
@@ -166,8 +185,9 @@ int create_parse_opt(struct create_args *a, int c, const char *arg, const char *
 		return 1;
 	case OPT_NET_PRESET:
 		if (!streq(arg, "default") && !streq(arg, "none"))
-			return cmd_usage_error(cmd, "invalid --net-preset '%s': use default or none",
-					       arg), -1;
+			return cmd_usage_error(
+				       cmd, "invalid --net-preset '%s': use default or none", arg),
+			       -1;
 		a->o.net_preset_none = streq(arg, "none");
 		return 1;
 	case OPT_NET_ALLOW_PRIVATE:
@@ -202,7 +222,8 @@ int create_args_finish(struct create_args *a, const char *cmd)
 		return cmd_usage_error(cmd, "--net-preset goes with --net allow=..."), -1;
 	if (a->o.net && streq(a->o.net, "host") &&
 	    (!a->o.provider || streq(a->o.provider, "local")))
-		fprintf(stderr, "sbx: warning: --net host shares the host's network: the sandbox "
+		fprintf(stderr,
+			"sbx: warning: --net host shares the host's network: the sandbox "
 			"can reach every service on this machine and its network, unlogged\n");
 	return 0;
 }

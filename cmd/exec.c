@@ -44,7 +44,8 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 			break;
 		case 'u':
 			if (!*optarg || *optarg == ':') {
-				cmd_usage_error("exec", "invalid user '%s': use USER[:GROUP]", optarg);
+				cmd_usage_error("exec", "invalid user '%s': use USER[:GROUP]",
+						optarg);
 				goto usage;
 			}
 			o.user = optarg;
@@ -59,7 +60,8 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 			break;
 		case 'w':
 			if (optarg[0] != '/') {
-				cmd_usage_error("exec", "workdir must be an absolute path, not '%s'",
+				cmd_usage_error("exec",
+						"workdir must be an absolute path, not '%s'",
 						optarg);
 				goto usage;
 			}
@@ -74,7 +76,8 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 		case OPT_TIMEOUT:
 			o.timeout_ms = sbx_parse_duration_ms(optarg);
 			if (o.timeout_ms <= 0) {
-				cmd_usage_error("exec", "invalid duration '%s' (use e.g. 30s, 5m, 1h)",
+				cmd_usage_error("exec",
+						"invalid duration '%s' (use e.g. 30s, 5m, 1h)",
 						optarg);
 				goto usage;
 			}

@@ -87,15 +87,18 @@ static int image_import(int argc, char **argv, struct sbx_ctx *ctx)
 	}
 	if (rootfs) {
 		if (argc - optind != 2)
-			return cmd_usage_error("image", "import --rootfs: give DIR|TAR and NAME[:TAG]");
+			return cmd_usage_error("image",
+					       "import --rootfs: give DIR|TAR and NAME[:TAG]");
 		_cleanup_free_ char *id = NULL;
-		if (sbx_image_import_rootfs(&ctx->store, argv[optind], argv[optind + 1], &id, &err) < 0)
+		if (sbx_image_import_rootfs(&ctx->store, argv[optind], argv[optind + 1], &id,
+					    &err) < 0)
 			return cmd_report(&err);
 		printf("%s\n", id);
 		return 0;
 	}
 	if (argc - optind != 1)
-		return cmd_usage_error("image", "import: give one FILE (a docker save or OCI-layout "
+		return cmd_usage_error("image",
+				       "import: give one FILE (a docker save or OCI-layout "
 				       "tar, or - for stdin)");
 	char **lines = NULL;
 	if (sbx_image_import(&ctx->store, argv[optind], &lines, &err) < 0)
@@ -154,21 +157,22 @@ static int image_ls(int argc, char **argv, struct sbx_ctx *ctx)
 		printf("%s\n", t);
 		free(t);
 	} else if (quiet) {
-		json_array_foreach(a, i, v) {
+		json_array_foreach (a, i, v) {
 			_cleanup_free_ char *id = short_id_safe(sbx_json_str(v, "id"));
 			printf("%s\n", id);
 		}
 	} else {
-		printf("%-40s  %-16s  %-12s  %-20s  %s\n", "REPOSITORY", "TAG", "IMAGE ID", "CREATED",
-		       "SIZE");
-		json_array_foreach(a, i, v) {
+		printf("%-40s  %-16s  %-12s  %-20s  %s\n", "REPOSITORY", "TAG", "IMAGE ID",
+		       "CREATED", "SIZE");
+		json_array_foreach (a, i, v) {
 			char sz[32], when[32];
 			time_t t = (time_t)json_integer_value(json_object_get(v, "created"));
 			struct tm tm;
 			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime_r(&t, &tm));
 			human_size(json_integer_value(json_object_get(v, "size")), sz, sizeof(sz));
 			/* what the store's refs say is shown as text, never as terminal controls */
-			_cleanup_free_ char *repo = sbx_term_safe(sbx_json_str(v, "repository") ?: "");
+			_cleanup_free_ char *repo = sbx_term_safe(sbx_json_str(v, "repository")
+									  ?: "");
 			_cleanup_free_ char *tag = sbx_term_safe(sbx_json_str(v, "tag") ?: "");
 			_cleanup_free_ char *id = short_id_safe(sbx_json_str(v, "id"));
 			printf("%-40s  %-16s  %-12s  %-20s  %s\n", repo, tag, id, when, sz);
@@ -238,8 +242,8 @@ int cmd_image(int argc, char **argv, struct sbx_ctx *ctx)
 		const char *name;
 		int (*fn)(int, char **, struct sbx_ctx *);
 	} subs[] = {
-		{ "pull", image_pull },	   { "import", image_import }, { "ls", image_ls },
-		{ "list", image_ls },	   { "rm", image_rm },	       { "prune", image_prune },
+		{ "pull", image_pull }, { "import", image_import }, { "ls", image_ls },
+		{ "list", image_ls },	{ "rm", image_rm },	    { "prune", image_prune },
 	};
 
 	if (argc < 2)

@@ -48,7 +48,8 @@ static void egress_line(const char *line, bool json, bool *header)
 	_cleanup_free_ char *exec = sbx_term_safe(sbx_json_str(j, "exec") ?: "-");
 	_cleanup_free_ char *proto = sbx_term_safe(sbx_json_str(j, "proto") ?: "?");
 	long long port = (long long)json_integer_value(json_object_get(j, "port"));
-	_cleanup_free_ char *dest_raw = xasprintf("%s:%lld", sbx_json_str(j, "domain") ?: "?", port);
+	_cleanup_free_ char *dest_raw = xasprintf("%s:%lld", sbx_json_str(j, "domain") ?: "?",
+						  port);
 	_cleanup_free_ char *dest = sbx_term_safe(dest_raw);
 	const char *verdict = sbx_json_str(j, "verdict") ?: "?";
 	bool deny = streq(verdict, "deny");
@@ -149,11 +150,19 @@ int cmd_logs(int argc, char **argv, struct sbx_ctx *ctx)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "hf", opts, NULL)) != -1) {
 		switch (c) {
-		case 'h': return cmd_print_help("logs");
-		case 'f': follow = true; break;
-		case OPT_EGRESS: egress = true; break;
-		case OPT_JSON: json = true; break;
-		default: return cmd_bad_option("logs", argc, argv);
+		case 'h':
+			return cmd_print_help("logs");
+		case 'f':
+			follow = true;
+			break;
+		case OPT_EGRESS:
+			egress = true;
+			break;
+		case OPT_JSON:
+			json = true;
+			break;
+		default:
+			return cmd_bad_option("logs", argc, argv);
 		}
 	}
 	if (optind >= argc)

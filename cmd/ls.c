@@ -62,10 +62,16 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+hq", opts, NULL)) != -1) {
 		switch (c) {
-		case 'h': return cmd_print_help("ls");
-		case 'q': quiet = true; break;
-		case OPT_JSON: json = true; break;
-		default: return cmd_bad_option("ls", argc, argv);
+		case 'h':
+			return cmd_print_help("ls");
+		case 'q':
+			quiet = true;
+			break;
+		case OPT_JSON:
+			json = true;
+			break;
+		default:
+			return cmd_bad_option("ls", argc, argv);
 		}
 	}
 	if (optind < argc)
@@ -73,8 +79,9 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 	if (sbx_sandbox_list(ctx, &l, &err) < 0)
 		return cmd_report(&err);
 	for (size_t i = 0; i < l.n_bad; i++)
-		sbx_warn("cannot read sandbox record '%s', skipping it (remove it with 'sbx rm -f')",
-			 l.bad[i]);
+		sbx_warn(
+			"cannot read sandbox record '%s', skipping it (remove it with 'sbx rm -f')",
+			l.bad[i]);
 	if (json) {
 		json_t *a = json_array();
 		for (size_t i = 0; i < l.n; i++)
@@ -89,7 +96,8 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 			puts(id);
 		}
 	} else {
-		printf("%-12s  %-20s  %-8s  %-9s  %s\n", "ID", "NAME", "PROVIDER", "STATE", "CREATED");
+		printf("%-12s  %-20s  %-8s  %-9s  %s\n", "ID", "NAME", "PROVIDER", "STATE",
+		       "CREATED");
 		for (size_t i = 0; i < l.n; i++) {
 			struct sbx_record *r = l.recs[i];
 			char ago[64];
@@ -99,8 +107,8 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 			_cleanup_free_ char *id = sbx_term_safe(r->id);
 			_cleanup_free_ char *name = sbx_term_safe(r->name ? r->name : "-");
 			_cleanup_free_ char *prov = sbx_term_safe(r->provider);
-			printf("%-12s  %-20s  %-8s  %-9s  %s\n", id, name, prov, sbx_state_name(r->state),
-			       ago);
+			printf("%-12s  %-20s  %-8s  %-9s  %s\n", id, name, prov,
+			       sbx_state_name(r->state), ago);
 		}
 	}
 	sbx_listing_release(&l);

@@ -15,8 +15,7 @@
 #endif
 
 const struct sbx_command sbx_commands[] = {
-	{ "create", cmd_create, "Create a sandbox and print its id",
-	  "sbx create [OPTIONS]",
+	{ "create", cmd_create, "Create a sandbox and print its id", "sbx create [OPTIONS]",
 	  "      --name NAME        a unique name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, at most 63)\n"
 	  "  -e, --env K=V|K        set a variable for every exec (K alone: the caller's value)\n"
 	  "      --env-file FILE    read K=V lines from FILE ('#' comments)\n"
@@ -78,22 +77,17 @@ const struct sbx_command sbx_commands[] = {
 	  "      --no-auth          no token: any local user may use the loopback URL\n"
 	  "      --rm               close the preview of PORT\n"
 	  "      --json             print {url, port, host_port, token} (with SB only: a list)\n" },
-	{ "ls", cmd_ls, "List sandboxes",
-	  "sbx ls [OPTIONS]",
+	{ "ls", cmd_ls, "List sandboxes", "sbx ls [OPTIONS]",
 	  "      --json             print a JSON array of records\n"
 	  "  -q, --quiet            print ids only\n" },
-	{ "inspect", cmd_inspect, "Show a sandbox's record as JSON",
-	  "sbx inspect SB",
-	  "" },
+	{ "inspect", cmd_inspect, "Show a sandbox's record as JSON", "sbx inspect SB", "" },
 	{ "pause", cmd_pause, "Freeze sandboxes, or release their processes",
 	  "sbx pause [--release [--grace DUR]] SB...",
 	  "      --release          end every process (SIGTERM, then SIGKILL); keep the files\n"
 	  "      --grace DUR        with --release: how long SIGTERM has (default 10s)\n" },
 	{ "resume", cmd_resume, "Resume paused sandboxes; start released or stopped ones again",
-	  "sbx resume SB...",
-	  "" },
-	{ "rm", cmd_rm, "Remove sandboxes",
-	  "sbx rm [OPTIONS] SB...",
+	  "sbx resume SB...", "" },
+	{ "rm", cmd_rm, "Remove sandboxes", "sbx rm [OPTIONS] SB...",
 	  "  -f, --force            remove running sandboxes too, and records that cannot be read\n" },
 	{ "run", cmd_run, "Create a sandbox, run a command in it, remove it",
 	  "sbx run [CREATE OPTIONS] [--timeout DUR] [-i] -- CMD [ARG...]\n"
@@ -121,15 +115,10 @@ const struct sbx_command sbx_commands[] = {
 	  "sbx provider ls [--json]",
 	  "      --json             print a JSON array of {name, summary, remote, configured,\n"
 	  "                         key_variable, api_url}\n" },
-	{ "version", cmd_version, "Show which sbx this is",
-	  "sbx version",
-	  "" },
-	{ "help", cmd_help, "Show help for a command",
-	  "sbx help [COMMAND]",
-	  "" },
+	{ "version", cmd_version, "Show which sbx this is", "sbx version", "" },
+	{ "help", cmd_help, "Show help for a command", "sbx help [COMMAND]", "" },
 	{ "__complete", cmd_complete, NULL,
-	  "sbx __complete commands|sandboxes|providers|images|options CMD",
-	  "" },
+	  "sbx __complete commands|sandboxes|providers|images|options CMD", "" },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
@@ -145,7 +134,8 @@ static void main_usage(FILE *f)
 {
 	fputs("Usage: sbx [--debug] COMMAND [ARGS...]\n\n"
 	      "Disposable sandboxes for agents, scripts and developers.\n\n"
-	      "Commands:\n", f);
+	      "Commands:\n",
+	      f);
 	for (const struct sbx_command *c = sbx_commands; c->name; c++)
 		if (c->summary)
 			fprintf(f, "  %-10s %s\n", c->name, c->summary);
@@ -153,15 +143,19 @@ static void main_usage(FILE *f)
 	      "      --debug            print debug messages (also SBX_DEBUG=1)\n"
 	      "  -h, --help             show this help\n"
 	      "  -V, --version          show the version\n\n"
-	      "Run 'sbx COMMAND --help' for a command's options.\n", f);
+	      "Run 'sbx COMMAND --help' for a command's options.\n",
+	      f);
 }
 
 int cmd_exit_code(const struct sbx_err *err)
 {
 	switch (err->kind) {
-	case SBX_E_CMD_NOEXEC: return 126;
-	case SBX_E_CMD_NOTFOUND: return 127;
-	default: return 125;
+	case SBX_E_CMD_NOEXEC:
+		return 126;
+	case SBX_E_CMD_NOTFOUND:
+		return 127;
+	default:
+		return 125;
 	}
 }
 
@@ -255,8 +249,10 @@ int cmd_help(int argc, char **argv, struct sbx_ctx *ctx)
 	const struct sbx_command *c = cmd_find(argv[1]);
 	if (!c || !c->summary) {
 		_cleanup_free_ char *safe = sbx_term_safe(argv[1]);
-		fprintf(stderr, "sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
-				"commands.\n", safe);
+		fprintf(stderr,
+			"sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
+			"commands.\n",
+			safe);
 		return 125;
 	}
 	return cmd_print_help(c->name);
@@ -273,7 +269,8 @@ static int finish(int code)
 		}
 	}
 	if (fclose(stdout) != 0 && errno != EPIPE && code == 0) {
-		fprintf(stderr, "sbx: error: cannot write to standard output: %s\n", strerror(errno));
+		fprintf(stderr, "sbx: error: cannot write to standard output: %s\n",
+			strerror(errno));
 		return 125;
 	}
 	return code;
@@ -296,13 +293,20 @@ int main(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+hV", opts, NULL)) != -1) {
 		switch (c) {
-		case 'D': sbx_debug_enabled = 1; break;
-		case 'h': main_usage(stdout); return finish(0);
-		case 'V': return finish(cmd_version(1, argv, &ctx));
+		case 'D':
+			sbx_debug_enabled = 1;
+			break;
+		case 'h':
+			main_usage(stdout);
+			return finish(0);
+		case 'V':
+			return finish(cmd_version(1, argv, &ctx));
 		default: {
 			_cleanup_free_ char *safe = sbx_term_safe(argv[optind - 1]);
-			fprintf(stderr, "sbx: error: unknown option '%s'\nRun 'sbx --help' for more "
-					"information.\n", safe);
+			fprintf(stderr,
+				"sbx: error: unknown option '%s'\nRun 'sbx --help' for more "
+				"information.\n",
+				safe);
 			return 125;
 		}
 		}
@@ -316,8 +320,10 @@ int main(int argc, char **argv)
 	const struct sbx_command *cmd = cmd_find(argv[optind]);
 	if (!cmd) {
 		_cleanup_free_ char *safe = sbx_term_safe(argv[optind]);
-		fprintf(stderr, "sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
-				"commands.\n", safe);
+		fprintf(stderr,
+			"sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
+			"commands.\n",
+			safe);
 		return 125;
 	}
 	/* commands that need no store */

@@ -25,8 +25,10 @@ int cmd_pause(int argc, char **argv, struct sbx_ctx *ctx)
 		case 'g':
 			o.grace_ms = sbx_parse_duration_ms(optarg);
 			if (o.grace_ms < 0)
-				return cmd_usage_error("pause", "invalid duration '%s' (use e.g. 10s, "
-						       "500ms)", optarg);
+				return cmd_usage_error("pause",
+						       "invalid duration '%s' (use e.g. 10s, "
+						       "500ms)",
+						       optarg);
 			grace_set = true;
 			break;
 		default:

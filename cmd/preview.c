@@ -24,7 +24,7 @@ static void print_list(json_t *a)
 	if (json_array_size(a) == 0)
 		return;
 	printf("%-6s  %-9s  %-6s  %s\n", "PORT", "HOST PORT", "PUBLIC", "URL");
-	json_array_foreach(a, i, p)
+	json_array_foreach (a, i, p)
 		printf("%-6lld  %-9lld  %-6s  %s\n",
 		       (long long)json_integer_value(json_object_get(p, "port")),
 		       (long long)json_integer_value(json_object_get(p, "host_port")),
@@ -51,16 +51,26 @@ int cmd_preview(int argc, char **argv, struct sbx_ctx *ctx)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'h': return cmd_print_help("preview");
+		case 'h':
+			return cmd_print_help("preview");
 		case OPT_HOST_PORT:
 			if (port_arg(optarg, "--host-port", &o.host_port) < 0)
 				return 125;
 			break;
-		case OPT_PUBLIC: o.public = true; break;
-		case OPT_NO_AUTH: o.no_auth = true; break;
-		case OPT_RM: o.rm = true; break;
-		case OPT_JSON: json = true; break;
-		default: return cmd_bad_option("preview", argc, argv);
+		case OPT_PUBLIC:
+			o.public = true;
+			break;
+		case OPT_NO_AUTH:
+			o.no_auth = true;
+			break;
+		case OPT_RM:
+			o.rm = true;
+			break;
+		case OPT_JSON:
+			json = true;
+			break;
+		default:
+			return cmd_bad_option("preview", argc, argv);
 		}
 	}
 	if (optind >= argc)
@@ -73,11 +83,13 @@ int cmd_preview(int argc, char **argv, struct sbx_ctx *ctx)
 	if (o.rm && !o.port)
 		return cmd_usage_error("preview", "--rm needs the port whose preview to close");
 	if ((o.rm || !o.port) && (o.public || o.host_port || o.no_auth))
-		return cmd_usage_error("preview", "--public, --no-auth and --host-port go with "
+		return cmd_usage_error("preview",
+				       "--public, --no-auth and --host-port go with "
 				       "opening a preview: sbx preview SB PORT");
 	if (o.public && o.no_auth) {
 		/* one line: a refusal, not a mistyped command */
-		sbx_err_set(&err, SBX_E_USAGE, "--public and --no-auth do not go together: a "
+		sbx_err_set(&err, SBX_E_USAGE,
+			    "--public and --no-auth do not go together: a "
 			    "public preview always needs its token");
 		return cmd_report(&err);
 	}

@@ -18,9 +18,13 @@ static int provider_ls(int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'h': return cmd_print_help("provider");
-		case OPT_JSON: json = true; break;
-		default: return cmd_bad_option("provider", argc, argv);
+		case 'h':
+			return cmd_print_help("provider");
+		case OPT_JSON:
+			json = true;
+			break;
+		default:
+			return cmd_bad_option("provider", argc, argv);
 		}
 	}
 	if (optind < argc)
@@ -30,10 +34,10 @@ static int provider_ls(int argc, char **argv)
 		const struct sbx_provider *p = *pp;
 		bool ok = !p->configured || p->configured();
 		_cleanup_free_ char *url = p->api_url ? p->api_url() : NULL;
-		json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", p->name, "summary", p->summary,
-				      "remote", p->remote, "configured", ok);
-		json_object_set_new(o, "key_variable", p->key_var ? json_string(p->key_var)
-								  : json_null());
+		json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", p->name, "summary",
+				      p->summary, "remote", p->remote, "configured", ok);
+		json_object_set_new(o, "key_variable",
+				    p->key_var ? json_string(p->key_var) : json_null());
 		json_object_set_new(o, "api_url", url ? json_string(url) : json_null());
 		json_array_append_new(a, o);
 	}
@@ -45,14 +49,14 @@ static int provider_ls(int argc, char **argv)
 		size_t i;
 		json_t *o;
 		printf("%-8s  %-10s  %s\n", "NAME", "CONFIGURED", "DETAIL");
-		json_array_foreach(a, i, o) {
+		json_array_foreach (a, i, o) {
 			const char *kv = sbx_json_str(o, "key_variable");
 			const char *url = sbx_json_str(o, "api_url");
 			bool ok = json_is_true(json_object_get(o, "configured"));
-			_cleanup_free_ char *detail =
-				!kv ? xstrdup(sbx_json_str(o, "summary"))
-				: ok ? xasprintf("%s is set; API at %s", kv, url ? url : "?")
-				     : xasprintf("set %s to use it (API at %s)", kv, url ? url : "?");
+			_cleanup_free_ char *detail = !kv ? xstrdup(sbx_json_str(o, "summary"))
+				: ok
+				? xasprintf("%s is set; API at %s", kv, url ? url : "?")
+				: xasprintf("set %s to use it (API at %s)", kv, url ? url : "?");
 			/* an API URL comes from the environment: shown as text */
 			_cleanup_free_ char *name = sbx_term_safe(sbx_json_str(o, "name"));
 			_cleanup_free_ char *safe = sbx_term_safe(detail);

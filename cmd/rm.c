@@ -15,9 +15,13 @@ int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+hf", opts, NULL)) != -1) {
 		switch (c) {
-		case 'h': return cmd_print_help("rm");
-		case 'f': force = true; break;
-		default: return cmd_bad_option("rm", argc, argv);
+		case 'h':
+			return cmd_print_help("rm");
+		case 'f':
+			force = true;
+			break;
+		default:
+			return cmd_bad_option("rm", argc, argv);
 		}
 	}
 	if (optind >= argc)

@@ -45,8 +45,8 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 			x.timeout_ms = sbx_parse_duration_ms(optarg);
 			if (x.timeout_ms <= 0) {
 				create_args_release(&a);
-				return cmd_usage_error("run", "invalid duration '%s' (use e.g. 30s, 5m)",
-						       optarg);
+				return cmd_usage_error(
+					"run", "invalid duration '%s' (use e.g. 30s, 5m)", optarg);
 			}
 			continue;
 		}
@@ -77,17 +77,20 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 		json_t *img = json_object_get(rec->options, "image");
 		size_t n = 0, i;
 		json_t *v;
-		json_t *parts[] = { json_object_get(img, "entrypoint"), json_object_get(img, "cmd") };
+		json_t *parts[] = { json_object_get(img, "entrypoint"),
+				    json_object_get(img, "cmd") };
 		for (size_t k = 0; k < 2; k++)
-			json_array_foreach(parts[k], i, v)
+			json_array_foreach (parts[k], i, v)
 				strv_push(&image_argv, &n, xstrdup(json_string_value(v)));
 		if (!n) {
 			struct sbx_err e2 = { 0 };
 			(void)sbx_sandbox_rm(ctx, rec->id, true, &e2);
 			sbx_record_free(rec);
 			create_args_release(&a);
-			return cmd_usage_error("run", "missing command: image '%s' has no Entrypoint "
-					       "or Cmd", a.o.image);
+			return cmd_usage_error("run",
+					       "missing command: image '%s' has no Entrypoint "
+					       "or Cmd",
+					       a.o.image);
 		}
 		x.argv = image_argv;
 	}

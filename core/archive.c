@@ -16,23 +16,25 @@
 #include "core/strbuf.h"
 
 /* every libarchive function sbx calls: resolved by name, never linked (DESIGN.md §2) */
-#define AR_FNS(X)                                                                              \
-	X(read_new) X(read_support_format_tar) X(read_open_fd) X(read_next_header)              \
-	X(read_next_header2) X(read_data_block) X(read_free)                                    \
-	X(read_disk_new) X(read_disk_set_behavior) X(read_disk_set_symlink_physical)            \
-	X(read_disk_set_symlink_hybrid) X(read_disk_open) X(read_disk_descend)                  \
-	X(write_new) X(write_set_format_pax_restricted) X(write_set_bytes_in_last_block)        \
-	X(write_open_fd) X(write_header) X(write_data) X(write_finish_entry) X(write_close)     \
-	X(write_free) X(write_fail) X(write_disk_new) X(write_disk_set_options) X(write_data_block)           \
-	X(error_string) X(format)                                                               \
-	X(entry_new) X(entry_free) X(entry_pathname) X(entry_copy_pathname) X(entry_hardlink)   \
-	X(entry_copy_hardlink) X(entry_filetype) X(entry_perm) X(entry_set_perm)                \
-	X(entry_size) X(entry_linkresolver_new) X(entry_linkresolver_set_strategy)              \
-	X(entry_linkify) X(entry_linkresolver_free)                                             \
-	X(entry_uid) X(entry_gid) X(entry_set_uid) X(entry_set_gid)                            \
-	X(read_support_filter_gzip) X(read_support_filter_bzip2) X(read_support_filter_xz)      \
-	X(read_support_filter_lzma) X(read_support_filter_lzip) X(read_support_filter_zstd)     \
+/* clang-format off */
+#define AR_FNS(X)                                                                                   \
+	X(read_new) X(read_support_format_tar) X(read_open_fd) X(read_next_header)                  \
+	X(read_next_header2) X(read_data_block) X(read_free)                                        \
+	X(read_disk_new) X(read_disk_set_behavior) X(read_disk_set_symlink_physical)                \
+	X(read_disk_set_symlink_hybrid) X(read_disk_open) X(read_disk_descend)                      \
+	X(write_new) X(write_set_format_pax_restricted) X(write_set_bytes_in_last_block)            \
+	X(write_open_fd) X(write_header) X(write_data) X(write_finish_entry) X(write_close)         \
+	X(write_free) X(write_fail) X(write_disk_new) X(write_disk_set_options) X(write_data_block) \
+	X(error_string) X(format)                                                                   \
+	X(entry_new) X(entry_free) X(entry_pathname) X(entry_copy_pathname) X(entry_hardlink)       \
+	X(entry_copy_hardlink) X(entry_filetype) X(entry_perm) X(entry_set_perm)                    \
+	X(entry_size) X(entry_linkresolver_new) X(entry_linkresolver_set_strategy)                  \
+	X(entry_linkify) X(entry_linkresolver_free)                                                 \
+	X(entry_uid) X(entry_gid) X(entry_set_uid) X(entry_set_gid)                                 \
+	X(read_support_filter_gzip) X(read_support_filter_bzip2) X(read_support_filter_xz)          \
+	X(read_support_filter_lzma) X(read_support_filter_lzip) X(read_support_filter_zstd)         \
 	X(read_support_filter_lz4) X(read_support_filter_compress)
+/* clang-format on */
 
 static const char *const ar_names[] = {
 #define X(f) "archive_" #f,
@@ -128,7 +130,8 @@ static int disk_failed(struct archive *w, struct sbx_err *err, const char *what,
 	const char *m = ar_msg(w);
 
 	if (e > 0 && !strstr(m, strerror(e)))
-		sbx_err_set(err, SBX_E_SYSTEM, "cannot %s '%s': %s: %s", what, name, m, strerror(e));
+		sbx_err_set(err, SBX_E_SYSTEM, "cannot %s '%s': %s: %s", what, name, m,
+			    strerror(e));
 	else
 		sbx_err_set(err, SBX_E_SYSTEM, "cannot %s '%s': %s", what, name, m);
 	err->errnum = e > 0 ? e : 0;
@@ -142,7 +145,8 @@ static int write_failed(struct archive *w, struct sbx_err *err)
 	const char *m = ar_msg(w);
 
 	if (e > 0 && !strstr(m, strerror(e)))
-		sbx_err_set(err, SBX_E_SYSTEM, "cannot write the tar stream: %s: %s", m, strerror(e));
+		sbx_err_set(err, SBX_E_SYSTEM, "cannot write the tar stream: %s: %s", m,
+			    strerror(e));
 	else
 		sbx_err_set(err, SBX_E_SYSTEM, "cannot write the tar stream: %s", m);
 	err->errnum = e;
@@ -261,8 +265,10 @@ static int pack_entry(struct archive *rd, struct archive *w, struct archive_entr
 		(void)ar.read_disk_descend(rd);
 	ar.entry_linkify(lr, &linked, &spare);
 	if (linked != e || spare) /* the tar strategy never defers an entry */
-		return sbx_err_set(err, SBX_E_SYSTEM, "cannot pack '%s': unexpected hard link "
-				   "handling", source);
+		return sbx_err_set(err, SBX_E_SYSTEM,
+				   "cannot pack '%s': unexpected hard link "
+				   "handling",
+				   source);
 	if (ar.write_header(w, e) < ARCHIVE_WARN)
 		return write_failed(w, err);
 	if (ar.entry_filetype(e) == AE_IFREG && ar.entry_size(e) > 0)
@@ -297,8 +303,9 @@ int sbx_archive_pack(int fd, const struct sbx_cp_src *src, bool follow, struct s
 		sbx_err_set(err, SBX_E_SYSTEM, "out of memory");
 		goto out;
 	}
-	ar.read_disk_set_behavior(rd, ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL |
-				      ARCHIVE_READDISK_NO_FFLAGS);
+	ar.read_disk_set_behavior(rd,
+				  ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL |
+					  ARCHIVE_READDISK_NO_FFLAGS);
 	if (follow)
 		ar.read_disk_set_symlink_hybrid(rd);
 	else
@@ -321,8 +328,8 @@ int sbx_archive_pack(int fd, const struct sbx_cp_src *src, bool follow, struct s
 			break;
 		const char *path = ar.entry_pathname(e);
 		if (r < ARCHIVE_WARN || !path) {
-			sbx_err_set(err, SBX_E_SYSTEM, "cannot read '%s': %s", path ? path : src->path,
-				    ar_msg(rd));
+			sbx_err_set(err, SBX_E_SYSTEM, "cannot read '%s': %s",
+				    path ? path : src->path, ar_msg(rd));
 			goto out;
 		}
 		if (r == ARCHIVE_WARN)
@@ -478,8 +485,8 @@ static int place(const char *dest, const char *top, bool src_dir, char **ret_dir
 			return 0;
 		}
 		if (src_dir)
-			return sbx_err_set(err, SBX_E_USAGE, "cannot copy a directory onto file '%s'",
-					   d);
+			return sbx_err_set(err, SBX_E_USAGE,
+					   "cannot copy a directory onto file '%s'", d);
 		if (slash)
 			return sbx_err_set(err, SBX_E_USAGE, "'%s' is not a directory", d);
 		split_path(d, ret_dir, ret_to);
@@ -493,7 +500,8 @@ static int place(const char *dest, const char *top, bool src_dir, char **ret_dir
 	split_path(d, &dir, &base);
 	if (stat(dir, &st) < 0) {
 		if (errno == ENOENT)
-			return sbx_err_set(err, SBX_E_NOTFOUND, "directory '%s' does not exist", dir);
+			return sbx_err_set(err, SBX_E_NOTFOUND, "directory '%s' does not exist",
+					   dir);
 		return sbx_err_errno(err, "cannot use '%s'", dir);
 	}
 	if (!S_ISDIR(st.st_mode))
@@ -504,7 +512,8 @@ static int place(const char *dest, const char *top, bool src_dir, char **ret_dir
 }
 
 static int extract_entry(struct archive *rd, struct archive *w, struct archive_entry *e,
-			 const char *top, const char *to, struct name_set *seen, struct sbx_err *err)
+			 const char *top, const char *to, struct name_set *seen,
+			 struct sbx_err *err)
 {
 	const char *orig = ar.entry_pathname(e);
 	_cleanup_free_ char *name = NULL, *link = NULL;
@@ -514,8 +523,8 @@ static int extract_entry(struct archive *rd, struct archive *w, struct archive_e
 		return sbx_err_set(err, SBX_E_USAGE, "refusing a tar entry without a name");
 	name = top ? map_name(orig, top, to) : xstrdup(orig);
 	if (!name)
-		return sbx_err_set(err, SBX_E_USAGE, "refusing tar entry '%s': it is not under '%s'",
-				   orig, top);
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "refusing tar entry '%s': it is not under '%s'", orig, top);
 	if ((why = bad_name(name)))
 		return sbx_err_set(err, SBX_E_USAGE, "refusing tar entry '%s': %s", orig, why);
 	const char *hl = ar.entry_hardlink(e);
@@ -534,7 +543,8 @@ static int extract_entry(struct archive *rd, struct archive *w, struct archive_e
 		if (!link || bad_name(link) || !name_has(seen, link))
 			return sbx_err_set(err, SBX_E_USAGE,
 					   "refusing tar entry '%s': a hard link to '%s', which is "
-					   "not an earlier file of this copy", orig, hl);
+					   "not an earlier file of this copy",
+					   orig, hl);
 		ar.entry_copy_hardlink(e, link);
 	}
 	/* the destination directory itself: its metadata is not ours to change */
@@ -561,7 +571,8 @@ static int extract_entry(struct archive *rd, struct archive *w, struct archive_e
 				return -1;
 			}
 		if (r != ARCHIVE_EOF) {
-			sbx_err_set(err, SBX_E_SYSTEM, "cannot read the tar stream: %s", ar_msg(rd));
+			sbx_err_set(err, SBX_E_SYSTEM, "cannot read the tar stream: %s",
+				    ar_msg(rd));
 			(void)unlink(name);
 			return -1;
 		}
@@ -594,14 +605,17 @@ int sbx_archive_extract(int fd, const char *dest, const char *top, unsigned flag
 	if (!top) {
 		struct stat st;
 		if (stat(dest, &st) < 0 && errno == ENOENT)
-			return sbx_err_set(err, SBX_E_NOTFOUND, "directory '%s' does not exist "
+			return sbx_err_set(err, SBX_E_NOTFOUND,
+					   "directory '%s' does not exist "
 					   "(a tar stream is unpacked into an existing directory)",
 					   dest);
 		if (stat(dest, &st) < 0)
 			return sbx_err_errno(err, "cannot use '%s'", dest);
 		if (!S_ISDIR(st.st_mode))
-			return sbx_err_set(err, SBX_E_USAGE, "'%s' is not a directory (a tar stream is "
-					   "unpacked into an existing directory)", dest);
+			return sbx_err_set(err, SBX_E_USAGE,
+					   "'%s' is not a directory (a tar stream is "
+					   "unpacked into an existing directory)",
+					   dest);
 	}
 	rd = ar.read_new();
 	w = ar.write_disk_new();
@@ -611,11 +625,12 @@ int sbx_archive_extract(int fd, const char *dest, const char *top, unsigned flag
 	}
 	support_filters(rd);
 	ar.read_support_format_tar(rd);
-	ar.write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
-				      ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-				      ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-				      ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS | ARCHIVE_EXTRACT_SPARSE |
-				      (flags & SBX_EXTRACT_OWNER ? ARCHIVE_EXTRACT_OWNER : 0));
+	ar.write_disk_set_options(
+		w,
+		ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+			ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
+			ARCHIVE_EXTRACT_SPARSE |
+			(flags & SBX_EXTRACT_OWNER ? ARCHIVE_EXTRACT_OWNER : 0));
 	if (ar.read_open_fd(rd, fd, 65536) != ARCHIVE_OK) {
 		sbx_err_set(err, SBX_E_SYSTEM, "cannot read the tar stream: %s", ar_msg(rd));
 		goto out;
@@ -637,8 +652,10 @@ int sbx_archive_extract(int fd, const char *dest, const char *top, unsigned flag
 		/* the first entry is the source itself: a directory or not decides the naming */
 		const char *first = ar.entry_pathname(e);
 		size_t tl = strlen(top);
-		if (!first || strncmp(first, top, tl) != 0 || (first[tl] && !streq(first + tl, "/"))) {
-			sbx_err_set(err, SBX_E_SYSTEM, "unexpected first tar entry '%s' (wanted '%s')",
+		if (!first || strncmp(first, top, tl) != 0 ||
+		    (first[tl] && !streq(first + tl, "/"))) {
+			sbx_err_set(err, SBX_E_SYSTEM,
+				    "unexpected first tar entry '%s' (wanted '%s')",
 				    first ? first : "", top);
 			goto out;
 		}
@@ -714,7 +731,7 @@ static int lower_lookup(char *const *lowers, size_t n, const char *p, struct sta
 		if (lstat(q, st) == 0) {
 			if (S_ISCHR(st->st_mode) && st->st_rdev == makedev(0, 0)) {
 				free(q);
-				return 0;	/* a whiteout */
+				return 0; /* a whiteout */
 			}
 			*ret_path = q;
 			return 1;
@@ -722,7 +739,7 @@ static int lower_lookup(char *const *lowers, size_t n, const char *p, struct sta
 		int e = errno;
 		free(q);
 		if (e == ENOTDIR)
-			return 0;	/* a file or whiteout of this layer covers a parent */
+			return 0; /* a file or whiteout of this layer covers a parent */
 		/* an opaque parent in this layer hides the layers below it */
 		_cleanup_free_ char *a = xstrdup(p);
 		for (char *s = strrchr(a, '/'); s; s = strrchr(a, '/')) {
@@ -760,9 +777,11 @@ static int layer_parents(const char *name, long shift, char *const *lowers, size
 			_cleanup_free_ char *lp = NULL;
 			int found = lower_lookup(lowers, n_lowers, p, &ls, &lp);
 			if (found && S_ISLNK(ls.st_mode))
-				return sbx_err_set(err, SBX_E_USAGE, "refusing layer entry '%s': "
+				return sbx_err_set(err, SBX_E_USAGE,
+						   "refusing layer entry '%s': "
 						   "'%s' is a symbolic link in a layer below, and "
-						   "a layer never writes through one", name, p);
+						   "a layer never writes through one",
+						   name, p);
 			found = found && S_ISDIR(ls.st_mode);
 			if (mkdir(p, found ? (ls.st_mode & 0777) | 0700 : 0755) < 0)
 				return sbx_err_errno(err, "cannot create '%s'", p);
@@ -780,8 +799,10 @@ static int layer_parents(const char *name, long shift, char *const *lowers, size
 				(*n_imp)++;
 			}
 		} else if (!S_ISDIR(st.st_mode)) {
-			return sbx_err_set(err, SBX_E_USAGE, "refusing layer entry '%s': '%s' is not "
-					   "a directory (a symbolic link is never followed)", name, p);
+			return sbx_err_set(err, SBX_E_USAGE,
+					   "refusing layer entry '%s': '%s' is not "
+					   "a directory (a symbolic link is never followed)",
+					   name, p);
 		}
 		*s = '/';
 	}
@@ -808,12 +829,11 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 	}
 	support_filters(rd); /* gzip, zstd, none, ... */
 	ar.read_support_format_tar(rd);
-	ar.write_disk_set_options(w, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
-				      ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-				      ARCHIVE_EXTRACT_SECURE_NODOTDOT |
-				      ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
-				      ARCHIVE_EXTRACT_UNLINK |
-				      (shift >= 0 ? ARCHIVE_EXTRACT_OWNER : 0));
+	ar.write_disk_set_options(
+		w,
+		ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+			ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
+			ARCHIVE_EXTRACT_UNLINK | (shift >= 0 ? ARCHIVE_EXTRACT_OWNER : 0));
 	if (ar.read_open_fd(rd, fd, 1 << 20) != ARCHIVE_OK) {
 		sbx_err_set(err, SBX_E_USAGE, "cannot read the layer: %s", ar_msg(rd));
 		goto out;
@@ -879,8 +899,9 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 		const char *hl = ar.entry_hardlink(e);
 		unsigned type = hl ? AE_IFREG : ar.entry_filetype(e);
 		if (type == AE_IFCHR || type == AE_IFBLK || type == AE_IFSOCK) {
-			sbx_debug("layer: skipping device or socket '%s' (/dev is the sandbox's own)",
-				  name);
+			sbx_debug(
+				"layer: skipping device or socket '%s' (/dev is the sandbox's own)",
+				name);
 			continue;
 		}
 		if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK && type != AE_IFIFO) {
@@ -890,8 +911,10 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 		if (hl) {
 			_cleanup_free_ char *link = layer_name(hl);
 			if (!link || bad_name(link) || !name_has(&seen, link)) {
-				sbx_err_set(err, SBX_E_USAGE, "refusing layer entry '%s': a hard link to "
-					    "'%s', which is not an earlier file of this layer", raw, hl);
+				sbx_err_set(err, SBX_E_USAGE,
+					    "refusing layer entry '%s': a hard link to "
+					    "'%s', which is not an earlier file of this layer",
+					    raw, hl);
 				goto out;
 			}
 			ar.entry_copy_hardlink(e, link);
@@ -899,7 +922,8 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 		if (shift >= 0) {
 			long long uid = ar.entry_uid(e), gid = ar.entry_gid(e);
 			if (uid < 0 || uid >= 65536 || gid < 0 || gid >= 65536) {
-				layer_refuse(err, raw, "its owner is outside the sandbox's 65536 ids");
+				layer_refuse(err, raw,
+					     "its owner is outside the sandbox's 65536 ids");
 				goto out;
 			}
 			ar.entry_set_uid(e, shift + uid);
@@ -922,7 +946,8 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 					goto out;
 				}
 			if (r != ARCHIVE_EOF) {
-				sbx_err_set(err, SBX_E_USAGE, "cannot read the layer: %s", ar_msg(rd));
+				sbx_err_set(err, SBX_E_USAGE, "cannot read the layer: %s",
+					    ar_msg(rd));
 				goto out;
 			}
 		}
@@ -936,8 +961,7 @@ int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *
 			for (size_t i = 0; i < n_imp; i++)
 				if (streq(imp[i].path, name)) {
 					free(imp[i].path);
-					memmove(&imp[i], &imp[i + 1],
-						(--n_imp - i) * sizeof(*imp));
+					memmove(&imp[i], &imp[i + 1], (--n_imp - i) * sizeof(*imp));
 					break;
 				}
 	}

@@ -11,9 +11,9 @@ int sbx_archive_load(struct sbx_err *err);
 
 /* a cp source as written: "DIR/." (or ".", "/", a path ending in "..") copies what DIR holds */
 struct sbx_cp_src {
-	char *path;	/* what to open: trailing '/' and '/.' removed ("/" stays "/") */
-	char *top;	/* the name its entries start with: basename(path), or "." for contents */
-	bool want_dir;	/* the source must be a directory (trailing '/', or contents) */
+	char *path;    /* what to open: trailing '/' and '/.' removed ("/" stays "/") */
+	char *top;     /* the name its entries start with: basename(path), or "." for contents */
+	bool want_dir; /* the source must be a directory (trailing '/', or contents) */
 };
 void sbx_cp_src_parse(const char *src, struct sbx_cp_src *ret);
 void sbx_cp_src_release(struct sbx_cp_src *s);
@@ -23,7 +23,7 @@ void sbx_cp_src_release(struct sbx_cp_src *s);
  * copy kept, holes kept; numeric owners only, no xattrs, ACLs or file flags */
 int sbx_archive_pack(int fd, const struct sbx_cp_src *src, bool follow, struct sbx_err *err);
 
-#define SBX_EXTRACT_OWNER 1u	/* -a: keep the uid/gid of the entries */
+#define SBX_EXTRACT_OWNER 1u /* -a: keep the uid/gid of the entries */
 
 /* reads a tar from fd and writes it under dest, never outside it:
  * - top == NULL: a tar stream ('-'); dest must be an existing directory, entries land as named;

@@ -33,16 +33,68 @@
  * memory access, NUMA policy — what docker's default profile refuses to a container without
  * extra capabilities */
 static const char *const denied[] = {
-	"acct", "add_key", "bpf", "clock_adjtime", "clock_settime", "create_module",
-	"delete_module", "fanotify_init", "finit_module", "fsconfig", "fsmount", "fsopen",
-	"fspick", "get_kernel_syms", "init_module", "io_uring_enter", "io_uring_register",
-	"io_uring_setup", "ioperm", "iopl", "kcmp", "kexec_file_load", "kexec_load", "keyctl",
-	"lookup_dcookie", "mbind", "migrate_pages", "mount", "mount_setattr", "move_mount",
-	"move_pages", "name_to_handle_at", "nfsservctl", "open_by_handle_at", "open_tree",
-	"perf_event_open", "pivot_root", "process_vm_readv", "process_vm_writev", "query_module",
-	"quotactl", "quotactl_fd", "reboot", "request_key", "set_mempolicy", "setns",
-	"settimeofday", "stime", "swapoff", "swapon", "syslog", "umount", "umount2", "unshare",
-	"uselib", "userfaultfd", "ustat", "vm86", "vm86old", "_sysctl", "sysfs", "adjtimex",
+	"acct",
+	"add_key",
+	"bpf",
+	"clock_adjtime",
+	"clock_settime",
+	"create_module",
+	"delete_module",
+	"fanotify_init",
+	"finit_module",
+	"fsconfig",
+	"fsmount",
+	"fsopen",
+	"fspick",
+	"get_kernel_syms",
+	"init_module",
+	"io_uring_enter",
+	"io_uring_register",
+	"io_uring_setup",
+	"ioperm",
+	"iopl",
+	"kcmp",
+	"kexec_file_load",
+	"kexec_load",
+	"keyctl",
+	"lookup_dcookie",
+	"mbind",
+	"migrate_pages",
+	"mount",
+	"mount_setattr",
+	"move_mount",
+	"move_pages",
+	"name_to_handle_at",
+	"nfsservctl",
+	"open_by_handle_at",
+	"open_tree",
+	"perf_event_open",
+	"pivot_root",
+	"process_vm_readv",
+	"process_vm_writev",
+	"query_module",
+	"quotactl",
+	"quotactl_fd",
+	"reboot",
+	"request_key",
+	"set_mempolicy",
+	"setns",
+	"settimeofday",
+	"stime",
+	"swapoff",
+	"swapon",
+	"syslog",
+	"umount",
+	"umount2",
+	"unshare",
+	"uselib",
+	"userfaultfd",
+	"ustat",
+	"vm86",
+	"vm86old",
+	"_sysctl",
+	"sysfs",
+	"adjtimex",
 	"lsm_set_self_attr",
 };
 
@@ -124,9 +176,9 @@ int sbx_seccomp_install(const void *bpf, size_t len)
 
 /* docker's default capability set */
 static const int kept_caps[] = {
-	CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID, CAP_KILL, CAP_SETGID, CAP_SETUID,
-	CAP_SETPCAP, CAP_NET_BIND_SERVICE, CAP_NET_RAW, CAP_SYS_CHROOT, CAP_MKNOD,
-	CAP_AUDIT_WRITE, CAP_SETFCAP,
+	CAP_CHOWN,	CAP_DAC_OVERRIDE, CAP_FOWNER,	   CAP_FSETID,		 CAP_KILL,
+	CAP_SETGID,	CAP_SETUID,	  CAP_SETPCAP,	   CAP_NET_BIND_SERVICE, CAP_NET_RAW,
+	CAP_SYS_CHROOT, CAP_MKNOD,	  CAP_AUDIT_WRITE, CAP_SETFCAP,
 };
 
 int sbx_caps_drop(void)
@@ -165,12 +217,11 @@ int sbx_caps_drop(void)
 #define SBX_COMMIT_STR "unknown"
 #endif
 
-int sbx_seccomp_cached(const char *store_root, void **ret_bpf, size_t *ret_len,
-		       struct sbx_err *err)
+int sbx_seccomp_cached(const char *store_root, void **ret_bpf, size_t *ret_len, struct sbx_err *err)
 {
-	_cleanup_free_ char *cache = store_root ? xasprintf("%s/seccomp-%s-%s.bpf", store_root,
-							    SBX_VERSION_STR, SBX_COMMIT_STR)
-						: NULL;
+	_cleanup_free_ char *cache = store_root
+		? xasprintf("%s/seccomp-%s-%s.bpf", store_root, SBX_VERSION_STR, SBX_COMMIT_STR)
+		: NULL;
 	size_t len = 0;
 	void *bpf = cache ? sbx_read_file(cache, 1 << 20, &len) : NULL;
 
@@ -240,8 +291,10 @@ void sbx_confine_prepare(void)
 	 * Read here, it is the host's, and the conversions it needs are built in: nothing is
 	 * loaded from a path the sandbox could fill */
 	const char *cs = nl_langinfo(CODESET);
-	const char *pairs[][2] = { { "UTF-8", cs }, { cs, "UTF-8" },
-				   { "UTF-8", "ANSI_X3.4-1968" }, { "ANSI_X3.4-1968", "UTF-8" } };
+	const char *pairs[][2] = { { "UTF-8", cs },
+				   { cs, "UTF-8" },
+				   { "UTF-8", "ANSI_X3.4-1968" },
+				   { "ANSI_X3.4-1968", "UTF-8" } };
 
 	for (size_t i = 0; i < ARRAY_SIZE(pairs); i++) {
 		iconv_t c = iconv_open(pairs[i][0], pairs[i][1]);
@@ -253,7 +306,7 @@ void sbx_confine_prepare(void)
 int sbx_confine_noexec(bool private, struct sbx_err *err)
 {
 	struct mount_attr a = { .attr_set = MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID |
-					    MOUNT_ATTR_NODEV };
+					MOUNT_ATTR_NODEV };
 
 	if (private && unshare(CLONE_NEWNS) < 0)
 		return sbx_err_errno(err, "cannot make a mount namespace of its own");
@@ -270,8 +323,8 @@ static bool kept(int fd, const int *keep, size_t n)
 	return false;
 }
 
-int sbx_confine_finish(const int *keep, size_t n_keep, int null_fd, const void *bpf,
-		       size_t bpf_len, struct sbx_err *err)
+int sbx_confine_finish(const int *keep, size_t n_keep, int null_fd, const void *bpf, size_t bpf_len,
+		       struct sbx_err *err)
 {
 	clearenv();
 	/* none of the caller's descriptors: 0-2 become /dev/null unless they carry the work */
@@ -345,7 +398,9 @@ static int jail_maps(pid_t pid, bool all)
 
 	if (all)
 		return write_proc(pid, "uid_map", "0 0 4294967295\n") < 0 ||
-		       write_proc(pid, "gid_map", "0 0 4294967295\n") < 0 ? -1 : 0;
+				write_proc(pid, "gid_map", "0 0 4294967295\n") < 0
+			? -1
+			: 0;
 	if (write_proc(pid, "setgroups", "deny") < 0 && errno != ENOENT)
 		return -1;
 	snprintf(m, sizeof(m), "0 %u 1\n", (unsigned)geteuid());
@@ -433,9 +488,10 @@ static _noreturn_ void jail_child(const struct sbx_jail *j, int (*fn)(void *, st
 		fds[i] = (int)syscall(SYS_open_tree, AT_FDCWD, j->trees[i].path,
 				      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 		struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
-		if (fds[i] < 0 || (j->trees[i].ro &&
-				   syscall(SYS_mount_setattr, fds[i], "", AT_EMPTY_PATH | AT_RECURSIVE,
-					   &ro, sizeof(ro)) < 0)) {
+		if (fds[i] < 0 ||
+		    (j->trees[i].ro &&
+		     syscall(SYS_mount_setattr, fds[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &ro,
+			     sizeof(ro)) < 0)) {
 			sbx_err_errno(&e, "%s: cannot open '%s'", j->what, j->trees[i].path);
 			jail_fail(efd, &e);
 		}
@@ -448,7 +504,8 @@ static _noreturn_ void jail_child(const struct sbx_jail *j, int (*fn)(void *, st
 	for (size_t i = 0; i < j->n_trees; i++) {
 		_cleanup_free_ char *at = xasprintf(JAIL_AT "%s", j->trees[i].path);
 		if (jail_mkdirs(j->trees[i].path) < 0 ||
-		    syscall(SYS_move_mount, fds[i], "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+		    syscall(SYS_move_mount, fds[i], "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH) <
+			    0) {
 			sbx_err_errno(&e, "%s: cannot attach '%s'", j->what, j->trees[i].path);
 			jail_fail(efd, &e);
 		}

@@ -42,8 +42,8 @@ int sbx_confine_noexec(bool private, struct sbx_err *err);
 /* the last steps of a helper, in this order: an empty environment, no descriptor but keep[]
  * (0-2 not kept become null_fd, /dev/null opened on the host), capabilities cut,
  * no_new_privs, Landlock on '/', the seccomp filter (bpf, len) */
-int sbx_confine_finish(const int *keep, size_t n_keep, int null_fd, const void *bpf,
-		       size_t bpf_len, struct sbx_err *err);
+int sbx_confine_finish(const int *keep, size_t n_keep, int null_fd, const void *bpf, size_t bpf_len,
+		       struct sbx_err *err);
 
 /* A jail for work done on the host's side over content a sandbox, a registry or a provider
  * chose (a tar to unpack): the work runs in a child in new user, mount, pid, net, ipc, uts and
@@ -52,7 +52,7 @@ int sbx_confine_finish(const int *keep, size_t n_keep, int null_fd, const void *
  * sbx_confine_finish. Run by root, the user namespace maps every id to itself; otherwise the
  * caller's uid and gid to 0. */
 struct sbx_jail_tree {
-	const char *path;	/* an existing directory, absolute */
+	const char *path; /* an existing directory, absolute */
 	bool ro;
 };
 
@@ -60,10 +60,10 @@ struct sbx_jail {
 	const struct sbx_jail_tree *trees;
 	size_t n_trees;
 	const char *cwd;	/* where the work starts (NULL: '/') */
-	const char *store_root;	/* where the seccomp filter is cached */
+	const char *store_root; /* where the seccomp filter is cached */
 	const int *keep;	/* descriptors the work uses */
 	size_t n_keep;
-	const char *what;	/* for messages: "unpacking the layer" */
+	const char *what; /* for messages: "unpacking the layer" */
 };
 
 /* root, in a user namespace where ids base..base+count-1 exist (the initial one, or one that

@@ -74,13 +74,13 @@ int sbx_sandbox_cp_out(struct sbx_ctx *ctx, const char *sb, const char *src, int
 /* the host's half of a copy, in a child: packs src onto fd, or unpacks fd at dest */
 struct host_job {
 	int fd;
-	int other_fd;			/* the pipe's other end, closed in the child */
-	const struct sbx_cp_src *src;	/* pack */
+	int other_fd;		      /* the pipe's other end, closed in the child */
+	const struct sbx_cp_src *src; /* pack */
 	bool follow;
-	const char *dest;		/* unpack */
+	const char *dest; /* unpack */
 	const char *top;
 	unsigned flags;
-	const char *tree;		/* unpack: the one directory the jailed unpacker sees */
+	const char *tree; /* unpack: the one directory the jailed unpacker sees */
 	const char *store_root;
 };
 
@@ -95,8 +95,12 @@ static int extract_in_jail(void *arg, struct sbx_err *err)
 static int jailed_extract(const struct host_job *j, struct sbx_err *err)
 {
 	const struct sbx_jail_tree tree = { .path = j->tree, .ro = false };
-	const struct sbx_jail jail = { .trees = &tree, .n_trees = 1, .store_root = j->store_root,
-				       .keep = &j->fd, .n_keep = 1, .what = "unpacking" };
+	const struct sbx_jail jail = { .trees = &tree,
+				       .n_trees = 1,
+				       .store_root = j->store_root,
+				       .keep = &j->fd,
+				       .n_keep = 1,
+				       .what = "unpacking" };
 
 	return sbx_jail_run(&jail, extract_in_jail, (void *)j, err);
 }
@@ -171,8 +175,9 @@ static int from_host(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		return sbx_err_set(err, SBX_E_USAGE, "'%s' is not a directory", src->path);
 	if (pipe2(pp, O_CLOEXEC) < 0)
 		return sbx_err_errno(err, "cannot create a pipe");
-	struct host_job j = { .fd = pp[1], .other_fd = pp[0], .src = src,
-			      .follow = opts->follow_links };
+	struct host_job j = {
+		.fd = pp[1], .other_fd = pp[0], .src = src, .follow = opts->follow_links
+	};
 	if (host_start(&j, &pid, &efd, err) < 0) {
 		close(pp[0]);
 		close(pp[1]);
@@ -256,9 +261,9 @@ static int host_tree(const char *dest, char **ret_tree, char **ret_dest, struct 
 }
 
 /* SB:src out onto the host: the provider packs, a jailed child unpacks at host_dest */
-static int to_host(struct sbx_ctx *ctx, const struct sbx_record *rec,
-		   const struct sbx_provider *p, const char *src, const char *top,
-		   const char *host_dest, const struct sbx_cp_opts *opts, struct sbx_err *err)
+static int to_host(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_provider *p,
+		   const char *src, const char *top, const char *host_dest,
+		   const struct sbx_cp_opts *opts, struct sbx_err *err)
 {
 	struct sbx_err serr = { 0 }, kerr = { 0 };
 	int pp[2], efd;
@@ -269,8 +274,12 @@ static int to_host(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		return -1;
 	if (pipe2(pp, O_CLOEXEC) < 0)
 		return sbx_err_errno(err, "cannot create a pipe");
-	struct host_job j = { .fd = pp[0], .other_fd = pp[1], .dest = dest, .top = top,
-			      .flags = opts->archive ? SBX_EXTRACT_OWNER : 0, .tree = tree,
+	struct host_job j = { .fd = pp[0],
+			      .other_fd = pp[1],
+			      .dest = dest,
+			      .top = top,
+			      .flags = opts->archive ? SBX_EXTRACT_OWNER : 0,
+			      .tree = tree,
 			      .store_root = ctx->store.root };
 	if (host_start(&j, &pid, &efd, err) < 0) {
 		close(pp[0]);
@@ -278,8 +287,7 @@ static int to_host(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		return -1;
 	}
 	close(pp[0]);
-	sbx_debug("cp: %s:%s to %s (provider %s, top '%s')", rec->id, src, host_dest, p->name,
-		  top);
+	sbx_debug("cp: %s:%s to %s (provider %s, top '%s')", rec->id, src, host_dest, p->name, top);
 	int source = p->cp_out(ctx, rec, src, pp[1], opts, &serr);
 	close(pp[1]);
 	int sink = sbx_err_recv(efd, pid, "unpacking", &kerr);

@@ -23,9 +23,9 @@ static struct {
 
 static int load(struct sbx_err *err)
 {
-	static const char *const names[] = { "EVP_MD_CTX_new", "EVP_MD_CTX_free", "EVP_sha256",
-					     "EVP_DigestInit_ex", "EVP_DigestUpdate",
-					     "EVP_DigestFinal_ex" };
+	static const char *const names[] = { "EVP_MD_CTX_new",	 "EVP_MD_CTX_free",
+					     "EVP_sha256",	 "EVP_DigestInit_ex",
+					     "EVP_DigestUpdate", "EVP_DigestFinal_ex" };
 	if (ev.final)
 		return 0;
 	void *fns[ARRAY_SIZE(names)];

@@ -94,7 +94,7 @@ int sbx_err_recv(int fd, pid_t pid, const char *what, struct sbx_err *err)
 	if (have == sizeof(got) && WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
 	if (WIFSIGNALED(st))
-		return sbx_err_set(err, SBX_E_SYSTEM, "the %s process was killed by signal %d", what,
-				   WTERMSIG(st));
+		return sbx_err_set(err, SBX_E_SYSTEM, "the %s process was killed by signal %d",
+				   what, WTERMSIG(st));
 	return sbx_err_set(err, SBX_E_SYSTEM, "the %s process exited without a report", what);
 }

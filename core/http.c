@@ -48,8 +48,14 @@ int sbx_curl_load(struct sbx_err *err)
 static size_t header_secret(const char *l, size_t n)
 {
 	static const char *const names[] = {
-		"authorization:", "proxy-authorization:", "cookie:", "set-cookie:", "x-api-key:",
-		"x-access-token:", "e2b-traffic-access-token:", "x-daytona-preview-token:",
+		"authorization:",
+		"proxy-authorization:",
+		"cookie:",
+		"set-cookie:",
+		"x-api-key:",
+		"x-access-token:",
+		"e2b-traffic-access-token:",
+		"x-daytona-preview-token:",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		size_t k = strlen(names[i]);
@@ -61,10 +67,10 @@ static size_t header_secret(const char *l, size_t n)
 
 int sbx_curl_debug(CURL *h, curl_infotype type, char *data, size_t n, void *u)
 {
-	const char *mark = type == CURLINFO_TEXT	 ? "*"
-			   : type == CURLINFO_HEADER_IN	 ? "<"
-			   : type == CURLINFO_HEADER_OUT ? ">"
-							 : NULL;
+	const char *mark = type == CURLINFO_TEXT ? "*"
+		: type == CURLINFO_HEADER_IN	 ? "<"
+		: type == CURLINFO_HEADER_OUT	 ? ">"
+						 : NULL;
 	if (!mark)
 		return 0;
 	for (size_t i = 0; i < n;) {
@@ -142,7 +148,7 @@ bool sbx_curl_tls_error(CURLcode c)
 bool sbx_curl_transient(CURLcode c)
 {
 	return c == CURLE_RECV_ERROR || c == CURLE_SEND_ERROR || c == CURLE_GOT_NOTHING ||
-	       c == CURLE_PARTIAL_FILE || c == CURLE_HTTP2 || c == CURLE_HTTP2_STREAM;
+		c == CURLE_PARTIAL_FILE || c == CURLE_HTTP2 || c == CURLE_HTTP2_STREAM;
 }
 
 int sbx_curl_protocols(CURL *h, bool plain)
@@ -177,10 +183,10 @@ struct xfer {
 	const struct sbx_http_req *req;
 	struct sbx_http_resp *resp;
 	CURL *h;
-	long long tdata;	/* last byte, either way */
+	long long tdata; /* last byte, either way */
 	long stall_s;
 	bool stalled;
-	long long sent;		/* of body_fd */
+	long long sent; /* of body_fd */
 };
 
 static bool ok_status(const struct xfer *x)
@@ -318,8 +324,10 @@ static int transport_error(const struct sbx_http_req *q, struct xfer *x, CURLcod
 				   host, why);
 	}
 	if (c == CURLE_COULDNT_RESOLVE_HOST)
-		return sbx_err_set(err, SBX_E_NETWORK, "cannot resolve '%s' (check the network and "
-				   "the %s URL)", host, what);
+		return sbx_err_set(err, SBX_E_NETWORK,
+				   "cannot resolve '%s' (check the network and "
+				   "the %s URL)",
+				   host, what);
 	if (c == CURLE_COULDNT_CONNECT)
 		return sbx_err_set(err, SBX_E_NETWORK, "cannot connect to %s at %s: %s", what, host,
 				   why);
@@ -327,8 +335,10 @@ static int transport_error(const struct sbx_http_req *q, struct xfer *x, CURLcod
 		return sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s at %s: %s", what,
 				   host, why);
 	if (c == CURLE_UNSUPPORTED_PROTOCOL)
-		return sbx_err_set(err, SBX_E_CONFIG, "refusing '%s': %s is reached over https only "
-				   "(plain http is allowed to loopback addresses)", host, what);
+		return sbx_err_set(err, SBX_E_CONFIG,
+				   "refusing '%s': %s is reached over https only "
+				   "(plain http is allowed to loopback addresses)",
+				   host, what);
 	if (c == CURLE_PARTIAL_FILE || c == CURLE_RECV_ERROR || c == CURLE_GOT_NOTHING)
 		return sbx_err_set(err, SBX_E_NETWORK, "%s (%s) cut the answer short: %s", what,
 				   host, why);
@@ -355,10 +365,12 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 	CURL *h = cu->easy_init();
 	if (!h)
 		return sbx_err_set(err, SBX_E_SYSTEM, "cannot start a libcurl transfer");
-	struct xfer x = { .req = q, .resp = resp, .h = h, .tdata = sbx_now_ms(),
+	struct xfer x = { .req = q,
+			  .resp = resp,
+			  .h = h,
+			  .tdata = sbx_now_ms(),
 			  .stall_s = q->stall_s > 0 ? q->stall_s : 30 };
-	const char *method = q->method ? q->method
-				       : (q->body || q->body_fd >= 0 ? "POST" : "GET");
+	const char *method = q->method ? q->method : (q->body || q->body_fd >= 0 ? "POST" : "GET");
 
 	(void)cu->easy_setopt(h, CURLOPT_URL, q->url);
 	(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
@@ -414,8 +426,8 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 	int r = 0;
 	if (c == CURLE_WRITE_ERROR && resp->aborted && !q->on_data) {
 		_cleanup_free_ char *host = sbx_url_host(q->url);
-		r = sbx_err_set(err, SBX_E_REMOTE, "%s (%s) sent an answer larger than %d MiB", what,
-				host, BODY_MAX >> 20);
+		r = sbx_err_set(err, SBX_E_REMOTE, "%s (%s) sent an answer larger than %d MiB",
+				what, host, BODY_MAX >> 20);
 	} else if (c == CURLE_OK || (c == CURLE_WRITE_ERROR && resp->aborted) ||
 		   (c == CURLE_ABORTED_BY_CALLBACK && resp->aborted))
 		(void)cu->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);

@@ -153,7 +153,8 @@ static void leases_read(const struct sbx_store *st, json_t *keep)
 		size_t n;
 		_cleanup_free_ char *t = sbx_read_file(p, 1 << 20, &n);
 		char *save = NULL;
-		for (char *l = t ? strtok_r(t, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save))
+		for (char *l = t ? strtok_r(t, "\n", &save) : NULL; l;
+		     l = strtok_r(NULL, "\n", &save))
 			if (sbx_digest_valid(l))
 				json_object_set_new(keep, l, json_true());
 	}
@@ -175,7 +176,8 @@ static json_t *refs_load(const struct sbx_store *st, struct sbx_err *err)
 	json_t *j = sbx_json_parse(t, n, p, err);
 	if (j && !json_is_object(j)) {
 		json_decref(j);
-		sbx_err_set(err, SBX_E_STATE, "'%s' is not a JSON object; remove it and pull again", p);
+		sbx_err_set(err, SBX_E_STATE, "'%s' is not a JSON object; remove it and pull again",
+			    p);
 		return NULL;
 	}
 	return j;
@@ -232,8 +234,8 @@ static int adopt_blob(const struct sbx_store *st, const char *file, const char *
 	if (sbx_sha256_file(file, ret, err) < 0)
 		return -1;
 	if (want && !streq(want, ret))
-		return sbx_err_set(err, SBX_E_USAGE, "blob '%s' does not match its digest (it is %s)",
-				   want, ret);
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "blob '%s' does not match its digest (it is %s)", want, ret);
 	if (hold(st, ret, err) < 0)
 		return -1;
 	_cleanup_free_ char *p = blob_path(st, ret);
@@ -266,8 +268,8 @@ static int chain_key(const char *below, const char *blob, char *ret, struct sbx_
 
 /* an unpacking under way: a child unpacks a layer blob into tmp, which becomes dir */
 struct unpack_job {
-	pid_t pid;		/* 0: none */
-	int ep;			/* the child's report */
+	pid_t pid; /* 0: none */
+	int ep;	   /* the child's report */
 	char *tmp, *dir, *what;
 };
 
@@ -297,10 +299,10 @@ static int unpack_finish(struct unpack_job *j, struct sbx_err *err)
 /* a layer's unpacking, in a jail that holds only the new layer's directory (writable) and the
  * layers below it (read-only, for the modes of the directories it implies) */
 struct layer_work {
-	int fd;			/* the blob */
+	int fd; /* the blob */
 	const char *dest;
 	long shift;
-	char **lowers;		/* topmost first */
+	char **lowers; /* topmost first */
 	size_t n_lowers;
 };
 
@@ -318,8 +320,12 @@ static int unpack_jailed(const struct sbx_store *st, struct layer_work *w, struc
 	t[0] = (struct sbx_jail_tree){ .path = w->dest, .ro = false };
 	for (size_t i = 0; i < w->n_lowers; i++)
 		t[i + 1] = (struct sbx_jail_tree){ .path = w->lowers[i], .ro = true };
-	const struct sbx_jail jail = { .trees = t, .n_trees = w->n_lowers + 1, .store_root = st->root,
-				       .keep = &w->fd, .n_keep = 1, .what = "unpacking the layer" };
+	const struct sbx_jail jail = { .trees = t,
+				       .n_trees = w->n_lowers + 1,
+				       .store_root = st->root,
+				       .keep = &w->fd,
+				       .n_keep = 1,
+				       .what = "unpacking the layer" };
 	int r = sbx_jail_run(&jail, unpack_work, w, err);
 	free(t);
 	return r;
@@ -386,7 +392,9 @@ static int unpack_start(const struct sbx_store *st, const char *digest, const ch
 		_exit(1);
 	}
 	close(ep[1]);
-	*j = (struct unpack_job){ .pid = pid, .ep = ep[0], .tmp = TAKE_PTR(tmp),
+	*j = (struct unpack_job){ .pid = pid,
+				  .ep = ep[0],
+				  .tmp = TAKE_PTR(tmp),
 				  .dir = TAKE_PTR(dir),
 				  .what = xasprintf("unpacking layer %.19s", digest) };
 	return 0;
@@ -405,8 +413,8 @@ static int layer_start(const struct sbx_store *st, char *const *layers, char **k
 }
 
 /* records NAME -> the image whose blobs are in the store, its layers unpacked first */
-static int add_ref(struct sbx_store *st, const char *name, const char *manifest,
-		   const char *config, char *const *layers, size_t n, struct sbx_err *err)
+static int add_ref(struct sbx_store *st, const char *name, const char *manifest, const char *config,
+		   char *const *layers, size_t n, struct sbx_err *err)
 {
 	long long size = 0;
 	json_t *ls = json_array(), *cs = json_array();
@@ -468,9 +476,10 @@ static int fill(struct sbx_store *st, const char *name, json_t *e, struct sbx_im
 
 	if (!sbx_digest_valid(config) || !sbx_digest_valid(manifest) || !json_is_array(ls) ||
 	    json_array_size(cs) != n)
-		return sbx_err_set(err, SBX_E_STATE, "the store's entry for '%s' is damaged; "
-				   "remove it with 'sbx image rm -f %s' and pull it again", name,
-				   name);
+		return sbx_err_set(err, SBX_E_STATE,
+				   "the store's entry for '%s' is damaged; "
+				   "remove it with 'sbx image rm -f %s' and pull it again",
+				   name, name);
 	memset(ret, 0, sizeof(*ret));
 	ret->config = blob_json(st, config, err);
 	if (!ret->config)
@@ -486,8 +495,10 @@ static int fill(struct sbx_store *st, const char *name, json_t *e, struct sbx_im
 		const char *c = json_string_value(json_array_get(cs, i));
 		if (!sbx_digest_valid(d) || !sbx_digest_valid(c)) {
 			sbx_image_release(ret);
-			return sbx_err_set(err, SBX_E_STATE, "the store's entry for '%s' names an "
-					   "invalid layer", name);
+			return sbx_err_set(err, SBX_E_STATE,
+					   "the store's entry for '%s' names an "
+					   "invalid layer",
+					   name);
 		}
 		ret->layers[i] = xstrdup(d);
 		ret->chain[i] = xstrdup(c);
@@ -520,15 +531,17 @@ int sbx_image_find(struct sbx_store *st, const char *ref, struct sbx_image *ret,
 		_cleanup_free_ char *full = want ? NULL : xasprintf("sha256:%s", ref);
 		const char *k;
 		json_t *v, *found = NULL;
-		json_object_foreach(refs, k, v) {
+		json_object_foreach (refs, k, v) {
 			const char *id = sbx_json_str(v, "config");
 			if (!id || !startswith(id, want ? want : full))
 				continue;
 			if (found && !streq(sbx_json_str(found, "config"), id)) {
 				sbx_ref_release(&pr);
 				json_decref(refs);
-				return sbx_err_set(err, SBX_E_USAGE, "image id prefix '%s' is "
-						   "ambiguous; give more of it", ref);
+				return sbx_err_set(err, SBX_E_USAGE,
+						   "image id prefix '%s' is "
+						   "ambiguous; give more of it",
+						   ref);
 			}
 			found = v;
 			key = NULL;
@@ -540,8 +553,10 @@ int sbx_image_find(struct sbx_store *st, const char *ref, struct sbx_image *ret,
 		if (bad)
 			*err = perr;
 		else
-			sbx_err_set(err, SBX_E_NOTFOUND, "no image '%s' in the store (see 'sbx image "
-				    "ls'; 'sbx image pull %s' fetches it)", ref, ref);
+			sbx_err_set(err, SBX_E_NOTFOUND,
+				    "no image '%s' in the store (see 'sbx image "
+				    "ls'; 'sbx image pull %s' fetches it)",
+				    ref, ref);
 		sbx_ref_release(&pr);
 		json_decref(refs);
 		return -1;
@@ -660,16 +675,16 @@ static int make_manifest(struct sbx_store *st, const char *config, char *const *
 	json_t *ls = json_array();
 	for (size_t i = 0; i < n; i++) {
 		_cleanup_free_ char *b = blob_path(st, layers[i]);
-		json_array_append_new(ls, json_pack("{s:s, s:s, s:I}", "mediaType",
-						    "application/vnd.oci.image.layer.v1.tar",
-						    "digest", layers[i], "size",
-						    (json_int_t)file_size(b)));
+		json_array_append_new(ls,
+				      json_pack("{s:s, s:s, s:I}", "mediaType",
+						"application/vnd.oci.image.layer.v1.tar", "digest",
+						layers[i], "size", (json_int_t)file_size(b)));
 	}
 	_cleanup_free_ char *cb = blob_path(st, config);
-	json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2,
-			      "mediaType", "application/vnd.oci.image.manifest.v1+json", "config",
-			      "mediaType", "application/vnd.oci.image.config.v1+json", "digest",
-			      config, "size", (json_int_t)file_size(cb), "layers", ls);
+	json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
+			      "application/vnd.oci.image.manifest.v1+json", "config", "mediaType",
+			      "application/vnd.oci.image.config.v1+json", "digest", config, "size",
+			      (json_int_t)file_size(cb), "layers", ls);
 	_cleanup_free_ char *t = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(m);
 	return put_blob(st, t, strlen(t), ret, err);
@@ -700,18 +715,19 @@ static int import_docker(struct sbx_store *st, const char *dir, json_t *mf, char
 
 	if (!json_is_array(mf) || !json_array_size(mf))
 		return sbx_err_set(err, SBX_E_USAGE, "manifest.json of the archive lists no image");
-	json_array_foreach(mf, i, img) {
+	json_array_foreach (mf, i, img) {
 		char config[72], manifest[72];
 		_cleanup_free_ char *cf = member(dir, sbx_json_str(img, "Config"), err);
 		json_t *ls = json_object_get(img, "Layers");
 		if (!cf || !json_is_array(ls))
-			return cf ? sbx_err_set(err, SBX_E_USAGE, "manifest.json lists no layers") : -1;
+			return cf ? sbx_err_set(err, SBX_E_USAGE, "manifest.json lists no layers")
+				  : -1;
 		size_t n = json_array_size(ls);
 		char **layers = xcalloc(n + 1, sizeof(char *));
 		for (size_t k = 0; k < n; k++) {
 			char d[72];
-			_cleanup_free_ char *lf = member(dir, json_string_value(json_array_get(ls, k)),
-							 err);
+			_cleanup_free_ char *lf = member(
+				dir, json_string_value(json_array_get(ls, k)), err);
 			if (!lf || adopt_blob(st, lf, NULL, d, err) < 0) {
 				sbx_strv_free(layers);
 				return -1;
@@ -719,7 +735,8 @@ static int import_docker(struct sbx_store *st, const char *dir, json_t *mf, char
 			layers[k] = xstrdup(d);
 		}
 		json_t *cj = NULL;
-		if (adopt_blob(st, cf, NULL, config, err) < 0 || !(cj = blob_json(st, config, err)) ||
+		if (adopt_blob(st, cf, NULL, config, err) < 0 ||
+		    !(cj = blob_json(st, config, err)) ||
 		    make_manifest(st, config, layers, n, manifest, err) < 0) {
 			if (cj)
 				json_decref(cj);
@@ -739,7 +756,7 @@ static int import_docker(struct sbx_store *st, const char *dir, json_t *mf, char
 			if (r == 0)
 				add_line(lines, nl, xstrdup(config));
 		}
-		json_array_foreach(tags, t, tag) {
+		json_array_foreach (tags, t, tag) {
 			_cleanup_free_ char *nm = norm_name(json_string_value(tag) ?: "", err);
 			if (!nm || (r = add_ref(st, nm, manifest, config, layers, n, err)) < 0) {
 				r = -1;
@@ -769,30 +786,36 @@ static int import_oci_manifest(struct sbx_store *st, const char *dir, const char
 	size_t n;
 	_cleanup_free_ char *text = sbx_read_file(mp, MANIFEST_MAX, &n);
 	if (!text)
-		return sbx_err_errno(err, "the archive lacks blob '%s' (or it is over 4 MiB)", digest);
+		return sbx_err_errno(err, "the archive lacks blob '%s' (or it is over 4 MiB)",
+				     digest);
 	json_t *m = sbx_json_parse(text, n, digest, err);
 	if (!m)
 		return -1;
 	if (sbx_sha256_buf(text, n, got, err) < 0 || !streq(got, digest)) {
 		json_decref(m);
-		return err->kind != SBX_E_NONE ? -1 : sbx_err_set(err, SBX_E_USAGE, "blob '%s' of the archive does "
-						    "not match its digest", digest);
+		return err->kind != SBX_E_NONE ? -1
+					       : sbx_err_set(err, SBX_E_USAGE,
+							     "blob '%s' of the archive does "
+							     "not match its digest",
+							     digest);
 	}
 	json_t *manifests = json_object_get(m, "manifests");
 	if (json_is_array(manifests)) {
 		size_t i;
 		json_t *d;
 		const char *pick = NULL;
-		json_array_foreach(manifests, i, d) {
+		json_array_foreach (manifests, i, d) {
 			json_t *pl = json_object_get(d, "platform");
-			const char *os = sbx_json_str(pl, "os"), *arch = sbx_json_str(pl, "architecture");
+			const char *os = sbx_json_str(pl, "os"),
+				   *arch = sbx_json_str(pl, "architecture");
 			if (!pl || (os && arch && streq(os, "linux") && streq(arch, "amd64"))) {
 				pick = sbx_json_str(d, "digest");
 				break;
 			}
 		}
 		int r = pick ? import_oci_manifest(st, dir, pick, depth + 1, name, lines, nl, err)
-			     : sbx_err_set(err, SBX_E_USAGE, "the archive's index has no linux/amd64 "
+			     : sbx_err_set(err, SBX_E_USAGE,
+					   "the archive's index has no linux/amd64 "
 					   "image");
 		json_decref(m);
 		return r;
@@ -801,15 +824,17 @@ static int import_oci_manifest(struct sbx_store *st, const char *dir, const char
 	json_t *ls = json_object_get(m, "layers");
 	if (!sbx_digest_valid(config) || !json_is_array(ls)) {
 		json_decref(m);
-		return sbx_err_set(err, SBX_E_USAGE, "manifest '%s' of the archive has no config or "
-				   "layers", digest);
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "manifest '%s' of the archive has no config or "
+				   "layers",
+				   digest);
 	}
 	size_t k, cnt = json_array_size(ls);
 	json_t *l;
 	char **layers = xcalloc(cnt + 1, sizeof(char *));
 	int r = 0;
 	char d[72], mdig[72];
-	json_array_foreach(ls, k, l) {
+	json_array_foreach (ls, k, l) {
 		const char *ld = sbx_json_str(l, "digest");
 		if (!sbx_digest_valid(ld)) {
 			r = sbx_err_set(err, SBX_E_USAGE, "invalid layer digest in manifest '%s'",
@@ -828,21 +853,21 @@ static int import_oci_manifest(struct sbx_store *st, const char *dir, const char
 		_cleanup_free_ char *rel = xasprintf("blobs/sha256/%s", config + 7);
 		_cleanup_free_ char *f = member(dir, rel, err);
 		json_t *cj = NULL;
-		if (!f || adopt_blob(st, f, config, d, err) < 0 || !(cj = blob_json(st, config, err)) ||
-		    put_blob(st, text, n, mdig, err) < 0)
+		if (!f || adopt_blob(st, f, config, d, err) < 0 ||
+		    !(cj = blob_json(st, config, err)) || put_blob(st, text, n, mdig, err) < 0)
 			r = -1;
 		if (cj)
 			json_decref(cj);
 	}
 	if (r == 0) {
-		_cleanup_free_ char *nm = name ? norm_name(name, err)
-					       : xasprintf("sbx.local/untagged/%.12s:latest",
-							   config + 7);
+		_cleanup_free_ char *nm = name
+			? norm_name(name, err)
+			: xasprintf("sbx.local/untagged/%.12s:latest", config + 7);
 		if (!nm || add_ref(st, nm, mdig, config, layers, cnt, err) < 0)
 			r = -1;
 		else
-			add_line(lines, nl, name ? xasprintf("%s %s", name, config)
-						 : xstrdup(config));
+			add_line(lines, nl,
+				 name ? xasprintf("%s %s", name, config) : xstrdup(config));
 	}
 	sbx_strv_free(layers);
 	json_decref(m);
@@ -858,7 +883,7 @@ static int import_oci(struct sbx_store *st, const char *dir, json_t *index, char
 
 	if (!json_array_size(ms))
 		return sbx_err_set(err, SBX_E_USAGE, "index.json of the archive lists no image");
-	json_array_foreach(ms, i, d) {
+	json_array_foreach (ms, i, d) {
 		const char *name = sbx_json_str(json_object_get(d, "annotations"),
 						"io.containerd.image.name");
 		if (!name)
@@ -915,8 +940,11 @@ static int unpack_archive(const char *store_root, const char *path, const char *
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 		struct archive_work w = { .fd = fd, .dir = dir };
 		const struct sbx_jail_tree t = { .path = dir, .ro = false };
-		const struct sbx_jail jail = { .trees = &t, .n_trees = 1, .store_root = store_root,
-					       .keep = &fd, .n_keep = 1,
+		const struct sbx_jail jail = { .trees = &t,
+					       .n_trees = 1,
+					       .store_root = store_root,
+					       .keep = &fd,
+					       .n_keep = 1,
 					       .what = "reading the image archive" };
 		if (sbx_jail_run(&jail, archive_work, &w, &e) == 0) {
 			sbx_err_send(ep[1], NULL);
@@ -932,8 +960,7 @@ static int unpack_archive(const char *store_root, const char *path, const char *
 	return r;
 }
 
-int sbx_image_import(struct sbx_store *st, const char *path, char ***ret_lines,
-		     struct sbx_err *err)
+int sbx_image_import(struct sbx_store *st, const char *path, char ***ret_lines, struct sbx_err *err)
 {
 	char rnd[SBX_ID_LEN + 1];
 	size_t nl = 0;
@@ -970,8 +997,10 @@ int sbx_image_import(struct sbx_store *st, const char *path, char ***ret_lines,
 		}
 		goto out;
 	}
-	sbx_err_set(err, SBX_E_USAGE, "'%s' is neither a docker save archive (manifest.json) nor an "
-		    "OCI layout (index.json)", path);
+	sbx_err_set(err, SBX_E_USAGE,
+		    "'%s' is neither a docker save archive (manifest.json) nor an "
+		    "OCI layout (index.json)",
+		    path);
 out:
 	lease_drop();
 	(void)sbx_rm_rf(dir);
@@ -982,8 +1011,8 @@ out:
 	return r;
 }
 
-static int import_rootfs(struct sbx_store *st, const char *path, const char *name,
-			 char **ret_id, struct sbx_err *err)
+static int import_rootfs(struct sbx_store *st, const char *path, const char *name, char **ret_id,
+			 struct sbx_err *err)
 {
 	char rnd[SBX_ID_LEN + 1], layer[72], config[72], manifest[72];
 	struct stat sb;
@@ -1052,8 +1081,8 @@ static int import_rootfs(struct sbx_store *st, const char *path, const char *nam
 	return 0;
 }
 
-int sbx_image_import_rootfs(struct sbx_store *st, const char *path, const char *name,
-			    char **ret_id, struct sbx_err *err)
+int sbx_image_import_rootfs(struct sbx_store *st, const char *path, const char *name, char **ret_id,
+			    struct sbx_err *err)
 {
 	int r = import_rootfs(st, path, name, ret_id, err);
 
@@ -1075,23 +1104,24 @@ int sbx_image_list(struct sbx_store *st, json_t **ret, struct sbx_err *err)
 	json_t *a = json_array();
 	const char *k;
 	json_t *v;
-	json_object_foreach(refs, k, v) {
+	json_object_foreach (refs, k, v) {
 		_cleanup_free_ char *fam = sbx_ref_familiar(k);
 		const char *at = strrchr(fam, '@'), *colon = strrchr(fam, ':');
 		if (colon && strchr(colon, '/'))
 			colon = NULL; /* a registry's port, not a tag */
 		_cleanup_free_ char *repo = at ? xstrndup(fam, (size_t)(at - fam))
-					       : colon ? xstrndup(fam, (size_t)(colon - fam))
-						       : xstrdup(fam);
+			: colon		       ? xstrndup(fam, (size_t)(colon - fam))
+					       : xstrdup(fam);
 		const char *tag = at ? "<none>" : colon ? colon + 1 : "latest";
 		json_array_append_new(
-			a, json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:O}", "name", k,
-				     "repository", repo, "tag", tag, "id",
-				     sbx_json_str(v, "config") ?: "", "digest",
-				     sbx_json_str(v, "manifest") ?: "", "size",
-				     json_integer_value(json_object_get(v, "size")), "created",
-				     json_integer_value(json_object_get(v, "created")), "layers",
-				     json_object_get(v, "layers") ?: json_array()));
+			a,
+			json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:O}", "name", k,
+				  "repository", repo, "tag", tag, "id",
+				  sbx_json_str(v, "config") ?: "", "digest",
+				  sbx_json_str(v, "manifest") ?: "", "size",
+				  json_integer_value(json_object_get(v, "size")), "created",
+				  json_integer_value(json_object_get(v, "created")), "layers",
+				  json_object_get(v, "layers") ?: json_array()));
 	}
 	json_decref(refs);
 	*ret = a;
@@ -1117,12 +1147,12 @@ static void sandbox_uses(struct sbx_store *st, json_t *ids, json_t *layers, json
 		if (id) {
 			json_object_set_new(ids, id, json_true());
 			if (who && !json_object_get(who, id))
-				json_object_set_new(who, id, json_string(rec->name ? rec->name
-										   : rec->id));
+				json_object_set_new(who, id,
+						    json_string(rec->name ? rec->name : rec->id));
 		}
 		size_t k;
 		json_t *l;
-		json_array_foreach(json_object_get(img, "chain"), k, l)
+		json_array_foreach (json_object_get(img, "chain"), k, l)
 			if (json_is_string(l))
 				json_object_set_new(layers, json_string_value(l), json_true());
 		sbx_record_free(rec);
@@ -1142,8 +1172,10 @@ int sbx_image_rm(struct sbx_store *st, const char *ref, bool force, struct sbx_e
 	int r = 0;
 	_cleanup_close_ int lk = -1;
 	if (user && !force) {
-		r = sbx_err_set(err, SBX_E_STATE, "image '%s' is used by sandbox '%s'; remove the "
-				"sandbox first, or use 'sbx image rm -f'", ref, user);
+		r = sbx_err_set(err, SBX_E_STATE,
+				"image '%s' is used by sandbox '%s'; remove the "
+				"sandbox first, or use 'sbx image rm -f'",
+				ref, user);
 		goto out;
 	}
 	lk = lock_images(st, true, err);
@@ -1159,7 +1191,7 @@ int sbx_image_rm(struct sbx_store *st, const char *ref, bool force, struct sbx_e
 		const char *k;
 		json_t *v;
 		void *tmp;
-		json_object_foreach_safe(refs, tmp, k, v)
+		json_object_foreach_safe (refs, tmp, k, v)
 			if (streq(sbx_json_str(v, "config") ?: "", img.id))
 				json_object_del(refs, k);
 	}
@@ -1188,24 +1220,24 @@ int sbx_image_prune(struct sbx_store *st, long long *ret_layers, long long *ret_
 	sandbox_uses(st, ids, layers, NULL);
 	const char *k;
 	json_t *v;
-	json_object_foreach(layers, k, v)
+	json_object_foreach (layers, k, v)
 		json_object_set_new(keep, k, json_true());
-	json_object_foreach(refs, k, v) {
+	json_object_foreach (refs, k, v) {
 		size_t i;
 		json_t *l;
 		json_object_set_new(keep, sbx_json_str(v, "config") ?: "", json_true());
 		json_object_set_new(keep, sbx_json_str(v, "manifest") ?: "", json_true());
-		json_array_foreach(json_object_get(v, "layers"), i, l)
+		json_array_foreach (json_object_get(v, "layers"), i, l)
 			if (json_is_string(l))
 				json_object_set_new(keep, json_string_value(l), json_true());
-		json_array_foreach(json_object_get(v, "chain"), i, l)
+		json_array_foreach (json_object_get(v, "chain"), i, l)
 			if (json_is_string(l))
 				json_object_set_new(keep, json_string_value(l), json_true());
 	}
 	/* what pulls and imports running now are about to name */
 	leases_read(st, keep);
 	/* a sandbox's config blob stays too: its record names it */
-	json_object_foreach(ids, k, v)
+	json_object_foreach (ids, k, v)
 		json_object_set_new(keep, k, json_true());
 	static const char *const sub[] = { "layers", "blobs/sha256" };
 	for (size_t s = 0; s < ARRAY_SIZE(sub); s++) {

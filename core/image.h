@@ -13,26 +13,27 @@
 #define SBX_IMAGE_ID_SHIFT 100000L
 
 struct sbx_image {
-	char *name;		/* the normalized ref it was found under; NULL when found by id */
-	char *id;		/* "sha256:..." of the config blob */
-	char *manifest;		/* "sha256:..." of the manifest blob */
-	char **layers;		/* the layer blobs' digests, base first, NULL-terminated */
-	char **chain;		/* the unpacked layers' keys (see sbx_image_layer_dir), likewise */
+	char *name;	/* the normalized ref it was found under; NULL when found by id */
+	char *id;	/* "sha256:..." of the config blob */
+	char *manifest; /* "sha256:..." of the manifest blob */
+	char **layers;	/* the layer blobs' digests, base first, NULL-terminated */
+	char **chain;	/* the unpacked layers' keys (see sbx_image_layer_dir), likewise */
 	size_t n_layers;
-	json_t *config;		/* the config blob */
-	long long size;		/* bytes of the layer blobs */
-	long long created;	/* unix seconds, when it entered the store */
+	json_t *config;	   /* the config blob */
+	long long size;	   /* bytes of the layer blobs */
+	long long created; /* unix seconds, when it entered the store */
 };
 void sbx_image_release(struct sbx_image *img);
 
 struct sbx_image_pull_opts {
-	const char *platform;	/* "os/arch[/variant]"; NULL: linux/amd64 */
-	bool insecure;		/* plain HTTP to a registry that is not on loopback */
-	bool progress;		/* per-layer progress on stderr */
+	const char *platform; /* "os/arch[/variant]"; NULL: linux/amd64 */
+	bool insecure;	      /* plain HTTP to a registry that is not on loopback */
+	bool progress;	      /* per-layer progress on stderr */
 };
 
 /* REF (a name, or an image id or a unique prefix of one) -> the image; NOTFOUND when missing */
-int sbx_image_find(struct sbx_store *st, const char *ref, struct sbx_image *ret, struct sbx_err *err);
+int sbx_image_find(struct sbx_store *st, const char *ref, struct sbx_image *ret,
+		   struct sbx_err *err);
 /* pulls REF from its registry into the store, unpacking its layers */
 int sbx_image_pull(struct sbx_store *st, const char *ref, const struct sbx_image_pull_opts *o,
 		   struct sbx_image *ret, struct sbx_err *err);
@@ -41,8 +42,8 @@ int sbx_image_pull(struct sbx_store *st, const char *ref, const struct sbx_image
 int sbx_image_import(struct sbx_store *st, const char *path, char ***ret_lines,
 		     struct sbx_err *err);
 /* a one-layer image NAME[:TAG] from a directory or a tar (compressed or not) */
-int sbx_image_import_rootfs(struct sbx_store *st, const char *path, const char *name,
-			    char **ret_id, struct sbx_err *err);
+int sbx_image_import_rootfs(struct sbx_store *st, const char *path, const char *name, char **ret_id,
+			    struct sbx_err *err);
 /* every ref: an array of {name, repository, tag, id, digest, size, created, layers} */
 int sbx_image_list(struct sbx_store *st, json_t **ret, struct sbx_err *err);
 /* drops REF (a name, or an id: every name of it); refused while a sandbox uses the image unless

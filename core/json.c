@@ -7,8 +7,8 @@ json_t *sbx_json_parse(const char *text, size_t len, const char *what, struct sb
 	json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
 
 	if (!j) {
-		sbx_err_set(err, SBX_E_CONFIG, "cannot parse %s: %s at line %d column %d", what, je.text,
-			    je.line, je.column);
+		sbx_err_set(err, SBX_E_CONFIG, "cannot parse %s: %s at line %d column %d", what,
+			    je.text, je.line, je.column);
 		return NULL;
 	}
 	return j;

@@ -6,7 +6,11 @@
 
 #include "core/err.h"
 
-static inline void sbx_json_decrefp(json_t **j) { if (*j) json_decref(*j); }
+static inline void sbx_json_decrefp(json_t **j)
+{
+	if (*j)
+		json_decref(*j);
+}
 #define _cleanup_json_ _cleanup_(sbx_json_decrefp)
 
 /* parse a document; on failure err says where (line:column) */

@@ -6,8 +6,8 @@
 
 /* a library reached by soname and the symbols resolved from it */
 struct sbx_lazy_lib {
-	const char *soname;	/* "libarchive.so.13" */
-	const char *package;	/* Debian package that ships it, for the error message */
+	const char *soname;  /* "libarchive.so.13" */
+	const char *package; /* Debian package that ships it, for the error message */
 	void *handle;
 };
 

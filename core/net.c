@@ -10,21 +10,37 @@
 
 const char *const sbx_net_preset[] = {
 	/* Debian and Ubuntu */
-	"deb.debian.org:80", "deb.debian.org:443", "security.debian.org:80",
-	"security.debian.org:443", "*.debian.org:80", "*.debian.org:443",
-	"archive.ubuntu.com:80", "archive.ubuntu.com:443", "security.ubuntu.com:80",
+	"deb.debian.org:80",
+	"deb.debian.org:443",
+	"security.debian.org:80",
+	"security.debian.org:443",
+	"*.debian.org:80",
+	"*.debian.org:443",
+	"archive.ubuntu.com:80",
+	"archive.ubuntu.com:443",
+	"security.ubuntu.com:80",
 	"security.ubuntu.com:443",
 	/* npm and yarn */
-	"registry.npmjs.org:443", "registry.yarnpkg.com:443",
+	"registry.npmjs.org:443",
+	"registry.yarnpkg.com:443",
 	/* PyPI */
-	"pypi.org:443", "files.pythonhosted.org:443",
+	"pypi.org:443",
+	"files.pythonhosted.org:443",
 	/* crates.io */
-	"crates.io:443", "index.crates.io:443", "static.crates.io:443",
+	"crates.io:443",
+	"index.crates.io:443",
+	"static.crates.io:443",
 	/* the Go module proxy and checksum database */
-	"proxy.golang.org:443", "sum.golang.org:443",
+	"proxy.golang.org:443",
+	"sum.golang.org:443",
 	/* GitHub and GitLab, https and ssh */
-	"github.com:443", "github.com:22", "*.github.com:443", "*.githubusercontent.com:443",
-	"gitlab.com:443", "gitlab.com:22", "*.gitlab.com:443",
+	"github.com:443",
+	"github.com:22",
+	"*.github.com:443",
+	"*.githubusercontent.com:443",
+	"gitlab.com:443",
+	"gitlab.com:22",
+	"*.gitlab.com:443",
 	NULL,
 };
 
@@ -133,8 +149,10 @@ int sbx_net_validate(const struct sbx_create_opts *o, char *msg, size_t len)
 
 	if (!streq(mode, "allow") && !streq(mode, "none") && !streq(mode, "open") &&
 	    !streq(mode, "host")) {
-		snprintf(msg, len, "invalid --net '%s': use none, allow=DOMAIN[:PORT],..., open or "
-			 "host", o->net);
+		snprintf(msg, len,
+			 "invalid --net '%s': use none, allow=DOMAIN[:PORT],..., open or "
+			 "host",
+			 o->net);
 		return -1;
 	}
 	if (o->net && streq(mode, "allow")) {
@@ -144,8 +162,10 @@ int sbx_net_validate(const struct sbx_create_opts *o, char *msg, size_t len)
 			_cleanup_free_ char *pat = NULL;
 			int port;
 			if (sbx_net_parse_allow(e, &pat, &port) < 0) {
-				snprintf(msg, len, "invalid domain '%s' in --net: use example.com, "
-					 "*.example.com, optionally with :PORT", e);
+				snprintf(msg, len,
+					 "invalid domain '%s' in --net: use example.com, "
+					 "*.example.com, optionally with :PORT",
+					 e);
 				return -1;
 			}
 		}
@@ -154,39 +174,49 @@ int sbx_net_validate(const struct sbx_create_opts *o, char *msg, size_t len)
 	for (char **h = o->host_ports; h && *h; h++) {
 		int hp, in;
 		if (sbx_net_parse_host_port(*h, &hp, &in) < 0) {
-			snprintf(msg, len, "invalid --host-port '%s': use PORT or PORT:INSIDE, ports "
-				 "1-65535", *h);
+			snprintf(msg, len,
+				 "invalid --host-port '%s': use PORT or PORT:INSIDE, ports "
+				 "1-65535",
+				 *h);
 			return -1;
 		}
 		if (proxy && (in == 3128 || in == 1080)) {
-			snprintf(msg, len, "invalid --host-port '%s': port %d inside is the sandbox's "
-				 "egress proxy; pick another inside port (PORT:INSIDE)", *h, in);
+			snprintf(msg, len,
+				 "invalid --host-port '%s': port %d inside is the sandbox's "
+				 "egress proxy; pick another inside port (PORT:INSIDE)",
+				 *h, in);
 			return -1;
 		}
 		for (char **g = o->host_ports; g < h; g++) {
 			int hp2, in2;
 			if (sbx_net_parse_host_port(*g, &hp2, &in2) == 0 && in2 == in) {
-				snprintf(msg, len, "--host-port '%s' and '%s' both use port %d inside",
-					 *g, *h, in);
+				snprintf(msg, len,
+					 "--host-port '%s' and '%s' both use port %d inside", *g,
+					 *h, in);
 				return -1;
 			}
 		}
 	}
 	if (o->net_allow_private && !proxy) {
-		snprintf(msg, len, "--net-allow-private goes with --net allow=... or open: with --net "
-			 "%s no proxy dials out", mode);
+		snprintf(msg, len,
+			 "--net-allow-private goes with --net allow=... or open: with --net "
+			 "%s no proxy dials out",
+			 mode);
 		return -1;
 	}
 	if (streq(mode, "host") && o->host_ports && *o->host_ports) {
-		snprintf(msg, len, "--host-port has no use with --net host: the sandbox shares the "
+		snprintf(msg, len,
+			 "--host-port has no use with --net host: the sandbox shares the "
 			 "host's network");
 		return -1;
 	}
 	for (char **a = o->add_hosts; a && *a; a++) {
 		_cleanup_free_ char *n = NULL, *ad = NULL;
 		if (sbx_net_parse_add_host(*a, &n, &ad) < 0) {
-			snprintf(msg, len, "invalid --add-host '%s': use NAME:ADDR, such as "
-				 "db.test:10.0.0.5", *a);
+			snprintf(msg, len,
+				 "invalid --add-host '%s': use NAME:ADDR, such as "
+				 "db.test:10.0.0.5",
+				 *a);
 			return -1;
 		}
 	}
@@ -208,7 +238,8 @@ json_t *sbx_net_json(const struct sbx_create_opts *o)
 			int port;
 			if (sbx_net_parse_allow(e, &pat, &port) < 0)
 				continue;
-			_cleanup_free_ char *norm = port ? xasprintf("%s:%d", pat, port) : xstrdup(pat);
+			_cleanup_free_ char *norm = port ? xasprintf("%s:%d", pat, port)
+							 : xstrdup(pat);
 			json_array_append_new(allow, json_string(norm));
 		}
 	}
@@ -229,7 +260,8 @@ json_t *sbx_net_json(const struct sbx_create_opts *o)
 	for (char **h = o->host_ports; h && *h; h++) {
 		int hp, in;
 		if (sbx_net_parse_host_port(*h, &hp, &in) == 0)
-			json_array_append_new(ports, json_pack("{s:i, s:i}", "host", hp, "inside", in));
+			json_array_append_new(ports,
+					      json_pack("{s:i, s:i}", "host", hp, "inside", in));
 	}
 	json_object_set_new(j, "host_ports", ports);
 	return j;

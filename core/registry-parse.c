@@ -152,8 +152,9 @@ int sbx_ref_parse(const char *s, struct sbx_ref *ret, struct sbx_err *err)
 	if (colon && (!slash || colon > slash)) {
 		*colon = 0;
 		if (!tag_ok(colon + 1))
-			return bad_ref(err, s, "a tag is up to 128 letters, digits, '_', '.' and '-', "
-					       "not starting with '.' or '-'");
+			return bad_ref(err, s,
+				       "a tag is up to 128 letters, digits, '_', '.' and '-', "
+				       "not starting with '.' or '-'");
 		tag = xstrdup(colon + 1);
 	}
 	if (!*name)
@@ -169,7 +170,7 @@ int sbx_ref_parse(const char *s, struct sbx_ref *ret, struct sbx_err *err)
 		for (size_t i = 0; i < n; i++)
 			upper |= name[i] >= 'A' && name[i] <= 'Z';
 		has_domain = memchr(name, '.', n) || memchr(name, ':', n) ||
-			     (n == 9 && strncmp(name, "localhost", 9) == 0) || upper;
+			(n == 9 && strncmp(name, "localhost", 9) == 0) || upper;
 	}
 	if (has_domain) {
 		size_t n = (size_t)(first - name);
@@ -196,8 +197,9 @@ int sbx_ref_parse(const char *s, struct sbx_ref *ret, struct sbx_err *err)
 			for (const char *q = p; q < e; q++)
 				if (*q >= 'A' && *q <= 'Z')
 					return bad_ref(err, s, "repository names are lowercase");
-			return bad_ref(err, s, "each part of a repository name is lowercase letters "
-					       "and digits, joined by '.', '_', '__' or '-'");
+			return bad_ref(err, s,
+				       "each part of a repository name is lowercase letters "
+				       "and digits, joined by '.', '_', '__' or '-'");
 		}
 		if (!*e)
 			break;
@@ -332,12 +334,11 @@ int sbx_registry_json_depth(const char *t, size_t n)
 	return max;
 }
 
-json_t *sbx_registry_json_parse(const char *text, size_t len, const char *what,
-				struct sbx_err *err)
+json_t *sbx_registry_json_parse(const char *text, size_t len, const char *what, struct sbx_err *err)
 {
 	if (sbx_registry_json_depth(text, len) > SBX_REGISTRY_MAX_JSON_DEPTH) {
-		sbx_err_set(err, SBX_E_REMOTE, "cannot parse %s: it nests deeper than %d levels", what,
-			    SBX_REGISTRY_MAX_JSON_DEPTH);
+		sbx_err_set(err, SBX_E_REMOTE, "cannot parse %s: it nests deeper than %d levels",
+			    what, SBX_REGISTRY_MAX_JSON_DEPTH);
 		return NULL;
 	}
 	json_t *j = sbx_json_parse(text, len, what, err);
@@ -406,10 +407,10 @@ int sbx_registry_parse_challenge(const char *h, struct sbx_challenge *ret)
 				p++;
 			strbuf_add(&v, vs, (size_t)(p - vs));
 		}
-		char **slot = kn == 5 && !strncasecmp(k, "realm", 5)	 ? &c.realm
-			      : kn == 7 && !strncasecmp(k, "service", 7) ? &c.service
-			      : kn == 5 && !strncasecmp(k, "scope", 5)	 ? &c.scope
-									 : NULL;
+		char **slot = kn == 5 && !strncasecmp(k, "realm", 5) ? &c.realm
+			: kn == 7 && !strncasecmp(k, "service", 7)   ? &c.service
+			: kn == 5 && !strncasecmp(k, "scope", 5)     ? &c.scope
+								     : NULL;
 		if (slot && !*slot)
 			*slot = strbuf_detach(&v);
 		strbuf_release(&v);
@@ -451,7 +452,7 @@ static bool key_matches(const char *key, const char *registry)
 	if (!strcasecmp(h, registry))
 		return true;
 	return streq(registry, "docker.io") &&
-	       (!strcasecmp(h, "index.docker.io") || !strcasecmp(h, "registry-1.docker.io"));
+		(!strcasecmp(h, "index.docker.io") || !strcasecmp(h, "registry-1.docker.io"));
 }
 
 static char *docker_config_path(void)
@@ -478,7 +479,7 @@ static json_t *auths_entry(json_t *j, const char *registry)
 	v = json_object_get(auths, registry);
 	if (json_is_object(v))
 		return v;
-	json_object_foreach(auths, k, v) {
+	json_object_foreach (auths, k, v) {
 		if (json_is_object(v) && key_matches(k, registry))
 			return v;
 	}
@@ -525,9 +526,11 @@ int sbx_registry_credentials(const char *registry, struct sbx_registry_creds *re
 		if (!colon || strlen(plain) != n) {
 			if (plain)
 				explicit_bzero(plain, n);
-			return sbx_err_set(err, SBX_E_CONFIG, "cannot read %s: the 'auth' of '%s' "
+			return sbx_err_set(err, SBX_E_CONFIG,
+					   "cannot read %s: the 'auth' of '%s' "
 					   "is not base64 of user:password (run 'docker login %s' "
-					   "again)", what, registry, registry);
+					   "again)",
+					   what, registry, registry);
 		}
 		c.username = xstrndup(plain, (size_t)(colon - plain));
 		c.password = xstrdup(colon + 1);
@@ -603,8 +606,10 @@ int sbx_platform_parse(const char *s, struct sbx_platform *p, struct sbx_err *er
 
 	memset(p, 0, sizeof(*p));
 	if (!a || !word_ok(s, on) || !word_ok(a + 1, an) || (v && !word_ok(v + 1, strlen(v + 1))))
-		return sbx_err_set(err, SBX_E_USAGE, "invalid platform '%s' (use OS/ARCH[/VARIANT], "
-				   "like linux/amd64 or linux/arm64/v8)", s);
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "invalid platform '%s' (use OS/ARCH[/VARIANT], "
+				   "like linux/amd64 or linux/arm64/v8)",
+				   s);
 	memcpy(p->os, s, on);
 	char arch[32] = { 0 };
 	memcpy(arch, a + 1, an);
@@ -634,7 +639,7 @@ int sbx_registry_select_platform(const json_t *index, const char *platform, char
 		return -1;
 	const char *want_v = variant_or_default(want.arch, want.variant);
 	struct strbuf have = STRBUF_INIT;
-	json_array_foreach(ms, i, m) {
+	json_array_foreach (ms, i, m) {
 		json_t *p = json_object_get(m, "platform");
 		const char *os = sbx_json_str(p, "os"), *arch = sbx_json_str(p, "architecture");
 		const char *var = sbx_json_str(p, "variant");
@@ -650,16 +655,18 @@ int sbx_registry_select_platform(const json_t *index, const char *platform, char
 		if (!streq(os, want.os) || !streq(sbx_platform_norm_arch(arch), want.arch))
 			continue;
 		int score = streq(variant_or_default(want.arch, var), want_v) ? 2
-			    : want.has_variant ? 0
-					       : 1; /* another variant only when none was asked */
+			: want.has_variant				      ? 0
+					   : 1; /* another variant only when none was asked */
 		if (score > best_score) {
 			best = m;
 			best_score = score;
 		}
 	}
 	if (!best) {
-		sbx_err_set(err, SBX_E_NOTFOUND, "the image has no variant for %s (it has: %s); "
-			    "choose one with --platform", platform, have.len ? have.buf : "none");
+		sbx_err_set(err, SBX_E_NOTFOUND,
+			    "the image has no variant for %s (it has: %s); "
+			    "choose one with --platform",
+			    platform, have.len ? have.buf : "none");
 		strbuf_release(&have);
 		return -1;
 	}

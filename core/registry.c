@@ -43,11 +43,11 @@ struct sess {
 	const char *images;
 	CURL *h;
 	char errbuf[CURL_ERROR_SIZE];
-	char *base;		/* "https://HOST/v2/REPO/" */
-	bool plain;		/* plain http allowed (loopback or --insecure) */
+	char *base; /* "https://HOST/v2/REPO/" */
+	bool plain; /* plain http allowed (loopback or --insecure) */
 	long stall;
 	bool progress;
-	char *auth;		/* "Authorization: ..." for the registry, or NULL */
+	char *auth; /* "Authorization: ..." for the registry, or NULL */
 	bool creds_loaded;
 	int have_creds;
 	struct sbx_registry_creds creds;
@@ -65,17 +65,17 @@ struct xfer {
 	const char *what;	/* "the manifest", "blob sha256:..." */
 	struct strbuf *mem;	/* the body in memory, or */
 	int fd;			/* into this file (-1: none) */
-	struct sbx_sha256 *sha;	/* with its digest */
+	struct sbx_sha256 *sha; /* with its digest */
 	long long limit;	/* most bytes accepted */
 	long long got;
 	bool too_big;
 	int write_errno;
-	struct strbuf ebody;	/* the body of an answer that is not 2xx */
+	struct strbuf ebody; /* the body of an answer that is not 2xx */
 	char *www_auth, *content_type;
-	const char *label;	/* progress label (12 hex), or NULL */
-	bool shown;		/* a progress line is on the screen */
-	bool stalled;		/* aborted: no byte for s->stall seconds */
-	long long t0, tlast, tdata;	/* start, last progress line, last byte received */
+	const char *label;	    /* progress label (12 hex), or NULL */
+	bool shown;		    /* a progress line is on the screen */
+	bool stalled;		    /* aborted: no byte for s->stall seconds */
+	long long t0, tlast, tdata; /* start, last progress line, last byte received */
 };
 
 static void xfer_release(struct xfer *x)
@@ -188,8 +188,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *u)
 	if (is_type) {
 		b[strcspn(b, "; \t")] = 0;
 		set_field(&x->content_type, b, strlen(b));
-	} else if (!x->www_auth || (strncasecmp(x->www_auth, "bearer", 6) &&
-				    !strncasecmp(b, "bearer", 6))) {
+	} else if (!x->www_auth ||
+		   (strncasecmp(x->www_auth, "bearer", 6) && !strncasecmp(b, "bearer", 6))) {
 		/* a Bearer challenge wins over a Basic one */
 		set_field(&x->www_auth, b, strlen(b));
 	}
@@ -197,8 +197,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *u)
 	return len;
 }
 
-static CURLcode perform(struct sess *s, const char *url, struct curl_slist *hdrs,
-			const char *post, struct xfer *x)
+static CURLcode perform(struct sess *s, const char *url, struct curl_slist *hdrs, const char *post,
+			struct xfer *x)
 {
 	cu.easy_reset(s->h);
 	s->errbuf[0] = 0;
@@ -251,28 +251,36 @@ static int curl_failed(struct sess *s, struct xfer *x, CURLcode c, const char *u
 	}
 	int r;
 	if (x->stalled || (c == CURLE_OPERATION_TIMEDOUT && strstr(why, "too slow")))
-		r = sbx_err_set(err, SBX_E_NETWORK, "the registry %s stalled: no data for %ld seconds "
-				"while fetching %s (check the network, then pull again)", host,
-				s->stall, x->what);
+		r = sbx_err_set(err, SBX_E_NETWORK,
+				"the registry %s stalled: no data for %ld seconds "
+				"while fetching %s (check the network, then pull again)",
+				host, s->stall, x->what);
 	else if (c == CURLE_OPERATION_TIMEDOUT)
 		r = sbx_err_set(err, SBX_E_NETWORK, "cannot connect to %s: %s (check the network)",
 				host, why);
 	else if (c == CURLE_COULDNT_RESOLVE_HOST)
-		r = sbx_err_set(err, SBX_E_NETWORK, "cannot resolve '%s' (check the registry name "
-				"and the network)", host);
+		r = sbx_err_set(err, SBX_E_NETWORK,
+				"cannot resolve '%s' (check the registry name "
+				"and the network)",
+				host);
 	else if (c == CURLE_COULDNT_CONNECT)
-		r = sbx_err_set(err, SBX_E_NETWORK, "cannot connect to %s: %s (is the registry "
-				"up?)", host, why);
+		r = sbx_err_set(err, SBX_E_NETWORK,
+				"cannot connect to %s: %s (is the registry "
+				"up?)",
+				host, why);
 	else if (sbx_curl_tls_error(c))
 		r = sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s: %s%s", host, why,
-				s->plain ? "" : " (if the registry serves plain HTTP, pull with "
-						"--insecure)");
+				s->plain ? ""
+					 : " (if the registry serves plain HTTP, pull with "
+					   "--insecure)");
 	else if (c == CURLE_TOO_MANY_REDIRECTS)
-		r = sbx_err_set(err, SBX_E_REMOTE, "more than 5 redirects while fetching %s from %s",
-				x->what, host);
+		r = sbx_err_set(err, SBX_E_REMOTE,
+				"more than 5 redirects while fetching %s from %s", x->what, host);
 	else if (c == CURLE_UNSUPPORTED_PROTOCOL)
-		r = sbx_err_set(err, SBX_E_REMOTE, "the registry redirected %s to a URL that is not "
-				"http or https", x->what);
+		r = sbx_err_set(err, SBX_E_REMOTE,
+				"the registry redirected %s to a URL that is not "
+				"http or https",
+				x->what);
 	else
 		r = sbx_err_set(err, SBX_E_NETWORK, "cannot fetch %s from %s: %s", x->what, host,
 				why);
@@ -306,9 +314,11 @@ static int access_denied(struct sess *s, long status, const struct strbuf *body,
 			 struct sbx_err *err)
 {
 	_cleanup_free_ char *m = registry_message(body);
-	sbx_err_set(err, SBX_E_REMOTE, "access denied to '%s'%s; the repository may not exist, or "
+	sbx_err_set(err, SBX_E_REMOTE,
+		    "access denied to '%s'%s; the repository may not exist, or "
 		    "needs credentials: run 'docker login %s' or set credentials in "
-		    "~/.docker/config.json", s->ref->repo, m, s->ref->registry);
+		    "~/.docker/config.json",
+		    s->ref->repo, m, s->ref->registry);
 	err->http_status = status;
 	return -1;
 }
@@ -341,7 +351,11 @@ static void set_auth(struct sess *s, char *h)
 	s->auth = h;
 }
 
-enum token_how { TOKEN_ANON, TOKEN_BASIC, TOKEN_OAUTH };
+enum token_how {
+	TOKEN_ANON,
+	TOKEN_BASIC,
+	TOKEN_OAUTH
+};
 
 /* one request to the token server: 0 and s->auth set, 1 when OAuth2 is not offered there (try
  * the basic credentials), -1 with err set */
@@ -372,8 +386,9 @@ static int token_request(struct sess *s, const struct sbx_challenge *c, const ch
 	if (how == TOKEN_BASIC)
 		hdrs = cu.slist_append(hdrs, (basic = basic_header(cr)));
 
-	struct xfer x = { .s = s, .what = "the token response", .mem = &body, .fd = -1,
-			  .limit = TOKEN_MAX };
+	struct xfer x = {
+		.s = s, .what = "the token response", .mem = &body, .fd = -1, .limit = TOKEN_MAX
+	};
 	CURLcode cc = CURLE_OK;
 	long status = 0;
 	for (int attempt = 1;; attempt++) {
@@ -381,8 +396,9 @@ static int token_request(struct sess *s, const struct sbx_challenge *c, const ch
 		strbuf_reset(&x.ebody);
 		x.got = 0;
 		sbx_debug("token request to %s (%s)", c->realm,
-			  how == TOKEN_OAUTH ? "refresh token"
-			  : how == TOKEN_BASIC ? "basic credentials" : "anonymous");
+			  how == TOKEN_OAUTH	       ? "refresh token"
+				  : how == TOKEN_BASIC ? "basic credentials"
+						       : "anonymous");
 		cc = perform(s, url.buf, hdrs, how == TOKEN_OAUTH ? form.buf : NULL, &x);
 		status = 0;
 		if (cc == CURLE_OK)
@@ -401,9 +417,10 @@ static int token_request(struct sess *s, const struct sbx_challenge *c, const ch
 		if (how == TOKEN_ANON) {
 			access_denied(s, status, &x.ebody, err);
 		} else {
-			sbx_err_set(err, SBX_E_REMOTE, "the registry refused the credentials for %s "
-				    "(run 'docker login %s' again)", s->ref->registry,
-				    s->ref->registry);
+			sbx_err_set(err, SBX_E_REMOTE,
+				    "the registry refused the credentials for %s "
+				    "(run 'docker login %s' again)",
+				    s->ref->registry, s->ref->registry);
 			err->http_status = status;
 		}
 	} else if (status < 200 || status >= 300) {
@@ -413,8 +430,8 @@ static int token_request(struct sess *s, const struct sbx_challenge *c, const ch
 			    m);
 		err->http_status = status;
 	} else {
-		json_t *j = sbx_registry_json_parse(strbuf_str(&body), body.len, "the token response",
-						    err);
+		json_t *j = sbx_registry_json_parse(strbuf_str(&body), body.len,
+						    "the token response", err);
 		const char *tok = j ? sbx_json_str(j, "token") : NULL;
 		if (!tok || !*tok)
 			tok = j ? sbx_json_str(j, "access_token") : NULL;
@@ -445,13 +462,17 @@ static int fetch_token(struct sess *s, const struct sbx_challenge *c, struct sbx
 {
 	bool https = !strncasecmp(c->realm, "https://", 8);
 	if (!https && strncasecmp(c->realm, "http://", 7))
-		return sbx_err_set(err, SBX_E_REMOTE, "the registry's token realm '%s' is not an "
-				   "http or https URL", c->realm);
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "the registry's token realm '%s' is not an "
+				   "http or https URL",
+				   c->realm);
 	if (!https && !s->plain && s->have_creds) {
 		_cleanup_free_ char *h = sbx_url_host(c->realm);
-		return sbx_err_set(err, SBX_E_REMOTE, "the registry wants credentials sent to a "
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "the registry wants credentials sent to a "
 				   "plain HTTP token server (%s); refusing (pull with --insecure "
-				   "to allow it)", h);
+				   "to allow it)",
+				   h);
 	}
 	_cleanup_free_ char *own_scope = xasprintf("repository:%s:pull", s->ref->repo);
 	const char *scope = c->scope ? c->scope : own_scope;
@@ -464,7 +485,8 @@ static int fetch_token(struct sess *s, const struct sbx_challenge *c, struct sbx
 			return r;
 		if (!basic) {
 			_cleanup_free_ char *h = sbx_url_host(c->realm);
-			return sbx_err_set(err, SBX_E_REMOTE, "the token server %s does not take an "
+			return sbx_err_set(err, SBX_E_REMOTE,
+					   "the token server %s does not take an "
 					   "identity token (run 'docker login %s' with a password)",
 					   h, s->ref->registry);
 		}
@@ -480,7 +502,8 @@ static int authenticate(struct sess *s, const char *www_auth, const struct strbu
 	int r;
 
 	if (!www_auth || sbx_registry_parse_challenge(www_auth, &c) < 0) {
-		sbx_debug("401 without a usable WWW-Authenticate: %s", www_auth ? www_auth : "none");
+		sbx_debug("401 without a usable WWW-Authenticate: %s",
+			  www_auth ? www_auth : "none");
 		return access_denied(s, 401, ebody, err);
 	}
 	if (load_creds(s, err) < 0) {
@@ -497,8 +520,10 @@ static int authenticate(struct sess *s, const char *www_auth, const struct strbu
 	} else if (!strcasecmp(c.scheme, "bearer") && c.realm) {
 		r = fetch_token(s, &c, err);
 	} else {
-		r = sbx_err_set(err, SBX_E_UNSUPPORTED, "the registry asks for '%s' authentication, "
-				"which sbx does not speak", c.scheme);
+		r = sbx_err_set(err, SBX_E_UNSUPPORTED,
+				"the registry asks for '%s' authentication, "
+				"which sbx does not speak",
+				c.scheme);
 	}
 	sbx_challenge_release(&c);
 	return r;
@@ -545,8 +570,9 @@ static long request(struct sess *s, const char *url, const char *accept, struct 
 		long status = 0;
 		if (cc == CURLE_OK)
 			(void)cu.easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
-		bool retry = cc == CURLE_OK ? status >= 500 : sbx_curl_transient(cc) && !x->too_big &&
-							       !x->write_errno;
+		bool retry = cc == CURLE_OK
+			? status >= 500
+			: sbx_curl_transient(cc) && !x->too_big && !x->write_errno;
 		if (retry && attempt < 3) {
 			sbx_debug("%s: %s; trying again", x->what,
 				  cc == CURLE_OK ? "server error" : cu.easy_strerror(cc));
@@ -568,9 +594,10 @@ static long request(struct sess *s, const char *url, const char *accept, struct 
 			return access_denied(s, status, &x->ebody, err);
 		if (status >= 500 || status == 429) {
 			_cleanup_free_ char *m = registry_message(&x->ebody);
-			sbx_err_set(err, SBX_E_REMOTE, "the registry answered HTTP %ld%s while "
-				    "fetching %s%s; try again later", status, m, x->what,
-				    status >= 500 ? " (3 attempts)" : "");
+			sbx_err_set(err, SBX_E_REMOTE,
+				    "the registry answered HTTP %ld%s while "
+				    "fetching %s%s; try again later",
+				    status, m, x->what, status >= 500 ? " (3 attempts)" : "");
 			err->http_status = status;
 			return -1;
 		}
@@ -682,7 +709,11 @@ static int fetch_blob(struct sess *s, const char *digest, long long size, bool p
 	if (fd < 0)
 		return -1;
 	struct sbx_sha256 sha = { 0 };
-	struct xfer x = { .s = s, .what = what, .fd = fd, .sha = &sha, .limit = size,
+	struct xfer x = { .s = s,
+			  .what = what,
+			  .fd = fd,
+			  .sha = &sha,
+			  .limit = size,
 			  .label = progress ? label : NULL };
 	_cleanup_free_ char *url = xasprintf("%sblobs/%s", s->base, digest);
 	long status = request(s, url, NULL, &x, err);
@@ -691,18 +722,23 @@ static int fetch_blob(struct sess *s, const char *digest, long long size, bool p
 	if (status < 0) {
 		/* err is set */
 	} else if (status == 404) {
-		sbx_err_set(err, SBX_E_NOTFOUND, "blob unknown: the registry lacks %s of '%s' "
-			    "(push the image again)", digest, s->ref->repo);
+		sbx_err_set(err, SBX_E_NOTFOUND,
+			    "blob unknown: the registry lacks %s of '%s' "
+			    "(push the image again)",
+			    digest, s->ref->repo);
 		err->http_status = 404;
 	} else if (status < 200 || status >= 300) {
 		http_failed(&x, status, err);
 	} else if (x.got != size) {
-		sbx_err_set(err, SBX_E_REMOTE, "blob %s: the registry sent %lld bytes, the manifest "
-			    "says %lld", digest, x.got, size);
+		sbx_err_set(err, SBX_E_REMOTE,
+			    "blob %s: the registry sent %lld bytes, the manifest "
+			    "says %lld",
+			    digest, x.got, size);
 	} else {
 		sbx_sha256_final(&sha, got);
 		if (!streq(got, digest))
-			sbx_err_set(err, SBX_E_REMOTE, "blob verification failed: expected %s, "
+			sbx_err_set(err, SBX_E_REMOTE,
+				    "blob verification failed: expected %s, "
 				    "got %s (the registry or a proxy corrupted it; pull again)",
 				    digest, got);
 		else
@@ -730,7 +766,12 @@ static int fetch_blob(struct sess *s, const char *digest, long long size, bool p
 
 /* --- manifests -------------------------------------------------------------------------------- */
 
-enum mkind { MK_MANIFEST, MK_INDEX, MK_SCHEMA1, MK_OTHER };
+enum mkind {
+	MK_MANIFEST,
+	MK_INDEX,
+	MK_SCHEMA1,
+	MK_OTHER
+};
 
 static enum mkind classify(const json_t *j, const char *ctype, const char **ret_mt)
 {
@@ -756,8 +797,8 @@ static enum mkind classify(const json_t *j, const char *ctype, const char **ret_
 	return MK_OTHER;
 }
 
-static const char accept_all[] =
-	"Accept: " MT_OCI_INDEX ", " MT_DOCKER_LIST ", " MT_OCI_MANIFEST ", " MT_DOCKER_MANIFEST;
+static const char accept_all[] = "Accept: " MT_OCI_INDEX ", " MT_DOCKER_LIST ", " MT_OCI_MANIFEST
+				 ", " MT_DOCKER_MANIFEST;
 
 /* GET manifests/REFERENCE, at most 4 MiB, its digest computed (and checked against WANT) */
 static json_t *get_manifest(struct sess *s, const char *reference, const char *want,
@@ -765,8 +806,9 @@ static json_t *get_manifest(struct sess *s, const char *reference, const char *w
 			    struct sbx_err *err)
 {
 	char *url = xasprintf("%smanifests/%s", s->base, reference);
-	struct xfer x = { .s = s, .what = "the manifest", .mem = body, .fd = -1,
-			  .limit = MANIFEST_MAX };
+	struct xfer x = {
+		.s = s, .what = "the manifest", .mem = body, .fd = -1, .limit = MANIFEST_MAX
+	};
 	json_t *j = NULL;
 
 	long status = request(s, url, accept_all, &x, err);
@@ -815,22 +857,28 @@ static int manifest_layers(const json_t *m, struct sbx_pulled *p, struct sbx_err
 	if (!json_is_array(ls))
 		return sbx_err_set(err, SBX_E_REMOTE, "the manifest has no layer list");
 	p->layers = xcalloc(json_array_size(ls) + 1, sizeof(*p->layers));
-	json_array_foreach(ls, i, l) {
+	json_array_foreach (ls, i, l) {
 		const char *d = sbx_json_str(l, "digest"), *mt = sbx_json_str(l, "mediaType");
 		json_t *size = json_object_get(l, "size");
 		if (!sbx_digest_valid(d))
-			return sbx_err_set(err, SBX_E_REMOTE, "layer %zu of the manifest has no valid "
-					   "sha256 digest", i + 1);
+			return sbx_err_set(err, SBX_E_REMOTE,
+					   "layer %zu of the manifest has no valid "
+					   "sha256 digest",
+					   i + 1);
 		if (!json_is_integer(size) || json_integer_value(size) < 0)
 			return sbx_err_set(err, SBX_E_REMOTE, "layer %s has no valid size", d);
 		if (!mt || !sbx_layer_media_type_known(mt))
-			return sbx_err_set(err, SBX_E_UNSUPPORTED, "layer %s has media type '%s', "
+			return sbx_err_set(err, SBX_E_UNSUPPORTED,
+					   "layer %s has media type '%s', "
 					   "which is not a container filesystem layer sbx can "
-					   "unpack", d, mt ? mt : "none");
+					   "unpack",
+					   d, mt ? mt : "none");
 		if (sbx_layer_is_foreign(mt) && json_array_size(json_object_get(l, "urls")) > 0)
-			return sbx_err_set(err, SBX_E_UNSUPPORTED, "layer %s is a foreign layer "
+			return sbx_err_set(err, SBX_E_UNSUPPORTED,
+					   "layer %s is a foreign layer "
 					   "fetched from outside the registry, which sbx does not "
-					   "do (a Windows image?)", d);
+					   "do (a Windows image?)",
+					   d);
 		p->layers[i].digest = xstrdup(d);
 		p->layers[i].media_type = xstrdup(mt);
 		p->layers[i].size = json_integer_value(size);
@@ -862,12 +910,15 @@ static json_t *resolve_manifest(struct sess *s, const char *platform, char ret_d
 		if (k == MK_MANIFEST)
 			break;
 		if (k == MK_SCHEMA1)
-			sbx_err_set(err, SBX_E_UNSUPPORTED, "the image uses Docker's deprecated "
+			sbx_err_set(err, SBX_E_UNSUPPORTED,
+				    "the image uses Docker's deprecated "
 				    "manifest schema 1, which sbx does not read (push it again "
 				    "with a current docker or skopeo)");
 		else if (k == MK_OTHER)
-			sbx_err_set(err, SBX_E_UNSUPPORTED, "not a container image (its manifest "
-				    "is '%s')", mt);
+			sbx_err_set(err, SBX_E_UNSUPPORTED,
+				    "not a container image (its manifest "
+				    "is '%s')",
+				    mt);
 		else if (level >= INDEX_MAX_NESTING)
 			sbx_err_set(err, SBX_E_REMOTE, "image indexes nest deeper than %d levels",
 				    INDEX_MAX_NESTING);
@@ -915,11 +966,14 @@ static int pull(struct sess *s, const char *platform, bool platform_given, struc
 	const char *cd = sbx_json_str(cfg, "digest"), *cmt = sbx_json_str(cfg, "mediaType");
 	json_t *csize = json_object_get(cfg, "size");
 	if (!sbx_digest_valid(cd) || !json_is_integer(csize) || json_integer_value(csize) < 0)
-		return sbx_err_set(err, SBX_E_REMOTE, "the manifest has no valid config digest and "
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "the manifest has no valid config digest and "
 				   "size");
 	if (cmt && !streq(cmt, MT_OCI_CONFIG) && !streq(cmt, MT_DOCKER_CONFIG))
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "not a container image (its config is "
-				   "'%s')", cmt);
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "not a container image (its config is "
+				   "'%s')",
+				   cmt);
 	if (json_integer_value(csize) > 64 << 20)
 		return sbx_err_set(err, SBX_E_REMOTE, "the image config is larger than 64 MiB");
 	if (manifest_layers(m, p, err) < 0)
@@ -944,8 +998,8 @@ static int pull(struct sess *s, const char *platform, bool platform_given, struc
 	if (!via_index && os && arch && sbx_platform_parse(platform, &want, err) == 0 &&
 	    (!streq(os, want.os) || !streq(sbx_platform_norm_arch(arch), want.arch))) {
 		if (platform_given)
-			return sbx_err_set(err, SBX_E_NOTFOUND, "the image is for %s/%s, not %s", os,
-					   arch, platform);
+			return sbx_err_set(err, SBX_E_NOTFOUND, "the image is for %s/%s, not %s",
+					   os, arch, platform);
 		_cleanup_free_ char *fam = sbx_ref_familiar(s->ref->name);
 		sbx_warn("'%s' is an image for %s/%s, not %s: its programs may not run here", fam,
 			 os, arch, platform);

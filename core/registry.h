@@ -9,7 +9,7 @@
 /* --- references ------------------------------------------------------------------------------- */
 
 struct sbx_ref {
-	char *registry;	/* "docker.io", "localhost:5000" */
+	char *registry; /* "docker.io", "localhost:5000" */
 	char *host;	/* API host: "registry-1.docker.io" for docker.io, else = registry */
 	char *repo;	/* "library/busybox" */
 	char *tag;	/* NULL when a digest is given */
@@ -28,30 +28,30 @@ char *sbx_ref_familiar(const char *normalized);
 /* --- pulling ---------------------------------------------------------------------------------- */
 
 struct sbx_pull_opts {
-	const char *platform;	/* "os/arch[/variant]"; "linux/amd64" when NULL */
-	bool insecure;		/* plain HTTP to a registry that is not on loopback */
-	bool progress;		/* per-layer progress lines on stderr (the caller decides) */
-	long stall_timeout_s;	/* 0 = 30: a transfer with no byte for that long fails */
+	const char *platform; /* "os/arch[/variant]"; "linux/amd64" when NULL */
+	bool insecure;	      /* plain HTTP to a registry that is not on loopback */
+	bool progress;	      /* per-layer progress lines on stderr (the caller decides) */
+	long stall_timeout_s; /* 0 = 30: a transfer with no byte for that long fails */
 	/* when set: told each digest before its blob is looked for in the store or fetched */
 	int (*hold)(void *arg, const char *digest, struct sbx_err *err);
 	/* when set: told when layer i of n is in the store, while the next ones are fetched */
 	int (*fetched)(void *arg, size_t i, size_t n, const char *digest, struct sbx_err *err);
-	void *hold_arg;		/* the argument of both */
+	void *hold_arg; /* the argument of both */
 };
 
 struct sbx_pulled_layer {
 	char *digest;
-	char *media_type;	/* as the manifest says: tar, tar+gzip, tar+zstd (sbx_layer_is_*) */
+	char *media_type; /* as the manifest says: tar, tar+gzip, tar+zstd (sbx_layer_is_*) */
 	long long size;
 };
 
 struct sbx_pulled {
-	char *manifest_digest;	/* of the image manifest (not of an index that led to it) */
+	char *manifest_digest; /* of the image manifest (not of an index that led to it) */
 	json_t *manifest;
-	char *config_digest;	/* the image id */
+	char *config_digest; /* the image id */
 	json_t *config;
 	size_t n_layers;
-	struct sbx_pulled_layer *layers;	/* base first */
+	struct sbx_pulled_layer *layers; /* base first */
 };
 
 /* fetches the manifest (resolving an image index / manifest list to the platform), the config
@@ -74,8 +74,8 @@ bool sbx_layer_is_foreign(const char *media_type);
 struct sbx_challenge {
 	char *scheme;
 	char *realm;
-	char *service;	/* NULL when absent */
-	char *scope;	/* NULL when absent */
+	char *service; /* NULL when absent */
+	char *scope;   /* NULL when absent */
 };
 /* parses a WWW-Authenticate header value (the first challenge in it); -1 when malformed */
 int sbx_registry_parse_challenge(const char *header, struct sbx_challenge *ret);
@@ -85,7 +85,7 @@ void sbx_challenge_release(struct sbx_challenge *c);
 struct sbx_registry_creds {
 	char *username;
 	char *password;
-	char *identity_token;	/* an OAuth2 refresh token (docker login with a token) */
+	char *identity_token; /* an OAuth2 refresh token (docker login with a token) */
 };
 /* 1 and *ret filled when the config has credentials for REGISTRY ("docker.io" also matches
  * "https://index.docker.io/v1/"), 0 when none, -1 when the config cannot be read or parsed */

@@ -55,8 +55,8 @@ static json_t *options_json(const struct sbx_create_opts *o)
 		json_object_set_new(j, "disk", json_integer(o->disk));
 	if (o->ttl_ms) {
 		json_object_set_new(j, "ttl_ms", json_integer(o->ttl_ms));
-		json_object_set_new(j, "ttl_action", json_string(o->ttl_action ? o->ttl_action
-										  : "pause"));
+		json_object_set_new(j, "ttl_action",
+				    json_string(o->ttl_action ? o->ttl_action : "pause"));
 	}
 	json_object_set_new(j, "net", sbx_net_json(o));
 	return j;
@@ -69,7 +69,7 @@ static void env_merge(json_t *into, const char *kv)
 	size_t i;
 	json_t *v;
 
-	json_array_foreach(into, i, v) {
+	json_array_foreach (into, i, v) {
 		const char *s = json_string_value(v);
 		if (s && strncmp(s, kv, klen) == 0 && (s[klen] == '=' || !s[klen])) {
 			json_array_set_new(into, i, json_string(kv));
@@ -84,7 +84,7 @@ static json_t *strings_of(json_t *a)
 	json_t *r = json_array();
 	size_t i;
 	json_t *v;
-	json_array_foreach(a, i, v)
+	json_array_foreach (a, i, v)
 		if (json_is_string(v))
 			json_array_append(r, v);
 	return r;
@@ -109,10 +109,10 @@ static int image_options(struct sbx_ctx *ctx, const struct sbx_create_opts *o, j
 	json_t *env = json_array();
 	size_t i;
 	json_t *v;
-	json_array_foreach(json_object_get(cfg, "Env"), i, v)
+	json_array_foreach (json_object_get(cfg, "Env"), i, v)
 		if (json_is_string(v))
 			env_merge(env, json_string_value(v));
-	json_array_foreach(json_object_get(opts, "env"), i, v)
+	json_array_foreach (json_object_get(opts, "env"), i, v)
 		env_merge(env, json_string_value(v));
 	json_object_set_new(opts, "env", env);
 	const char *wd = sbx_json_str(cfg, "WorkingDir");
@@ -160,8 +160,10 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	_cleanup_free_ char *id = NULL;
 
 	if (!p)
-		return sbx_err_set(err, SBX_E_USAGE, "unknown provider '%s' ('sbx version' lists the "
-				   "providers this sbx was built with)", pname);
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "unknown provider '%s' ('sbx version' lists the "
+				   "providers this sbx was built with)",
+				   pname);
 	if (o->name && !sbx_name_valid(o->name))
 		return sbx_err_set(err, SBX_E_USAGE,
 				   "invalid name '%s': use letters, digits, '_', '.' and '-', "
@@ -249,7 +251,8 @@ static void refresh(struct sbx_ctx *ctx, struct sbx_record *rec)
 		} else {
 			rec->state = SBX_STATE_ERROR;
 			free(rec->state_reason);
-			rec->state_reason = xstrdup("creation did not finish; remove it with 'sbx rm'");
+			rec->state_reason = xstrdup(
+				"creation did not finish; remove it with 'sbx rm'");
 		}
 	}
 }
@@ -354,16 +357,20 @@ int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_paus
 	case SBX_STATE_RELEASED:
 		if (o->release)
 			return 0;
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is released (nothing runs to "
-				   "pause); run 'sbx resume %s' to start it again", l, l);
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' is released (nothing runs to "
+				   "pause); run 'sbx resume %s' to start it again",
+				   l, l);
 	case SBX_STATE_STOPPED:
 		if (o->release)
 			break; /* tidies what a crash left, keeps the files */
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is stopped (nothing runs to "
-				   "pause); run 'sbx resume %s' to start it again", l, l);
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' is stopped (nothing runs to "
+				   "pause); run 'sbx resume %s' to start it again",
+				   l, l);
 	default:
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s%s%s; it cannot be paused", l,
-				   sbx_state_name(rec->state), rec->state_reason ? ": " : "",
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s%s%s; it cannot be paused",
+				   l, sbx_state_name(rec->state), rec->state_reason ? ": " : "",
 				   rec->state_reason ? rec->state_reason : "");
 	}
 	sbx_debug("%s %s (state %s)", o->release ? "releasing" : "pausing", rec->id,
@@ -396,9 +403,10 @@ int sbx_sandbox_resume(struct sbx_ctx *ctx, const char *sb, struct sbx_err *err)
 	case SBX_STATE_STOPPED:
 		break;
 	default:
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s%s%s; remove it with "
-				   "'sbx rm -f %s'", l, sbx_state_name(rec->state),
-				   rec->state_reason ? ": " : "",
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' is %s%s%s; remove it with "
+				   "'sbx rm -f %s'",
+				   l, sbx_state_name(rec->state), rec->state_reason ? ": " : "",
 				   rec->state_reason ? rec->state_reason : "", l);
 	}
 	sbx_debug("resuming %s (state %s)", rec->id, sbx_state_name(rec->state));
@@ -418,8 +426,8 @@ int sbx_sandbox_resume(struct sbx_ctx *ctx, const char *sb, struct sbx_err *err)
 	if (was != SBX_STATE_PAUSED || rec->state != SBX_STATE_RUNNING || p->remote) {
 		rec->state = SBX_STATE_RUNNING;
 		int saved = sbx_test_fail("resume-save")
-				    ? (errno = ENOSPC, sbx_err_errno(err, "cannot save the record"))
-				    : sbx_store_save(&ctx->store, rec, true, err);
+			? (errno = ENOSPC, sbx_err_errno(err, "cannot save the record"))
+			: sbx_store_save(&ctx->store, rec, true, err);
 		if (saved < 0) {
 			/* the exit status says it failed: so it did, nothing of it is left running */
 			struct sbx_pause_opts po = { .release = was != SBX_STATE_PAUSED };
@@ -450,8 +458,8 @@ int sbx_sandbox_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path, c
 	return 0;
 }
 
-int sbx_sandbox_egress_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path,
-				char **ret_id, struct sbx_err *err)
+int sbx_sandbox_egress_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path, char **ret_id,
+				struct sbx_err *err)
 {
 	_cleanup_record_ struct sbx_record *rec = NULL;
 	const struct sbx_provider *p;
@@ -482,7 +490,8 @@ int sbx_sandbox_preview(struct sbx_ctx *ctx, const char *sb, const struct sbx_pr
 	if (!p)
 		return -1;
 	if (!p->preview)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' has no previews", p->name);
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' has no previews",
+				   p->name);
 	refresh(ctx, rec);
 	return p->preview(ctx, rec, o, ret, err);
 }
@@ -501,13 +510,15 @@ int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_e
 	if (sbx_store_load(&ctx->store, id, &rec, err) < 0) {
 		if (err->kind == SBX_E_NOTFOUND && !force) {
 			/* a directory without a record: an interrupted create or rm */
-			return sbx_err_set(err, SBX_E_STATE,
-					   "sandbox '%s' has no record (an interrupted create or rm); "
-					   "remove it with 'sbx rm -f %s'", id, id);
+			return sbx_err_set(
+				err, SBX_E_STATE,
+				"sandbox '%s' has no record (an interrupted create or rm); "
+				"remove it with 'sbx rm -f %s'",
+				id, id);
 		}
 		if (!force)
-			return sbx_err_prefix(err, "cannot remove '%s' (use -f to remove it anyway)",
-					      sb);
+			return sbx_err_prefix(
+				err, "cannot remove '%s' (use -f to remove it anyway)", sb);
 		/* unreadable record: clean what the local provider left, by what is on disk */
 		rec = sbx_record_new();
 		rec->id = xstrdup(id);
@@ -535,7 +546,7 @@ struct listing_job {
 	const struct sbx_provider *p;
 	pthread_t thread;
 	bool started;
-	json_t *states;		/* provider_id -> state, or NULL when the listing failed */
+	json_t *states; /* provider_id -> state, or NULL when the listing failed */
 	struct sbx_err err;
 };
 
@@ -573,8 +584,8 @@ static void list_remote(struct sbx_ctx *ctx, struct sbx_record **recs, size_t n)
 		return;
 	}
 	for (size_t k = 0; k < nj; k++)
-		jobs[k].started = pthread_create(&jobs[k].thread, NULL, listing_thread,
-						 &jobs[k]) == 0;
+		jobs[k].started = pthread_create(&jobs[k].thread, NULL, listing_thread, &jobs[k]) ==
+			0;
 	for (size_t k = 0; k < nj; k++) {
 		if (jobs[k].started)
 			(void)pthread_join(jobs[k].thread, NULL);

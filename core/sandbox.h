@@ -18,8 +18,8 @@ int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_paus
 /* back to running: thaws a paused SB, boots a released or stopped one on its files */
 int sbx_sandbox_resume(struct sbx_ctx *ctx, const char *sb, struct sbx_err *err);
 /* where the provider keeps the egress log of SB (JSON lines; PATH.1 holds older ones) */
-int sbx_sandbox_egress_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path,
-				char **ret_id, struct sbx_err *err);
+int sbx_sandbox_egress_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path, char **ret_id,
+				struct sbx_err *err);
 /* opens, closes or lists previews (struct sbx_preview_opts) */
 int sbx_sandbox_preview(struct sbx_ctx *ctx, const char *sb, const struct sbx_preview_opts *o,
 			json_t **ret, struct sbx_err *err);
@@ -46,7 +46,7 @@ int sbx_sandbox_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_path, c
 struct sbx_listing {
 	struct sbx_record **recs;
 	size_t n;
-	char **bad;	/* paths of records that could not be read */
+	char **bad; /* paths of records that could not be read */
 	size_t n_bad;
 };
 int sbx_sandbox_list(struct sbx_ctx *ctx, struct sbx_listing *ret, struct sbx_err *err);

@@ -18,7 +18,7 @@ static const char *const state_names[] = {
 	[SBX_STATE_UNKNOWN] = "unknown",   [SBX_STATE_CREATING] = "creating",
 	[SBX_STATE_RUNNING] = "running",   [SBX_STATE_PAUSED] = "paused",
 	[SBX_STATE_RELEASED] = "released", [SBX_STATE_STOPPED] = "stopped",
-	[SBX_STATE_ERROR] = "error",       [SBX_STATE_MISSING] = "missing",
+	[SBX_STATE_ERROR] = "error",	   [SBX_STATE_MISSING] = "missing",
 };
 
 const char *sbx_state_name(enum sbx_state s)
@@ -191,7 +191,8 @@ int sbx_store_open(struct sbx_store *st, bool create, struct sbx_err *err)
 		root = xasprintf("%s/.sbx", h);
 	}
 	if (root[0] != '/')
-		return sbx_err_set(err, SBX_E_CONFIG, "SBX_HOME must be an absolute path, not '%s'", root);
+		return sbx_err_set(err, SBX_E_CONFIG, "SBX_HOME must be an absolute path, not '%s'",
+				   root);
 	_cleanup_free_ char *sd = xasprintf("%s/sandboxes", root);
 	_cleanup_free_ char *nd = xasprintf("%s/names", root);
 	if (create && (access(sd, W_OK) < 0 || access(nd, W_OK) < 0)) {
@@ -201,8 +202,10 @@ int sbx_store_open(struct sbx_store *st, bool create, struct sbx_err *err)
 			r = sbx_mkdir_p(nd, 0700);
 		umask(old);
 		if (r < 0 || access(sd, W_OK) < 0)
-			return sbx_err_errno(err, "cannot use state directory '%s' (set SBX_HOME to a "
-					     "writable directory)", root);
+			return sbx_err_errno(err,
+					     "cannot use state directory '%s' (set SBX_HOME to a "
+					     "writable directory)",
+					     root);
 	}
 	st->root = TAKE_PTR(root);
 	return 0;
@@ -301,7 +304,9 @@ int sbx_store_resolve(struct sbx_store *st, const char *sb, char **ret_id, struc
 		char **ids;
 		size_t n, hits = 0;
 		char *match = NULL;
-		struct strbuf_list { char s[400]; } list = { "" };
+		struct strbuf_list {
+			char s[400];
+		} list = { "" };
 
 		if (sbx_store_list_ids(st, &ids, &n, err) < 0)
 			return -1;
@@ -312,7 +317,8 @@ int sbx_store_resolve(struct sbx_store *st, const char *sb, char **ret_id, struc
 			match = ids[i];
 			size_t l = strlen(list.s);
 			if (l < sizeof(list.s) - 20)
-				snprintf(list.s + l, sizeof(list.s) - l, "%s%s", l ? ", " : "", ids[i]);
+				snprintf(list.s + l, sizeof(list.s) - l, "%s%s", l ? ", " : "",
+					 ids[i]);
 		}
 		if (hits == 1) {
 			*ret_id = xstrdup(match);
@@ -322,8 +328,8 @@ int sbx_store_resolve(struct sbx_store *st, const char *sb, char **ret_id, struc
 		sbx_strv_free(ids);
 		if (hits > 1)
 			return sbx_err_set(err, SBX_E_USAGE,
-					   "'%s' is ambiguous: it matches %s; give more of the id", sb,
-					   list.s);
+					   "'%s' is ambiguous: it matches %s; give more of the id",
+					   sb, list.s);
 	}
 	return sbx_err_set(err, SBX_E_NOTFOUND, "no such sandbox: '%s' (run 'sbx ls' to list them)",
 			   sb);
@@ -356,9 +362,11 @@ int sbx_store_claim(struct sbx_store *st, const char *name, char **ret_id, struc
 		_cleanup_free_ char *cur = name_target(st, name);
 		_cleanup_free_ char *link = xasprintf("%s/names/%s", st->root, name);
 		if (cur && sandbox_exists(st, cur))
-			return sbx_err_set(err, SBX_E_EXISTS,
-					   "a sandbox named '%s' already exists (%s); choose another "
-					   "--name or remove it with 'sbx rm %s'", name, cur, name);
+			return sbx_err_set(
+				err, SBX_E_EXISTS,
+				"a sandbox named '%s' already exists (%s); choose another "
+				"--name or remove it with 'sbx rm %s'",
+				name, cur, name);
 		(void)unlink(link); /* stale: its sandbox is gone */
 	}
 	for (int tries = 0;; tries++) {
@@ -452,7 +460,8 @@ int sbx_write_atomic(const char *path, const char *data, size_t len, bool sync, 
 	return 0;
 }
 
-int sbx_store_load(struct sbx_store *st, const char *id, struct sbx_record **ret, struct sbx_err *err)
+int sbx_store_load(struct sbx_store *st, const char *id, struct sbx_record **ret,
+		   struct sbx_err *err)
 {
 	_cleanup_free_ char *dir = sbx_store_dir(st, id);
 	_cleanup_free_ char *path = xasprintf("%s/sandbox.json", dir);
@@ -462,15 +471,16 @@ int sbx_store_load(struct sbx_store *st, const char *id, struct sbx_record **ret
 
 	if (!text) {
 		if (errno == ENOENT)
-			return sbx_err_set(err, SBX_E_NOTFOUND, "sandbox '%s' has no record at '%s'", id,
-					   path);
+			return sbx_err_set(err, SBX_E_NOTFOUND,
+					   "sandbox '%s' has no record at '%s'", id, path);
 		return sbx_err_errno(err, "cannot read '%s'", path);
 	}
 	if (sbx_record_parse(text, len, path, &rec, err) < 0)
 		return -1;
 	if (!streq(rec->id, id)) {
 		sbx_record_free(rec);
-		return sbx_err_set(err, SBX_E_CONFIG, "bad record '%s': its id does not match", path);
+		return sbx_err_set(err, SBX_E_CONFIG, "bad record '%s': its id does not match",
+				   path);
 	}
 	rec->dir = TAKE_PTR(dir);
 	*ret = rec;
@@ -534,8 +544,8 @@ int sbx_store_lock(struct sbx_store *st, const char *id, bool exclusive, struct 
 	struct stat a, b;
 	if (fstat(fd, &a) < 0 || stat(p, &b) < 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev) {
 		close(fd);
-		return sbx_err_set(err, SBX_E_NOTFOUND, "no such sandbox: '%s' (it was just removed)",
-				   id);
+		return sbx_err_set(err, SBX_E_NOTFOUND,
+				   "no such sandbox: '%s' (it was just removed)", id);
 	}
 	return fd;
 }

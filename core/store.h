@@ -24,26 +24,29 @@ const char *sbx_state_name(enum sbx_state s);
 enum sbx_state sbx_state_parse(const char *s);
 
 struct sbx_store {
-	char *root;	/* $SBX_HOME */
+	char *root; /* $SBX_HOME */
 };
 
 struct sbx_record {
 	char *id;
-	char *name;		/* NULL when unnamed */
+	char *name; /* NULL when unnamed */
 	char *provider;
-	char *provider_id;	/* provider's own id, NULL for local */
+	char *provider_id; /* provider's own id, NULL for local */
 	enum sbx_state state;
-	char *state_reason;	/* for SBX_STATE_ERROR */
-	long long created;	/* unix seconds */
-	json_t *options;	/* creation options, as given */
-	json_t *extra;		/* provider-private, stored opaquely */
-	json_t *live;		/* what looking found (inspect): never stored */
-	char *dir;		/* $SBX_HOME/sandboxes/ID (not stored) */
+	char *state_reason; /* for SBX_STATE_ERROR */
+	long long created;  /* unix seconds */
+	json_t *options;    /* creation options, as given */
+	json_t *extra;	    /* provider-private, stored opaquely */
+	json_t *live;	    /* what looking found (inspect): never stored */
+	char *dir;	    /* $SBX_HOME/sandboxes/ID (not stored) */
 };
 
 struct sbx_record *sbx_record_new(void);
 void sbx_record_free(struct sbx_record *rec);
-static inline void sbx_record_freep(struct sbx_record **r) { sbx_record_free(*r); }
+static inline void sbx_record_freep(struct sbx_record **r)
+{
+	sbx_record_free(*r);
+}
 #define _cleanup_record_ _cleanup_(sbx_record_freep)
 json_t *sbx_record_to_json(const struct sbx_record *rec);
 int sbx_record_from_json(const json_t *j, struct sbx_record **ret, struct sbx_err *err);
@@ -69,7 +72,8 @@ int sbx_store_claim(struct sbx_store *st, const char *name, char **ret_id, struc
 void sbx_store_unclaim_name(struct sbx_store *st, const char *name, const char *id);
 
 char *sbx_store_dir(const struct sbx_store *st, const char *id);
-int sbx_store_load(struct sbx_store *st, const char *id, struct sbx_record **ret, struct sbx_err *err);
+int sbx_store_load(struct sbx_store *st, const char *id, struct sbx_record **ret,
+		   struct sbx_err *err);
 /* temp file + fsync + rename; durable=false skips the fsync (for the transient 'creating'
  * record, whose loss after a power cut leaves a directory 'sbx rm -f' removes) */
 int sbx_store_save(struct sbx_store *st, const struct sbx_record *rec, bool durable,
@@ -79,13 +83,17 @@ int sbx_store_remove(struct sbx_store *st, const char *id, const char *name, str
 /* ids of every sandbox directory, sorted */
 int sbx_store_list_ids(struct sbx_store *st, char ***ret_ids, size_t *ret_n, struct sbx_err *err);
 void sbx_strv_free(char **v);
-static inline void strv_freep(char ***v) { sbx_strv_free(*v); }
+static inline void strv_freep(char ***v)
+{
+	sbx_strv_free(*v);
+}
 
 /* flock on the sandbox's lock file; returns the fd (close to unlock) or -1.
  * Fails with NOTFOUND when the sandbox went away while waiting. */
 int sbx_store_lock(struct sbx_store *st, const char *id, bool exclusive, struct sbx_err *err);
 
 /* write a file atomically (temp + fsync + rename), mode 0600 */
-int sbx_write_atomic(const char *path, const char *data, size_t len, bool sync, struct sbx_err *err);
+int sbx_write_atomic(const char *path, const char *data, size_t len, bool sync,
+		     struct sbx_err *err);
 
 #endif

@@ -8,7 +8,10 @@ struct strbuf {
 	char *buf;
 	size_t len, alloc;
 };
-#define STRBUF_INIT { NULL, 0, 0 }
+#define STRBUF_INIT        \
+	{                  \
+		NULL, 0, 0 \
+	}
 
 void strbuf_grow(struct strbuf *sb, size_t extra);
 void strbuf_add(struct strbuf *sb, const void *data, size_t n);
@@ -20,6 +23,9 @@ void strbuf_release(struct strbuf *sb);
 /* hands the buffer to the caller (never NULL) and resets sb */
 char *strbuf_detach(struct strbuf *sb);
 /* the buffer, "" when empty */
-static inline const char *strbuf_str(const struct strbuf *sb) { return sb->buf ? sb->buf : ""; }
+static inline const char *strbuf_str(const struct strbuf *sb)
+{
+	return sb->buf ? sb->buf : "";
+}
 
 #endif

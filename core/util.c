@@ -136,13 +136,26 @@ long long sbx_parse_bytes(const char *s)
 	if (errno || end == s || v != v)
 		return -1;
 	switch (tolower((unsigned char)*end)) {
-	case 0: mult = 1; break;
-	case 'b': mult = 1; break;
-	case 'k': mult = 1024.0; break;
-	case 'm': mult = 1024.0 * 1024; break;
-	case 'g': mult = 1024.0 * 1024 * 1024; break;
-	case 't': mult = 1024.0 * 1024 * 1024 * 1024; break;
-	default: return -1;
+	case 0:
+		mult = 1;
+		break;
+	case 'b':
+		mult = 1;
+		break;
+	case 'k':
+		mult = 1024.0;
+		break;
+	case 'm':
+		mult = 1024.0 * 1024;
+		break;
+	case 'g':
+		mult = 1024.0 * 1024 * 1024;
+		break;
+	case 't':
+		mult = 1024.0 * 1024 * 1024 * 1024;
+		break;
+	default:
+		return -1;
 	}
 	if (*end) {
 		end++;
@@ -370,7 +383,7 @@ char *sbx_term_safe_n(const void *data, size_t n)
 	for (size_t i = 0; i < n;) {
 		size_t len = sbx_utf8_seq_len(s + i, n - i);
 		bool escape = len == 0 || s[i] < 0x20 || s[i] == 0x7f ||
-			      (len == 2 && s[i] == 0xc2 && s[i + 1] < 0xa0); /* C1 controls */
+			(len == 2 && s[i] == 0xc2 && s[i + 1] < 0xa0); /* C1 controls */
 		if (!escape) {
 			memcpy(o, s + i, len);
 			o += len;
@@ -401,7 +414,8 @@ char *sbx_term_safe(const char *s)
 
 char *sbx_base64_encode(const void *data, size_t n)
 {
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char tab[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	const unsigned char *s = data;
 	char *out = xmalloc((n + 2) / 3 * 4 + 1), *o = out;
 

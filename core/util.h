@@ -17,14 +17,35 @@
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
 #define _noreturn_ __attribute__((noreturn))
 
-#define TAKE_PTR(p) ({ __typeof__(p) t_ = (p); (p) = NULL; t_; })
-#define TAKE_FD(fd) ({ int t_ = (fd); (fd) = -1; t_; })
+#define TAKE_PTR(p)                     \
+	({                              \
+		__typeof__(p) t_ = (p); \
+		(p) = NULL;             \
+		t_;                     \
+	})
+#define TAKE_FD(fd)            \
+	({                     \
+		int t_ = (fd); \
+		(fd) = -1;     \
+		t_;            \
+	})
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define SBX_BUG(msg) sbx_bug(__FILE__, __LINE__, msg)
 
-static inline void freep(void *p) { free(*(void **)p); }
-static inline void closep(int *fd) { if (*fd >= 0) (void)close(*fd); }
-static inline void fclosep(FILE **f) { if (*f) (void)fclose(*f); }
+static inline void freep(void *p)
+{
+	free(*(void **)p);
+}
+static inline void closep(int *fd)
+{
+	if (*fd >= 0)
+		(void)close(*fd);
+}
+static inline void fclosep(FILE **f)
+{
+	if (*f)
+		(void)fclose(*f);
+}
 
 _noreturn_ void sbx_bug(const char *file, int line, const char *msg);
 void *xmalloc(size_t n);
@@ -34,8 +55,14 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 _printf_(1, 2) char *xasprintf(const char *fmt, ...);
 
-static inline bool streq(const char *a, const char *b) { return strcmp(a, b) == 0; }
-static inline bool startswith(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+static inline bool streq(const char *a, const char *b)
+{
+	return strcmp(a, b) == 0;
+}
+static inline bool startswith(const char *s, const char *p)
+{
+	return strncmp(s, p, strlen(p)) == 0;
+}
 
 /* "1.5s", "30m", "2h", "500ms", "10" (seconds) -> milliseconds; -1 when malformed */
 long long sbx_parse_duration_ms(const char *s);

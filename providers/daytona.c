@@ -10,7 +10,7 @@
 
 #define DEFAULT_API "https://app.daytona.io/api"
 #define CONTROL_TIMEOUT_MS 30000
-#define START_TIMEOUT_MS 180000	/* creating -> started, stopped -> started */
+#define START_TIMEOUT_MS 180000 /* creating -> started, stopped -> started */
 #define LONG_MS (7LL * 24 * 3600 * 1000)
 
 static const char *const api_vars[] = { "SBX_DAYTONA_API_URL", "DAYTONA_API_URL",
@@ -45,10 +45,11 @@ static char *toolbox_url(const struct remote *r, const struct sbx_record *rec, c
 
 static enum sbx_state state_of(const char *s, bool *ret_busy)
 {
-	static const char *const busy[] = { "creating", "restoring", "starting", "stopping",
-					    "pulling_snapshot", "pending_build", "building_snapshot",
-					    "archiving", "resizing", "snapshotting", "forking",
-					    "pausing", "resuming", "unknown", "destroying" };
+	static const char *const busy[] = {
+		"creating",	 "restoring",	      "starting",  "stopping", "pulling_snapshot",
+		"pending_build", "building_snapshot", "archiving", "resizing", "snapshotting",
+		"forking",	 "pausing",	      "resuming",  "unknown",  "destroying"
+	};
 	*ret_busy = false;
 	if (!s)
 		return SBX_STATE_UNKNOWN;
@@ -87,7 +88,9 @@ static int get_sandbox(const struct remote *r, const char *id, json_t **ret, lon
 {
 	static const long accept[] = { 404, 0 };
 	_cleanup_free_ char *url = remote_url(r, "sandbox", id, "");
-	struct remote_call c = { .url = url, .flags = REMOTE_IDEMPOTENT, .accept = accept,
+	struct remote_call c = { .url = url,
+				 .flags = REMOTE_IDEMPOTENT,
+				 .accept = accept,
 				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "look up the Daytona sandbox" };
 	long st = remote_do(r, &c, ret, NULL, err);
@@ -95,7 +98,8 @@ static int get_sandbox(const struct remote *r, const char *id, json_t **ret, lon
 		return -1;
 	*ret_status = st;
 	if (st == 200 && !json_is_object(*ret))
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot look up the Daytona sandbox: the "
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot look up the Daytona sandbox: the "
 				   "answer is not an object");
 	return 0;
 }
@@ -114,8 +118,10 @@ static int wait_state(const struct remote *r, struct sbx_record *rec, const char
 		if (get_sandbox(r, rec->provider_id, &j, &st, err) < 0)
 			break;
 		if (st == 404) {
-			sbx_err_set(err, SBX_E_NOTFOUND, "the Daytona sandbox of '%s' went away while "
-				    "%s", remote_label(rec), doing);
+			sbx_err_set(err, SBX_E_NOTFOUND,
+				    "the Daytona sandbox of '%s' went away while "
+				    "%s",
+				    remote_label(rec), doing);
 			break;
 		}
 		keep_sandbox(rec, j);
@@ -128,14 +134,17 @@ static int wait_state(const struct remote *r, struct sbx_record *rec, const char
 		enum sbx_state k = state_of(s, &busy);
 		if (k == SBX_STATE_ERROR || k == SBX_STATE_MISSING) {
 			const char *why = sbx_json_str(j, "errorReason");
-			sbx_err_set(err, SBX_E_REMOTE, "Daytona sandbox of '%s' is %s%s%.200s while %s",
+			sbx_err_set(err, SBX_E_REMOTE,
+				    "Daytona sandbox of '%s' is %s%s%.200s while %s",
 				    remote_label(rec), s, why ? ": " : "", why ? why : "", doing);
 			break;
 		}
 		long long el = sbx_now_ms() - t0;
 		if (el > START_TIMEOUT_MS) {
-			sbx_err_set(err, SBX_E_NETWORK, "Daytona sandbox of '%s' is still %s after %lld "
-				    "s of %s", remote_label(rec), s ? s : "unknown", el / 1000, doing);
+			sbx_err_set(err, SBX_E_NETWORK,
+				    "Daytona sandbox of '%s' is still %s after %lld "
+				    "s of %s",
+				    remote_label(rec), s ? s : "unknown", el / 1000, doing);
 			break;
 		}
 		if (tty) {
@@ -190,14 +199,17 @@ static int dt_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struc
 	if (target && *target)
 		json_object_set_new(body, "target", json_string(target));
 	_cleanup_free_ char *url = remote_url(&r, "sandbox", NULL, "");
-	struct remote_call c = { .method = "POST", .url = url, .body = body,
+	struct remote_call c = { .method = "POST",
+				 .url = url,
+				 .body = body,
 				 .timeout_ms = START_TIMEOUT_MS,
 				 .what = "create a Daytona sandbox" };
 	if (remote_do(&r, &c, &resp, NULL, err) < 0)
 		return -1;
 	const char *id = sbx_json_str(resp, "id");
 	if (!id || !*id || strlen(id) > 128 || strpbrk(id, "/?#% \t\r\n"))
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot create a Daytona sandbox: Daytona's "
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot create a Daytona sandbox: Daytona's "
 				   "answer has no valid 'id'");
 	rec->provider_id = xstrdup(id);
 	rec->extra = json_object();
@@ -213,9 +225,19 @@ static int dt_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struc
 
 static void set_live(struct sbx_record *rec, const json_t *j)
 {
-	static const char *const keep[] = { "state", "snapshot", "cpu", "memory", "disk", "gpu",
-					    "sandboxClass", "target", "errorReason", "public",
-					    "autoStopInterval", "createdAt", "updatedAt" };
+	static const char *const keep[] = { "state",
+					    "snapshot",
+					    "cpu",
+					    "memory",
+					    "disk",
+					    "gpu",
+					    "sandboxClass",
+					    "target",
+					    "errorReason",
+					    "public",
+					    "autoStopInterval",
+					    "createdAt",
+					    "updatedAt" };
 	json_t *remote = json_object();
 	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
 		json_t *v = json_object_get(j, keep[i]);
@@ -268,14 +290,15 @@ int daytona_decode_list(const json_t *resp, json_t *all, char **ret_cursor, stru
 	json_t *v;
 
 	if (!json_is_array(items))
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot list Daytona sandboxes: the answer has "
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot list Daytona sandboxes: the answer has "
 				   "no list of items");
-	json_array_foreach(items, i, v) {
+	json_array_foreach (items, i, v) {
 		const char *id = sbx_json_str(v, "id");
 		bool busy;
 		if (id)
-			json_object_set_new(all, id, json_integer(state_of(sbx_json_str(v, "state"),
-									   &busy)));
+			json_object_set_new(
+				all, id, json_integer(state_of(sbx_json_str(v, "state"), &busy)));
 	}
 	const char *nc = sbx_json_str(resp, "nextCursor");
 	*ret_cursor = nc && *nc && json_array_size(items) > 0 ? xstrdup(nc) : NULL;
@@ -299,7 +322,9 @@ static int dt_list(struct sbx_ctx *ctx, json_t **ret, struct sbx_err *err)
 			sbx_url_escape(&u, cursor);
 		}
 		_cleanup_json_ json_t *resp = NULL;
-		struct remote_call c = { .url = u.buf, .flags = REMOTE_IDEMPOTENT, .timeout_ms = 5000,
+		struct remote_call c = { .url = u.buf,
+					 .flags = REMOTE_IDEMPOTENT,
+					 .timeout_ms = 5000,
 					 .what = "list Daytona sandboxes" };
 		long st = remote_do(&r, &c, &resp, NULL, err);
 		strbuf_release(&u);
@@ -328,8 +353,11 @@ static int dt_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struct
 	if (dt_remote(&r, err) < 0)
 		return -1;
 	_cleanup_free_ char *url = remote_url(&r, "sandbox", rec->provider_id, "");
-	struct remote_call c = { .method = "DELETE", .url = url, .flags = REMOTE_IDEMPOTENT,
-				 .accept = accept, .timeout_ms = CONTROL_TIMEOUT_MS,
+	struct remote_call c = { .method = "DELETE",
+				 .url = url,
+				 .flags = REMOTE_IDEMPOTENT,
+				 .accept = accept,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "remove the Daytona sandbox" };
 	return remote_do(&r, &c, NULL, NULL, err) < 0 ? -1 : 0;
 }
@@ -337,15 +365,18 @@ static int dt_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struct
 /* POST /sandbox/ID/ACTION, then wait until Daytona says WANT, which is sbx's STATE: 0; 1 when
  * Daytona answered with a status of accept instead (nothing done); -1 */
 static int transition(const struct remote *r, struct sbx_record *rec, const char *action,
-		      const long *accept, const char *want, const char *doing,
-		      enum sbx_state state, struct sbx_err *err)
+		      const long *accept, const char *want, const char *doing, enum sbx_state state,
+		      struct sbx_err *err)
 {
 	_cleanup_free_ char *tail = xasprintf("/%s", action);
 	_cleanup_free_ char *url = remote_url(r, "sandbox", rec->provider_id, tail);
 	_cleanup_free_ char *what = xasprintf("%s the Daytona sandbox", action);
 	_cleanup_json_ json_t *resp = NULL;
-	struct remote_call c = { .method = "POST", .url = url, .accept = accept,
-				 .timeout_ms = START_TIMEOUT_MS, .what = what };
+	struct remote_call c = { .method = "POST",
+				 .url = url,
+				 .accept = accept,
+				 .timeout_ms = START_TIMEOUT_MS,
+				 .what = what };
 	long st = remote_do(r, &c, &resp, NULL, err);
 	if (st < 0)
 		return -1;
@@ -378,7 +409,8 @@ static int dt_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct sb
 		sbx_debug("this Daytona sandbox class cannot pause; stopping it (disk kept)");
 	}
 	return transition(&r, rec, "stop", NULL, "stopped", "stopping", SBX_STATE_STOPPED, err) < 0
-		       ? -1 : 0;
+		? -1
+		: 0;
 }
 
 static int dt_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
@@ -388,19 +420,22 @@ static int dt_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err
 	if (remote_need_id("Daytona", rec, err) < 0 || dt_remote(&r, err) < 0)
 		return -1;
 	return transition(&r, rec, "start", NULL, "started", "starting", SBX_STATE_RUNNING, err) < 0
-		       ? -1 : 0;
+		? -1
+		: 0;
 }
 
 int daytona_decode_preview(const json_t *resp, int port, json_t **ret, struct sbx_err *err)
 {
 	const char *u = sbx_json_str(resp, "url"), *tok = sbx_json_str(resp, "token");
 	if (!u || !*u)
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot get the Daytona preview URL: the "
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot get the Daytona preview URL: the "
 				   "answer has no 'url'");
 	/* printed as it is for the caller to open: a URL, never spaces or terminal controls */
 	for (const char *c = u; *c; c++)
 		if ((unsigned char)*c <= ' ' || (unsigned char)*c >= 0x7f)
-			return sbx_err_set(err, SBX_E_REMOTE, "cannot get the Daytona preview URL: "
+			return sbx_err_set(err, SBX_E_REMOTE,
+					   "cannot get the Daytona preview URL: "
 					   "the 'url' of the answer is not a URL");
 	json_t *p = json_pack("{s:i, s:s, s:b}", "port", port, "url", u, "public", !tok || !*tok);
 	if (tok && *tok) {
@@ -424,7 +459,8 @@ static int dt_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		return -1;
 	_cleanup_free_ char *tail = xasprintf("/ports/%d/preview-url", o->port);
 	_cleanup_free_ char *url = remote_url(&r, "sandbox", rec->provider_id, tail);
-	struct remote_call c = { .url = url, .flags = REMOTE_IDEMPOTENT,
+	struct remote_call c = { .url = url,
+				 .flags = REMOTE_IDEMPOTENT,
 				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "get the Daytona preview URL" };
 	if (remote_do(&r, &c, &resp, NULL, err) < 0)
@@ -444,10 +480,12 @@ int daytona_decode_exec(const json_t *resp, struct strbuf *out, struct strbuf *e
 {
 	json_t *code = json_object_get(resp, "exitCode");
 	if (!json_is_object(resp) || !json_is_integer(code))
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot run a command in the Daytona sandbox: "
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot run a command in the Daytona sandbox: "
 				   "the answer has no exit code");
 	if (json_integer_value(code) < 0)
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot run a command in the Daytona sandbox: "
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot run a command in the Daytona sandbox: "
 				   "Daytona could not start it (exit code %lld)",
 				   (long long)json_integer_value(code));
 	const char *so = sbx_json_str(resp, "stdout"), *se = sbx_json_str(resp, "stderr");
@@ -471,7 +509,9 @@ static int session_run(struct tb *t, const char *line, long long timeout_ms, boo
 	_cleanup_free_ char *sid = xasprintf("sbx-%s", hex);
 	_cleanup_free_ char *base = toolbox_url(&t->r, t->rec, "/process/session");
 	_cleanup_json_ json_t *mk = json_pack("{s:s}", "sessionId", sid);
-	struct remote_call c = { .method = "POST", .url = base, .body = mk,
+	struct remote_call c = { .method = "POST",
+				 .url = base,
+				 .body = mk,
 				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "open a Daytona toolbox session" };
 	/* a signal, or ^C, from here on: the session goes, and what runs in it with it */
@@ -486,7 +526,9 @@ static int session_run(struct tb *t, const char *line, long long timeout_ms, boo
 	_cleanup_free_ char *exec_url = xasprintf("%s/%s/exec", base, sid);
 	_cleanup_json_ json_t *body = json_pack("{s:s, s:b}", "command", line, "runAsync", 0);
 	_cleanup_json_ json_t *resp = NULL;
-	struct remote_call x = { .method = "POST", .url = exec_url, .body = body,
+	struct remote_call x = { .method = "POST",
+				 .url = exec_url,
+				 .body = body,
 				 .timeout_ms = timeout_ms > 0 ? timeout_ms + 30000 : LONG_MS,
 				 .what = "run a command in the Daytona sandbox" };
 	long st = -1;
@@ -496,7 +538,9 @@ static int session_run(struct tb *t, const char *line, long long timeout_ms, boo
 		st = remote_do(&t->r, &x, &resp, NULL, err);
 	/* the session goes, whatever happened */
 	_cleanup_free_ char *del_url = xasprintf("%s/%s", base, sid);
-	struct remote_call d = { .method = "DELETE", .url = del_url, .flags = REMOTE_IDEMPOTENT,
+	struct remote_call d = { .method = "DELETE",
+				 .url = del_url,
+				 .flags = REMOTE_IDEMPOTENT,
 				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "close the Daytona toolbox session" };
 	struct sbx_err e2 = { 0 };
@@ -528,13 +572,17 @@ static void tb_close(struct tb *t)
 	remote_release(&t->r);
 }
 
-static int dt_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
-		   const struct sbx_exec_opts *o, int *ret_status, struct sbx_err *err)
+static int dt_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
+		   int *ret_status, struct sbx_err *err)
 {
 	if (o->tty || o->detach || o->interactive || o->user)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'daytona' does not support "
-				   "exec %s", o->tty ? "-t" : o->detach ? "-d" : o->interactive ? "-i"
-										 : "-u");
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider 'daytona' does not support "
+				   "exec %s",
+				   o->tty		    ? "-t"
+					   : o->detach	    ? "-d"
+					   : o->interactive ? "-i"
+							    : "-u");
 	_cleanup_(tb_close) struct tb t = { 0 };
 	if (tb_open(&t, rec, err) < 0)
 		return -1;
@@ -571,7 +619,8 @@ static int dt_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		(void)sbx_write_all(2, eout.buf ? eout.buf : "", eout.len);
 		remote_sigs_restore(&sigs);
 	} else {
-		sbx_err_prefix(err, "cannot run '%s' in sandbox '%s'", o->argv[0], remote_label(rec));
+		sbx_err_prefix(err, "cannot run '%s' in sandbox '%s'", o->argv[0],
+			       remote_label(rec));
 	}
 	strbuf_release(&line);
 	strbuf_release(&out);
@@ -625,8 +674,8 @@ static int tb_transfer(void *arg, const char *path, int in_fd, long long size, i
 	return r;
 }
 
-static int dt_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd,
-		    const char *dest, const struct sbx_cp_opts *o, struct sbx_err *err)
+static int dt_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
+		    const struct sbx_cp_opts *o, struct sbx_err *err)
 {
 	_cleanup_(tb_close) struct tb t = { 0 };
 	if (tb_open(&t, rec, err) < 0)
@@ -635,8 +684,8 @@ static int dt_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_f
 	return remote_cp_in(&f, tar_fd, dest, o, err);
 }
 
-static int dt_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src,
-		     int tar_fd, const struct sbx_cp_opts *o, struct sbx_err *err)
+static int dt_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
+		     const struct sbx_cp_opts *o, struct sbx_err *err)
 {
 	_cleanup_(tb_close) struct tb t = { 0 };
 	if (tb_open(&t, rec, err) < 0)

@@ -16,7 +16,7 @@
 
 #define ENVD_PORT "49983"
 #define FRAME_MAX (16u << 20)
-#define DEFAULT_TIMEOUT_S 3600	/* without --ttl: an hour, then paused (not killed) */
+#define DEFAULT_TIMEOUT_S 3600 /* without --ttl: an hour, then paused (not killed) */
 #define CONTROL_TIMEOUT_MS 30000
 #define CREATE_TIMEOUT_MS 120000
 
@@ -119,13 +119,17 @@ static int e2b_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, stru
 	else if (o->net && streq(o->net, "open"))
 		json_object_set_new(body, "allow_internet_access", json_true());
 	_cleanup_free_ char *url = remote_url(&r, "sandboxes", NULL, "");
-	struct remote_call c = { .method = "POST", .url = url, .body = body,
-				 .timeout_ms = CREATE_TIMEOUT_MS, .what = "create an E2B sandbox" };
+	struct remote_call c = { .method = "POST",
+				 .url = url,
+				 .body = body,
+				 .timeout_ms = CREATE_TIMEOUT_MS,
+				 .what = "create an E2B sandbox" };
 	if (remote_do(&r, &c, &resp, NULL, err) < 0)
 		return -1;
 	const char *id = sbx_json_str(resp, "sandboxID");
 	if (!id_valid(id))
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot create an E2B sandbox: E2B's answer "
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot create an E2B sandbox: E2B's answer "
 				   "has no valid 'sandboxID'");
 	rec->provider_id = xstrdup(id);
 	rec->extra = json_pack("{s:s, s:I, s:b}", "template", o->image ? o->image : "base",
@@ -148,7 +152,9 @@ static int e2b_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_e
 	if (remote_need_id("E2B", rec, err) < 0 || e2b_remote(&r, err) < 0)
 		return -1;
 	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "");
-	struct remote_call c = { .url = url, .flags = REMOTE_IDEMPOTENT, .accept = accept,
+	struct remote_call c = { .url = url,
+				 .flags = REMOTE_IDEMPOTENT,
+				 .accept = accept,
 				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "look up the E2B sandbox" };
 	long st = remote_do(&r, &c, &resp, NULL, err);
@@ -161,9 +167,9 @@ static int e2b_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_e
 	rec->state = state_of(sbx_json_str(resp, "state"));
 	json_t *live = json_object();
 	json_t *remote = json_object();
-	static const char *const keep[] = { "state", "templateID", "alias", "startedAt", "endAt",
-					    "cpuCount", "memoryMB", "diskSizeMB", "envdVersion",
-					    "domain" };
+	static const char *const keep[] = { "state",	   "templateID", "alias",    "startedAt",
+					    "endAt",	   "cpuCount",	 "memoryMB", "diskSizeMB",
+					    "envdVersion", "domain" };
 	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
 		json_t *v = json_object_get(resp, keep[i]);
 		if (v && !json_is_null(v))
@@ -194,7 +200,9 @@ static int e2b_list(struct sbx_ctx *ctx, json_t **ret, struct sbx_err *err)
 		}
 		_cleanup_json_ json_t *resp = NULL;
 		free(TAKE_PTR(next));
-		struct remote_call c = { .url = u.buf, .flags = REMOTE_IDEMPOTENT, .timeout_ms = 5000,
+		struct remote_call c = { .url = u.buf,
+					 .flags = REMOTE_IDEMPOTENT,
+					 .timeout_ms = 5000,
 					 .what = "list E2B sandboxes" };
 		long st = remote_do(&r, &c, &resp, &next, err);
 		strbuf_release(&u);
@@ -204,16 +212,17 @@ static int e2b_list(struct sbx_ctx *ctx, json_t **ret, struct sbx_err *err)
 		}
 		if (!json_is_array(resp)) {
 			json_decref(all);
-			return sbx_err_set(err, SBX_E_REMOTE, "cannot list E2B sandboxes: the answer "
+			return sbx_err_set(err, SBX_E_REMOTE,
+					   "cannot list E2B sandboxes: the answer "
 					   "is not a list");
 		}
 		size_t i;
 		json_t *v;
-		json_array_foreach(resp, i, v) {
+		json_array_foreach (resp, i, v) {
 			const char *id = sbx_json_str(v, "sandboxID");
 			if (id)
-				json_object_set_new(all, id, json_integer(state_of(
-								  sbx_json_str(v, "state"))));
+				json_object_set_new(
+					all, id, json_integer(state_of(sbx_json_str(v, "state"))));
 		}
 		if (!next)
 			break;
@@ -232,8 +241,11 @@ static int e2b_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struc
 	if (e2b_remote(&r, err) < 0)
 		return -1;
 	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "");
-	struct remote_call c = { .method = "DELETE", .url = url, .flags = REMOTE_IDEMPOTENT,
-				 .accept = accept, .timeout_ms = CONTROL_TIMEOUT_MS,
+	struct remote_call c = { .method = "DELETE",
+				 .url = url,
+				 .flags = REMOTE_IDEMPOTENT,
+				 .accept = accept,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = "remove the E2B sandbox" };
 	return remote_do(&r, &c, NULL, NULL, err) < 0 ? -1 : 0;
 }
@@ -250,7 +262,10 @@ static int e2b_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct s
 		return 0; /* E2B pauses only a running sandbox: paused is as released as it gets */
 	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "/pause");
 	_cleanup_json_ json_t *body = json_pack("{s:b}", "memory", !o->release);
-	struct remote_call c = { .method = "POST", .url = url, .body = body, .accept = accept,
+	struct remote_call c = { .method = "POST",
+				 .url = url,
+				 .body = body,
+				 .accept = accept,
 				 .timeout_ms = CREATE_TIMEOUT_MS,
 				 .what = "pause the E2B sandbox" };
 	long st = remote_do(&r, &c, NULL, NULL, err);
@@ -261,8 +276,10 @@ static int e2b_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct s
 		if (e2b_inspect(ctx, rec, err) < 0)
 			return -1;
 		if (rec->state != SBX_STATE_PAUSED)
-			return sbx_err_set(err, SBX_E_STATE, "cannot pause '%s': E2B says it is in "
-					   "transition; try again", remote_label(rec));
+			return sbx_err_set(err, SBX_E_STATE,
+					   "cannot pause '%s': E2B says it is in "
+					   "transition; try again",
+					   remote_label(rec));
 	}
 	rec->state = o->release ? SBX_STATE_RELEASED : SBX_STATE_PAUSED;
 	return 0;
@@ -278,7 +295,9 @@ static int e2b_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_er
 	long long timeout = sbx_json_int(rec->extra, "timeout", DEFAULT_TIMEOUT_S);
 	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "/connect");
 	_cleanup_json_ json_t *body = json_pack("{s:I}", "timeout", timeout);
-	struct remote_call c = { .method = "POST", .url = url, .body = body,
+	struct remote_call c = { .method = "POST",
+				 .url = url,
+				 .body = body,
 				 .timeout_ms = CREATE_TIMEOUT_MS,
 				 .what = "resume the E2B sandbox" };
 	if (remote_do(&r, &c, &resp, NULL, err) < 0)
@@ -315,23 +334,22 @@ static int e2b_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 struct sink {
 	int fd;
 	struct strbuf *buf;
-	bool gone;		/* its reader went away (EPIPE) */
+	bool gone; /* its reader went away (EPIPE) */
 };
-
 
 struct run {
 	const struct sbx_record *rec;
 	struct sink out, err;
-	struct strbuf pending;	/* bytes of an incomplete frame */
+	struct strbuf pending; /* bytes of an incomplete frame */
 	bool started, ended, eos;
-	bool detach;		/* -d: done once the process started */
+	bool detach; /* -d: done once the process started */
 	long pid;
 	bool exited;
 	long exit_code;
-	char *status;		/* "exit status 1", "signal: killed" */
-	char *end_error;	/* end.error */
+	char *status;	 /* "exit status 1", "signal: killed" */
+	char *end_error; /* end.error */
 	char *eos_code, *eos_msg;
-	char *bad;		/* a malformed frame, in words */
+	char *bad; /* a malformed frame, in words */
 	/* -i: a child feeds standard input once the pid is known */
 	bool feed_stdin;
 	pid_t feeder;
@@ -375,9 +393,9 @@ static char *envd_url(const struct sbx_record *rec, const char *path)
 
 /* the headers of an envd request: the sandbox, its access token, the user, then more */
 struct envd_hdrs {
-	const char *h[12];	/* NULL-terminated */
+	const char *h[12]; /* NULL-terminated */
 	size_t n;
-	char *id, *tok, *user;	/* owned: the lines built here (tok is a secret) */
+	char *id, *tok, *user; /* owned: the lines built here (tok is a secret) */
 };
 
 static void envd_hdrs_add(struct envd_hdrs *e, const char *line)
@@ -422,15 +440,21 @@ static int envd_failed(const struct sbx_record *rec, const char *what, long stat
 	int r;
 
 	if (status == 401 || status == 403)
-		r = sbx_err_set(err, SBX_E_CONFIG, "cannot %s: E2B refused the sandbox's access "
-				"token (HTTP %ld%s%s)", what, status, *m ? ": " : "", m);
+		r = sbx_err_set(err, SBX_E_CONFIG,
+				"cannot %s: E2B refused the sandbox's access "
+				"token (HTTP %ld%s%s)",
+				what, status, *m ? ": " : "", m);
 	else if (status == 409 || status == 502 || status == 503 || status == 404 || status == 410)
-		r = sbx_err_set(err, SBX_E_STATE, "cannot %s: sandbox '%s' does not answer at E2B "
+		r = sbx_err_set(err, SBX_E_STATE,
+				"cannot %s: sandbox '%s' does not answer at E2B "
 				"(HTTP %ld%s%s); it may be paused ('sbx resume %s') or gone ('sbx "
-				"inspect %s')", what, l, status, *m ? ": " : "", m, l, l);
+				"inspect %s')",
+				what, l, status, *m ? ": " : "", m, l, l);
 	else if (status == 429)
-		r = sbx_err_set(err, SBX_E_REMOTE, "cannot %s: E2B is rate limiting requests (HTTP "
-				"429%s%s); try again later", what, *m ? ": " : "", m);
+		r = sbx_err_set(err, SBX_E_REMOTE,
+				"cannot %s: E2B is rate limiting requests (HTTP "
+				"429%s%s); try again later",
+				what, *m ? ": " : "", m);
 	else
 		r = sbx_err_set(err, SBX_E_REMOTE, "cannot %s: E2B answered HTTP %ld%s%s", what,
 				status, *m ? ": " : "", m);
@@ -573,7 +597,7 @@ static bool on_stream(const char *p, size_t n, void *arg)
 	while (!x->bad && x->pending.len - off >= 5) {
 		const unsigned char *h = (const unsigned char *)x->pending.buf + off;
 		uint32_t len = (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 |
-			       h[4];
+			h[4];
 		if (len > FRAME_MAX) {
 			set_bad(x, "E2B sent a frame of %u bytes", len);
 			break;
@@ -605,14 +629,14 @@ static int signal_number(const char *name)
 
 struct cmd {
 	char *const *argv;
-	const char *const *env;	/* "K=V" */
+	const char *const *env; /* "K=V" */
 	const char *cwd;
 	const char *user;
 	long long timeout_ms;
 	bool stdin_open;
 	bool detach;
 	long *ret_pid;
-	bool foreground;	/* the user's command: signals and a closed stdout end it */
+	bool foreground; /* the user's command: signals and a closed stdout end it */
 };
 
 static void run_release(struct run *x)
@@ -644,18 +668,27 @@ static int run_outcome(const struct run *x, const struct cmd *cmd, const char *l
 	}
 	if (x->eos_code && !x->ended) {
 		const char *m = x->eos_msg;
-		if (strstr(m, "executable file not found") || strstr(m, "no such file or directory"))
-			return sbx_err_set(err, SBX_E_CMD_NOTFOUND, "'%s': command not found in "
-					   "sandbox '%s'", cmd->argv[0], l);
+		if (strstr(m, "executable file not found") ||
+		    strstr(m, "no such file or directory"))
+			return sbx_err_set(err, SBX_E_CMD_NOTFOUND,
+					   "'%s': command not found in "
+					   "sandbox '%s'",
+					   cmd->argv[0], l);
 		if (strstr(m, "permission denied"))
-			return sbx_err_set(err, SBX_E_CMD_NOEXEC, "'%s': cannot execute in sandbox "
-					   "'%s': permission denied", cmd->argv[0], l);
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': E2B says "
-				   "%s: %.200s", cmd->argv[0], l, x->eos_code, m);
+			return sbx_err_set(err, SBX_E_CMD_NOEXEC,
+					   "'%s': cannot execute in sandbox "
+					   "'%s': permission denied",
+					   cmd->argv[0], l);
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot run '%s' in sandbox '%s': E2B says "
+				   "%s: %.200s",
+				   cmd->argv[0], l, x->eos_code, m);
 	}
 	if (!x->ended || !x->eos)
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': E2B's stream "
-				   "ended before the command did", cmd->argv[0], l);
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot run '%s' in sandbox '%s': E2B's stream "
+				   "ended before the command did",
+				   cmd->argv[0], l);
 	if (x->exited) {
 		*ret_status = (int)(x->exit_code & 0xff);
 	} else if (x->status && startswith(x->status, "signal: ")) {
@@ -664,9 +697,11 @@ static int run_outcome(const struct run *x, const struct cmd *cmd, const char *l
 	} else if (x->exit_code > 0) {
 		*ret_status = (int)(x->exit_code & 0xff);
 	} else {
-		return sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': E2B reports "
-				   "neither an exit status nor a signal%s%.200s", cmd->argv[0], l,
-				   x->end_error ? ": " : "", x->end_error ? x->end_error : "");
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot run '%s' in sandbox '%s': E2B reports "
+				   "neither an exit status nor a signal%s%.200s",
+				   cmd->argv[0], l, x->end_error ? ": " : "",
+				   x->end_error ? x->end_error : "");
 	}
 	return 0;
 }
@@ -708,8 +743,9 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 	memcpy(frame + 5, payload, plen);
 
 	_cleanup_free_ char *url = envd_url(rec, "/process.Process/Start");
-	_cleanup_free_ char *tmo = cmd->timeout_ms > 0 ? xasprintf("Connect-Timeout-Ms: %lld",
-								   cmd->timeout_ms) : NULL;
+	_cleanup_free_ char *tmo = cmd->timeout_ms > 0
+		? xasprintf("Connect-Timeout-Ms: %lld", cmd->timeout_ms)
+		: NULL;
 	_cleanup_(envd_hdrs_release) struct envd_hdrs eh = { 0 };
 	envd_hdrs_init(&eh, rec, cmd->user);
 	envd_hdrs_add(&eh, "Content-Type: application/connect+json");
@@ -718,8 +754,12 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 	if (tmo)
 		envd_hdrs_add(&eh, tmo);
 
-	struct run x = { .rec = rec, .out = out, .err = errs, .feed_stdin = cmd->stdin_open,
-			 .user = cmd->user, .detach = cmd->detach };
+	struct run x = { .rec = rec,
+			 .out = out,
+			 .err = errs,
+			 .feed_stdin = cmd->stdin_open,
+			 .user = cmd->user,
+			 .detach = cmd->detach };
 	struct sbx_http_req q = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
 	q.url = url;
@@ -741,15 +781,17 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 		remote_sigs_restore(&sigs);
 	int got_signal = cmd->foreground ? remote_got_signal : 0;
 	/* what still runs inside when sbx stops reading: ended, as a local exec would be */
-	int ended_by = got_signal ? got_signal : x.out.gone ? SIGPIPE
-			: r < 0 && resp.timed_out ? SIGALRM : 0;
+	int ended_by = got_signal	  ? got_signal
+		: x.out.gone		  ? SIGPIPE
+		: r < 0 && resp.timed_out ? SIGALRM
+					  : 0;
 	if (cmd->foreground && ended_by && !x.ended) {
 		/* by its tag: the signal may have come before the start event told the pid, and
 		 * envd may register the process a moment after the stream was dropped */
-		_cleanup_json_ json_t *m = json_pack("{s:{s:s}, s:s}", "process", "tag", tag,
-						     "signal", ended_by == SIGALRM ||
-							     ended_by == SIGPIPE ? "SIGNAL_SIGKILL"
-										 : "SIGNAL_SIGTERM");
+		_cleanup_json_ json_t *m = json_pack(
+			"{s:{s:s}, s:s}", "process", "tag", tag, "signal",
+			ended_by == SIGALRM || ended_by == SIGPIPE ? "SIGNAL_SIGKILL"
+								   : "SIGNAL_SIGTERM");
 		for (int i = 0; i < 10; i++) {
 			struct sbx_err e2 = { 0 };
 			if (envd_unary(rec, "/process.Process/SendSignal", m, cmd->user, 10000,
@@ -793,8 +835,7 @@ out:
 }
 
 int e2b_decode_stream(const char *data, size_t len, size_t chunk, long long timeout_ms,
-		      struct strbuf *out, struct strbuf *errs, int *ret_status,
-		      struct sbx_err *err)
+		      struct strbuf *out, struct strbuf *errs, int *ret_status, struct sbx_err *err)
 {
 	char *const argv[] = { "cmd", NULL };
 	struct cmd c = { .argv = argv, .timeout_ms = timeout_ms, .foreground = true };
@@ -816,15 +857,22 @@ static int e2b_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		    const struct sbx_exec_opts *o, int *ret_status, struct sbx_err *err)
 {
 	if (o->tty)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'e2b' does not support exec -t");
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider 'e2b' does not support exec -t");
 	if (remote_check_running("E2B", rec, err) < 0)
 		return -1;
-	struct cmd c = { .argv = o->argv, .env = (const char *const *)o->env,
+	struct cmd c = { .argv = o->argv,
+			 .env = (const char *const *)o->env,
 			 .cwd = o->workdir ? o->workdir : sbx_json_str(rec->extra, "workdir"),
-			 .user = o->user, .timeout_ms = o->timeout_ms, .stdin_open = o->interactive,
-			 .detach = o->detach, .ret_pid = o->ret_pid, .foreground = true };
+			 .user = o->user,
+			 .timeout_ms = o->timeout_ms,
+			 .stdin_open = o->interactive,
+			 .detach = o->detach,
+			 .ret_pid = o->ret_pid,
+			 .foreground = true };
 	if (o->user && strchr(o->user, ':'))
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider 'e2b' takes a user name for -u, "
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider 'e2b' takes a user name for -u, "
 				   "not USER:GROUP");
 	return envd_run(rec, &c, (struct sink){ .fd = 1 }, (struct sink){ .fd = 2 }, ret_status,
 			err);

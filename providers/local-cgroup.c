@@ -22,7 +22,14 @@
 #include "core/log.h"
 #include "core/test-hook.h"
 
-enum { ROLE_V2, ROLE_MEMORY, ROLE_PIDS, ROLE_CPU, ROLE_FREEZER, N_ROLES };
+enum {
+	ROLE_V2,
+	ROLE_MEMORY,
+	ROLE_PIDS,
+	ROLE_CPU,
+	ROLE_FREEZER,
+	N_ROLES
+};
 static const char *const role_name[N_ROLES] = { "v2", "memory", "pids", "cpu", "freezer" };
 
 /* --- small file helpers ------------------------------------------------------------------- */
@@ -69,8 +76,8 @@ static bool cg_has(const char *dir, const char *file)
 /* --- discovery ---------------------------------------------------------------------------- */
 
 struct hier {
-	char *mount;	/* where the hierarchy is mounted */
-	char *own;	/* the caller's cgroup in it, relative to the mount ("" for its root) */
+	char *mount; /* where the hierarchy is mounted */
+	char *own;   /* the caller's cgroup in it, relative to the mount ("" for its root) */
 };
 
 /* the caller's cgroup in a hierarchy: "0::/x" for v2, "N:a,b:/x" for v1 controller c */
@@ -89,7 +96,8 @@ static char *own_cgroup(const char *controller)
 				_cleanup_free_ char *list = xstrndup(c1 + 1, (size_t)(c2 - c1 - 1));
 				match = false;
 				char *save = NULL;
-				for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save))
+				for (char *w = strtok_r(list, ",", &save); w;
+				     w = strtok_r(NULL, ",", &save))
 					if (streq(w, controller))
 						match = true;
 			}
@@ -235,7 +243,7 @@ static void v2_enable(const char *mount, const char *parent)
 /* --- the sandbox's cgroups --------------------------------------------------------------- */
 
 struct cgroups {
-	char *dir[N_ROLES];	/* NULL: none for that role */
+	char *dir[N_ROLES]; /* NULL: none for that role */
 };
 
 static void cgroups_release(struct cgroups *c)
@@ -309,18 +317,23 @@ static int apply_limits(const struct cgroups *c, const struct local_limits *lim,
 			if (cg_write(c->dir[ROLE_MEMORY], "memory.limit_in_bytes", v) < 0)
 				return sbx_err_errno(err, "cannot set the memory limit");
 			if (cg_has(c->dir[ROLE_MEMORY], "memory.memsw.limit_in_bytes"))
-				(void)cg_write(c->dir[ROLE_MEMORY], "memory.memsw.limit_in_bytes", v);
+				(void)cg_write(c->dir[ROLE_MEMORY], "memory.memsw.limit_in_bytes",
+					       v);
 		} else {
-			return sbx_err_set(err, SBX_E_STATE, "cannot apply --memory: no writable cgroup "
-					   "offers the memory controller; %s", delegation_hint);
+			return sbx_err_set(err, SBX_E_STATE,
+					   "cannot apply --memory: no writable cgroup "
+					   "offers the memory controller; %s",
+					   delegation_hint);
 		}
 	}
 	if (lim->pids > 0) {
 		snprintf(v, sizeof(v), "%lld", lim->pids);
 		const char *d = v2_offers(c, "pids") ? c->dir[ROLE_V2] : c->dir[ROLE_PIDS];
 		if (!d)
-			return sbx_err_set(err, SBX_E_STATE, "cannot apply --pids-limit: no writable "
-					   "cgroup offers the pids controller; %s", delegation_hint);
+			return sbx_err_set(err, SBX_E_STATE,
+					   "cannot apply --pids-limit: no writable "
+					   "cgroup offers the pids controller; %s",
+					   delegation_hint);
 		if (cg_write(d, "pids.max", v) < 0)
 			return sbx_err_errno(err, "cannot set the pids limit");
 	}
@@ -340,8 +353,10 @@ static int apply_limits(const struct cgroups *c, const struct local_limits *lim,
 			if (cg_write(c->dir[ROLE_CPU], "cpu.cfs_quota_us", v) < 0)
 				return sbx_err_errno(err, "cannot set the CPU limit");
 		} else {
-			return sbx_err_set(err, SBX_E_STATE, "cannot apply --cpus: no writable cgroup "
-					   "offers the cpu controller; %s", delegation_hint);
+			return sbx_err_set(err, SBX_E_STATE,
+					   "cannot apply --cpus: no writable cgroup "
+					   "offers the cpu controller; %s",
+					   delegation_hint);
 		}
 	}
 	return 0;
@@ -470,7 +485,7 @@ bool local_cgroup_can_freeze(const char *sbdir)
 
 	cgroups_load_leaf(sbdir, &c, LEAF_SANDBOX);
 	bool ok = (c.dir[ROLE_V2] && cg_has(c.dir[ROLE_V2], "cgroup.freeze")) ||
-		  c.dir[ROLE_FREEZER];
+		c.dir[ROLE_FREEZER];
 	cgroups_release(&c);
 	return ok;
 }
@@ -489,7 +504,8 @@ int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err)
 	cgroups_load_leaf(sbdir, &c, LEAF_SANDBOX);
 	if (c.dir[ROLE_V2] && cg_has(c.dir[ROLE_V2], "cgroup.freeze")) {
 		if (cg_write(c.dir[ROLE_V2], "cgroup.freeze", freeze ? "1" : "0") < 0) {
-			sbx_err_errno(err, "cannot %s the sandbox's cgroup", freeze ? "freeze" : "thaw");
+			sbx_err_errno(err, "cannot %s the sandbox's cgroup",
+				      freeze ? "freeze" : "thaw");
 			goto out;
 		}
 		/* frozen only once every task stopped: cgroup.events says so, and poll wakes on a
@@ -523,14 +539,16 @@ int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err)
 			goto out;
 		}
 		if (freeze && !c.dir[ROLE_FREEZER]) {
-			sbx_err_set(err, SBX_E_SYSTEM, "the sandbox's cgroup did not freeze in 10 s");
+			sbx_err_set(err, SBX_E_SYSTEM,
+				    "the sandbox's cgroup did not freeze in 10 s");
 			goto out;
 		}
 	}
 	if (c.dir[ROLE_FREEZER]) {
 		const char *want = freeze ? "FROZEN" : "THAWED";
 		if (cg_write(c.dir[ROLE_FREEZER], "freezer.state", want) < 0) {
-			sbx_err_errno(err, "cannot %s the sandbox's cgroup", freeze ? "freeze" : "thaw");
+			sbx_err_errno(err, "cannot %s the sandbox's cgroup",
+				      freeze ? "freeze" : "thaw");
 			goto out;
 		}
 		for (int i = 0; i < 2000; i++) {

@@ -12,10 +12,10 @@
 
 #define HEAD_DEADLINE_MS 10000	/* the whole request head, or SOCKS handshake */
 #define DIAL_DEADLINE_MS 10000	/* lookup and connect */
-#define REFUSE_DEADLINE_MS 2000	/* a connection over the cap, answered and drained */
+#define REFUSE_DEADLINE_MS 2000 /* a connection over the cap, answered and drained */
 #define LINGER_MS 2000		/* after a final answer: the client's end, for so long */
 #define CTL_DEADLINE_MS 2000
-#define REFUSE_MAX 32		/* connections being told the cap is reached */
+#define REFUSE_MAX 32 /* connections being told the cap is reached */
 #define CTL_MAX 4096
 
 static const char *const pool_what[LOCAL_P_N] = { "the egress proxy", "the --host-port forwarding",
@@ -40,15 +40,17 @@ static void http_head(struct local_conn *c)
 	c->port = r.port;
 	/* the exec's credential: Basic that is not base64 is a bad one; another scheme is none */
 	int cr = local_http_basic(c->in, c->head_len, user, sizeof(user), pass, sizeof(pass));
-	if (cr < 0 || (cr > 0 && local_egress_credential(n->eg, user, pass, c->exec,
-							  &c->command) < 0)) {
+	if (cr < 0 ||
+	    (cr > 0 && local_egress_credential(n->eg, user, pass, c->exec, &c->command) < 0)) {
 		c->deny = true;
-		snprintf(c->reason, sizeof(c->reason), "the proxy credential belongs to no exec of "
+		snprintf(c->reason, sizeof(c->reason),
+			 "the proxy credential belongs to no exec of "
 			 "this sandbox");
-		local_conn_http(c, 407, "Proxy Authentication Required",
-			   "Proxy-Authenticate: Basic realm=\"sbx\"\r\n",
-			   "sbx: this proxy credential belongs to no exec of this sandbox; use the proxy "
-			   "variables sbx exec sets\n");
+		local_conn_http(
+			c, 407, "Proxy Authentication Required",
+			"Proxy-Authenticate: Basic realm=\"sbx\"\r\n",
+			"sbx: this proxy credential belongs to no exec of this sandbox; use the proxy "
+			"variables sbx exec sets\n");
 		return;
 	}
 	if (!r.connect) {
@@ -72,19 +74,22 @@ static void preview_head(struct local_conn *c)
 		return;
 	case LOCAL_TOKEN_REDIRECT: {
 		_cleanup_free_ char *l = loc;
-		_cleanup_free_ char *hdr = xasprintf("Location: %s\r\nSet-Cookie: sbx_preview_token_%d=%s; "
-						     "HttpOnly; Path=/; SameSite=Lax\r\n", l,
-						     c->host_port, c->token);
+		_cleanup_free_ char *hdr = xasprintf(
+			"Location: %s\r\nSet-Cookie: sbx_preview_token_%d=%s; "
+			"HttpOnly; Path=/; SameSite=Lax\r\n",
+			l, c->host_port, c->token);
 		local_conn_http(c, 302, "Found", hdr, "sbx: signed in to this preview\n");
 		return;
 	}
 	case LOCAL_TOKEN_BAD:
-		local_conn_http(c, 400, "Bad Request", NULL, "sbx: this preview takes HTTP/1.x requests\n");
+		local_conn_http(c, 400, "Bad Request", NULL,
+				"sbx: this preview takes HTTP/1.x requests\n");
 		return;
 	default:
-		local_conn_http(c, 401, "Unauthorized", NULL,
-			   "sbx: this preview needs its token: open the URL 'sbx preview' printed, or "
-			   "send the header X-Sbx-Preview-Token\n");
+		local_conn_http(
+			c, 401, "Unauthorized", NULL,
+			"sbx: this preview needs its token: open the URL 'sbx preview' printed, or "
+			"send the header X-Sbx-Preview-Token\n");
 	}
 }
 
@@ -102,7 +107,7 @@ static int step_head(struct local_conn *c)
 		if (c->in_len < LOCAL_HEAD_MAX)
 			return LOCAL_STEP_WAIT;
 		local_conn_http(c, 431, "Request Header Fields Too Large", NULL,
-			   "sbx: the request head is over 16 KiB\n");
+				"sbx: the request head is over 16 KiB\n");
 		return LOCAL_STEP_AGAIN;
 	}
 	if (c->kind == LOCAL_K_HTTP)
@@ -137,7 +142,9 @@ static int step_socks(struct local_conn *c)
 		}
 	}
 	if (st >= LOCAL_SOCKS_AUTH && m.method == 2 && c->socks_step < 2) {
-		int cr = m.auth_nul ? -1 : c->refusing ? 0
+		int cr = m.auth_nul ? -1
+			: c->refusing
+			? 0
 			: local_egress_credential(c->n->eg, m.user, m.pass, c->exec, &c->command);
 		unsigned char status[2] = { 1, cr < 0 ? 1 : 0 };
 		local_conn_out(c, status, 2);
@@ -262,14 +269,29 @@ void local_conn_run(struct local_conn *c)
 		int r = LOCAL_STEP_WAIT;
 		unsigned char before = c->state;
 		switch (c->state) {
-		case LOCAL_S_HEAD: r = step_head(c); break;
-		case LOCAL_S_SOCKS: r = step_socks(c); break;
-		case LOCAL_S_CONNECT: r = step_connect(c); break;
-		case LOCAL_S_RELAY: r = local_relay_pump(c); break;
-		case LOCAL_S_REPLY: r = step_reply(c); break;
-		case LOCAL_S_LINGER: r = step_linger(c); break;
-		case LOCAL_S_CTL: r = step_ctl(c); break;
-		default: break; /* waiting on the resolver, the factory, or local-net.c */
+		case LOCAL_S_HEAD:
+			r = step_head(c);
+			break;
+		case LOCAL_S_SOCKS:
+			r = step_socks(c);
+			break;
+		case LOCAL_S_CONNECT:
+			r = step_connect(c);
+			break;
+		case LOCAL_S_RELAY:
+			r = local_relay_pump(c);
+			break;
+		case LOCAL_S_REPLY:
+			r = step_reply(c);
+			break;
+		case LOCAL_S_LINGER:
+			r = step_linger(c);
+			break;
+		case LOCAL_S_CTL:
+			r = step_ctl(c);
+			break;
+		default:
+			break; /* waiting on the resolver, the factory, or local-net.c */
 		}
 		if (r == LOCAL_STEP_YIELD) {
 			local_conn_later(c);
@@ -291,8 +313,8 @@ void local_conn_answer(struct local_conn *c, char *line)
 static enum local_pool pool_of(int kind)
 {
 	return kind == LOCAL_K_HTTP || kind == LOCAL_K_SOCKS ? LOCAL_P_PROXY
-	       : kind == LOCAL_K_FWD			     ? LOCAL_P_FWD
-	       : kind == LOCAL_K_PREVIEW		     ? LOCAL_P_PREVIEW
+		: kind == LOCAL_K_FWD			     ? LOCAL_P_FWD
+		: kind == LOCAL_K_PREVIEW		     ? LOCAL_P_PREVIEW
 							     : LOCAL_P_CTL;
 }
 
@@ -319,8 +341,8 @@ struct local_conn *local_conn_accept(struct local_net *n, struct local_listener 
 		if (old)
 			local_conn_close(old);
 	}
-	if (refusing && (n->refusing >= REFUSE_MAX || l->kind == LOCAL_K_FWD ||
-			 l->kind == LOCAL_K_CTL)) {
+	if (refusing &&
+	    (n->refusing >= REFUSE_MAX || l->kind == LOCAL_K_FWD || l->kind == LOCAL_K_CTL)) {
 		close(fd); /* a forwarder has no way to say why; the rest are too many */
 		return NULL;
 	}
@@ -359,15 +381,20 @@ struct local_conn *local_conn_accept(struct local_net *n, struct local_listener 
 		memcpy(c->token, l->pv->token, sizeof(c->token));
 	}
 	if (refusing && l->kind != LOCAL_K_SOCKS) {
-		_cleanup_free_ char *body = xasprintf("sbx: %s of this sandbox has %d connections open, "
-						      "its limit; retry when some have closed\n",
-						      pool_what[pool], n->pool_cap[pool]);
+		_cleanup_free_ char *body = xasprintf(
+			"sbx: %s of this sandbox has %d connections open, "
+			"its limit; retry when some have closed\n",
+			pool_what[pool], n->pool_cap[pool]);
 		local_conn_http(c, 503, "Service Unavailable", NULL, body);
 		c->deadline = n->now + REFUSE_DEADLINE_MS;
 	} else {
 		switch (l->kind) {
-		case LOCAL_K_HTTP: c->state = LOCAL_S_HEAD; break;
-		case LOCAL_K_SOCKS: c->state = LOCAL_S_SOCKS; break;
+		case LOCAL_K_HTTP:
+			c->state = LOCAL_S_HEAD;
+			break;
+		case LOCAL_K_SOCKS:
+			c->state = LOCAL_S_SOCKS;
+			break;
 		case LOCAL_K_CTL:
 			c->state = LOCAL_S_CTL;
 			c->deadline = n->now + CTL_DEADLINE_MS;
@@ -403,9 +430,11 @@ static void deadline_passed(struct local_conn *c)
 	case LOCAL_S_HEAD:
 		if (c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_PREVIEW) {
 			size_t len;
-			_cleanup_free_ char *r = local_http_text(408, "Request Timeout", NULL,
-							   "sbx: the request head did not arrive "
-							   "within 10 s\n", &len);
+			_cleanup_free_ char *r = local_http_text(
+				408, "Request Timeout", NULL,
+				"sbx: the request head did not arrive "
+				"within 10 s\n",
+				&len);
 			(void)!send(c->fd, r, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		}
 		local_conn_close(c);
@@ -416,15 +445,22 @@ static void deadline_passed(struct local_conn *c)
 		if (c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_SOCKS) {
 			_cleanup_free_ char *h = local_escape_name(c->host, c->host_len);
 			if (c->state == LOCAL_S_RESOLVE && local_resolver_starved(c->n->eg))
-				snprintf(c->reason, sizeof(c->reason), "cannot resolve %s: no thread "
-					 "could be started to look it up (is the sandbox at its process "
-					 "limit?)", h);
+				snprintf(
+					c->reason, sizeof(c->reason),
+					"cannot resolve %s: no thread "
+					"could be started to look it up (is the sandbox at its process "
+					"limit?)",
+					h);
 			else if (c->state == LOCAL_S_RESOLVE)
-				snprintf(c->reason, sizeof(c->reason), "cannot resolve %s: no answer "
-					 "within %d s", h, DIAL_DEADLINE_MS / 1000);
+				snprintf(c->reason, sizeof(c->reason),
+					 "cannot resolve %s: no answer "
+					 "within %d s",
+					 h, DIAL_DEADLINE_MS / 1000);
 			else
-				snprintf(c->reason, sizeof(c->reason), "%s:%d did not answer within "
-					 "%d s", h, c->port, DIAL_DEADLINE_MS / 1000);
+				snprintf(c->reason, sizeof(c->reason),
+					 "%s:%d did not answer within "
+					 "%d s",
+					 h, c->port, DIAL_DEADLINE_MS / 1000);
 			c->dial_errno = ETIMEDOUT;
 			if (c->job)
 				local_resolve_cancel(c->n->eg, c->job);
@@ -436,8 +472,9 @@ static void deadline_passed(struct local_conn *c)
 				c->n->fq[c->fq_slot] = NULL;
 			c->fq_slot = -1;
 			local_close_fd(&c->up);
-			local_preview_fail(c, 504, "Gateway Timeout", "did not answer within 10 s (is the "
-				     "sandbox paused?)");
+			local_preview_fail(c, 504, "Gateway Timeout",
+					   "did not answer within 10 s (is the "
+					   "sandbox paused?)");
 		} else {
 			local_conn_close(c);
 			return;

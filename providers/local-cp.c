@@ -42,23 +42,23 @@
 
 /* what the child does once inside */
 struct cp_job {
-	bool out;		/* pack src (cp_out) rather than unpack into dest (cp_in) */
-	int fd;			/* the tar stream */
-	const char *dest;	/* cp_in */
-	const char *top;	/* cp_in: NULL for a '-' stream */
-	unsigned flags;		/* cp_in: SBX_EXTRACT_* */
-	struct sbx_cp_src src;	/* cp_out */
-	bool follow;		/* cp_out: -L */
-	char **layers;		/* an image sandbox's layer directories, base first (NULL: none) */
+	bool out;	       /* pack src (cp_out) rather than unpack into dest (cp_in) */
+	int fd;		       /* the tar stream */
+	const char *dest;      /* cp_in */
+	const char *top;       /* cp_in: NULL for a '-' stream */
+	unsigned flags;	       /* cp_in: SBX_EXTRACT_* */
+	struct sbx_cp_src src; /* cp_out */
+	bool follow;	       /* cp_out: -L */
+	char **layers;	       /* an image sandbox's layer directories, base first (NULL: none) */
 	size_t n_layers;
 	/* read on the host before the child moves */
-	const void *bpf;	/* the sandbox's seccomp filter */
+	const void *bpf; /* the sandbox's seccomp filter */
 	size_t bpf_len;
-	int null_fd;		/* /dev/null, for the standard descriptors the work does not use */
-	bool map_range;		/* the sandbox maps a range of ids (created by root) */
-	bool join_cgroup;	/* running and not paused: the copy is charged to the sandbox */
+	int null_fd;	  /* /dev/null, for the standard descriptors the work does not use */
+	bool map_range;	  /* the sandbox maps a range of ids (created by root) */
+	bool join_cgroup; /* running and not paused: the copy is charged to the sandbox */
 	const char *sbdir;
-	int disk_fd;		/* stopped, with --disk: a mount of its disk (-1: none) */
+	int disk_fd; /* stopped, with --disk: a mount of its disk (-1: none) */
 };
 
 static _noreturn_ void child_exit(int efd, const struct sbx_err *err)
@@ -149,8 +149,8 @@ static _noreturn_ void child_running(const struct cp_job *j, const struct sbx_re
 
 /* --- a stopped sandbox: its files, in namespaces of the copy's own ------------------------- */
 
-static const char *const sys_dirs[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
-					"etc" };
+static const char *const sys_dirs[] = { "usr",	 "bin",	  "sbin",   "lib",
+					"lib32", "lib64", "libx32", "etc" };
 
 static int detach(int dirfd, const char *path)
 {
@@ -198,8 +198,9 @@ static void mount_image(const struct cp_job *j, int *treefd, int efd)
 			sbx_err_errno(&e, "cannot create mount point '%s'", at);
 			child_exit(efd, &e);
 		}
-		if (i <= j->n_layers && syscall(SYS_move_mount, treefd[i], "", AT_FDCWD, at,
-						MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+		if (i <= j->n_layers &&
+		    syscall(SYS_move_mount, treefd[i], "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH) <
+			    0) {
 			sbx_err_errno(&e, "cannot attach layer %zu of the image", i);
 			child_exit(efd, &e);
 		}
@@ -215,15 +216,16 @@ static void mount_image(const struct cp_job *j, int *treefd, int efd)
 	strbuf_addstr(&o, at);
 	strbuf_addstr(&o, ",userxattr");
 	if (mount("overlay", "m", "overlay", 0, o.buf) < 0 || chdir("m") < 0) {
-		sbx_err_errno(&e, "cannot mount the image's files (is the sandbox starting at the "
+		sbx_err_errno(&e,
+			      "cannot mount the image's files (is the sandbox starting at the "
 			      "same time?)");
 		child_exit(efd, &e);
 	}
 	strbuf_release(&o);
 }
 
-static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int sync_in,
-				     int sync_out, pid_t cli, int efd)
+static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int sync_in, int sync_out,
+				     pid_t cli, int efd)
 {
 	struct sbx_err e = { 0 };
 	int sysfd[ARRAY_SIZE(sys_dirs)];
@@ -273,8 +275,9 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 		if (j->n_layers || lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
 			continue; /* an image brings its own; symlinks were copied at create */
 		sysfd[i] = detach(AT_FDCWD, host);
-		if (sysfd[i] < 0 || syscall(SYS_mount_setattr, sysfd[i], "", AT_EMPTY_PATH |
-					    AT_RECURSIVE, &a, sizeof(a)) < 0) {
+		if (sysfd[i] < 0 ||
+		    syscall(SYS_mount_setattr, sysfd[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &a,
+			    sizeof(a)) < 0) {
 			sbx_err_errno(&e, "cannot open '%s'", host);
 			child_exit(efd, &e);
 		}
@@ -283,7 +286,8 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 	 * the host's mounts is left to reach */
 	if (j->n_layers) {
 		mount_image(j, treefd, efd);
-	} else if (syscall(SYS_move_mount, treefd[0], "", AT_FDCWD, R, MOVE_MOUNT_F_EMPTY_PATH) < 0 ||
+	} else if (syscall(SYS_move_mount, treefd[0], "", AT_FDCWD, R, MOVE_MOUNT_F_EMPTY_PATH) <
+			   0 ||
 		   chdir(R) < 0) {
 		sbx_err_errno(&e, "cannot attach the sandbox's files");
 		child_exit(efd, &e);
@@ -300,7 +304,8 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 			continue;
 		snprintf(in, sizeof(in), "/%s", sys_dirs[i]);
 		if (lstat(in, &st) == 0 && S_ISDIR(st.st_mode) &&
-		    syscall(SYS_move_mount, sysfd[i], "", AT_FDCWD, in, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+		    syscall(SYS_move_mount, sysfd[i], "", AT_FDCWD, in, MOVE_MOUNT_F_EMPTY_PATH) <
+			    0) {
 			sbx_err_errno(&e, "cannot mount '%s'", in);
 			child_exit(efd, &e);
 		}
@@ -338,8 +343,10 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 	size_t bpf_len = 0;
 	_cleanup_free_ void *bpf = sbx_read_file(bpfpath, 1 << 20, &bpf_len);
 	if (!bpf || !bpf_len || bpf_len % 8)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no usable seccomp filter "
-				   "('%s'); remove it with 'sbx rm -f %s'", label, bpfpath, label);
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' has no usable seccomp filter "
+				   "('%s'); remove it with 'sbx rm -f %s'",
+				   label, bpfpath, label);
 	_cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null_fd < 0)
 		return sbx_err_errno(err, "cannot open /dev/null");
@@ -350,8 +357,9 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 	j->sbdir = rec->dir;
 	if (local_read_pids(rec->dir, &pids) == 0) {
 		pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
-		if (pidfd >= 0 && (!local_alive(pids.init_pid, pids.init_start) ||
-				   !local_alive(pids.sup_pid, pids.sup_start))) {
+		if (pidfd >= 0 &&
+		    (!local_alive(pids.init_pid, pids.init_start) ||
+		     !local_alive(pids.sup_pid, pids.sup_start))) {
 			close(pidfd);
 			pidfd = -1;
 		}
@@ -368,9 +376,10 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 		snprintf(root, sizeof(root), "%s/root", rec->dir);
 		rootfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (rootfd < 0 && errno == ENOENT)
-			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no files (its creation "
-					   "did not finish); remove it with 'sbx rm -f %s'", label,
-					   label);
+			return sbx_err_set(err, SBX_E_STATE,
+					   "sandbox '%s' has no files (its creation "
+					   "did not finish); remove it with 'sbx rm -f %s'",
+					   label, label);
 		if (rootfd < 0)
 			return sbx_err_errno(err, "cannot open '%s'", root);
 		sbx_debug("cp: sandbox %s is stopped: entering its files directly", rec->id);
@@ -451,7 +460,9 @@ int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, c
 int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
 		 const struct sbx_cp_opts *opts, struct sbx_err *err)
 {
-	struct cp_job j = { .out = true, .fd = tar_fd, .follow = opts->follow_links, .disk_fd = -1 };
+	struct cp_job j = {
+		.out = true, .fd = tar_fd, .follow = opts->follow_links, .disk_fd = -1
+	};
 
 	local_touch_activity(rec->dir);
 	_cleanup_(strv_freep) char **layers = NULL;

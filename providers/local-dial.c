@@ -9,7 +9,7 @@
 #include <netdb.h>
 #include <sys/epoll.h>
 
-#define DIAL_DEADLINE_MS 10000	/* lookup and connect */
+#define DIAL_DEADLINE_MS 10000 /* lookup and connect */
 
 /* the connection to the upstream is made */
 void local_dial_done(struct local_conn *c)
@@ -19,7 +19,8 @@ void local_dial_done(struct local_conn *c)
 	if (c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_SOCKS) {
 		if (local_egress_is_self(c->up)) {
 			local_close_fd(&c->up);
-			snprintf(c->reason, sizeof(c->reason), "it leads to this host itself, which "
+			snprintf(c->reason, sizeof(c->reason),
+				 "it leads to this host itself, which "
 				 "a sandbox can never reach (the host is reached only through the "
 				 "ports of sbx create --host-port)");
 			local_proxy_fail(c, LOCAL_F_DENY);
@@ -78,7 +79,8 @@ void local_dial_next(struct local_conn *c)
 			local_close_fd(&c->up);
 			continue;
 		}
-		if (local_ep_add(n, c->up, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->up_ep) < 0) {
+		if (local_ep_add(n, c->up, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->up_ep) <
+		    0) {
 			c->dial_errno = errno;
 			local_close_fd(&c->up);
 			continue;
@@ -173,7 +175,8 @@ static void resolved(struct local_conn *c, struct local_resolve *r)
 	c->job = NULL;
 	if (r->gai != 0) {
 		_cleanup_free_ char *h = local_escape_name(c->host, c->host_len);
-		snprintf(c->reason, sizeof(c->reason), "cannot resolve %s: %s", h, gai_strerror(r->gai));
+		snprintf(c->reason, sizeof(c->reason), "cannot resolve %s: %s", h,
+			 gai_strerror(r->gai));
 		c->dial_errno = EHOSTUNREACH;
 		local_proxy_fail(c, LOCAL_F_FAIL);
 		return;
@@ -210,7 +213,9 @@ static int factory_recv(int fd, int flags, int *ret_fd, int *ret_err)
 	int e = 0, s = -1;
 	char cbuf[CMSG_SPACE(sizeof(int))];
 	struct iovec iov = { .iov_base = &e, .iov_len = sizeof(e) };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+	struct msghdr m = { .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
 			    .msg_controllen = sizeof(cbuf) };
 	ssize_t r;
 
@@ -244,7 +249,8 @@ static int factory_recv(int fd, int flags, int *ret_fd, int *ret_err)
 
 int local_conn_listen_inside(struct local_net *n, int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	int fd = -1, e = 0;
 
@@ -253,7 +259,8 @@ int local_conn_listen_inside(struct local_net *n, int port)
 		int one = 1;
 		if (fd >= 0)
 			(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (fd >= 0 && (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0)) {
+		if (fd >= 0 &&
+		    (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0)) {
 			e = errno;
 			close(fd);
 			errno = e;
@@ -299,7 +306,7 @@ void local_dial_inside(struct local_conn *c)
 	    send(n->factory_fd, &req, sizeof(req), MSG_NOSIGNAL | MSG_DONTWAIT) !=
 		    (ssize_t)sizeof(req)) {
 		local_preview_fail(c, 503, "Service Unavailable",
-			     "cannot be reached now: too many connections are being opened");
+				   "cannot be reached now: too many connections are being opened");
 		return;
 	}
 	c->fq_slot = (int)((n->fq_head + n->fq_n++) % LOCAL_FACTORY_QUEUE);
@@ -321,7 +328,8 @@ static void factory_dial(struct local_conn *c, int fd)
 		c->dial_errno = errno;
 		local_close_fd(&c->up);
 		local_dial_next(c); /* none left: the 502 */
-	} else if (local_ep_add(c->n, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->up_ep) < 0) {
+	} else if (local_ep_add(c->n, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, &c->up_ep) <
+		   0) {
 		c->dial_errno = errno;
 		local_close_fd(&c->up);
 		local_dial_next(c);
@@ -345,13 +353,15 @@ void local_conn_factory(struct local_net *n)
 			/* the factory is gone (init with it): whoever waits gets a 502 */
 			(void)epoll_ctl(n->epfd, EPOLL_CTL_DEL, n->factory_fd, NULL);
 			n->factory_fd = -1;
-			for (; n->fq_n; n->fq_n--, n->fq_head = (n->fq_head + 1) % LOCAL_FACTORY_QUEUE) {
+			for (; n->fq_n;
+			     n->fq_n--, n->fq_head = (n->fq_head + 1) % LOCAL_FACTORY_QUEUE) {
 				struct local_conn *w = n->fq[n->fq_head];
 				n->fq[n->fq_head] = NULL;
 				if (w) {
 					w->fq_slot = -1;
-					local_preview_fail(w, 502, "Bad Gateway", "cannot be reached: the "
-						     "sandbox is stopping");
+					local_preview_fail(w, 502, "Bad Gateway",
+							   "cannot be reached: the "
+							   "sandbox is stopping");
 					local_conn_later(w);
 				}
 			}
@@ -371,7 +381,8 @@ void local_conn_factory(struct local_net *n)
 		}
 		c->fq_slot = -1;
 		if (fd < 0)
-			local_preview_fail(c, 502, "Bad Gateway", "cannot be reached: no socket inside");
+			local_preview_fail(c, 502, "Bad Gateway",
+					   "cannot be reached: no socket inside");
 		else
 			factory_dial(c, fd);
 		local_conn_later(c);
@@ -393,4 +404,3 @@ void local_conn_resolved(struct local_net *n)
 		free(r);
 	}
 }
-

@@ -33,10 +33,12 @@ long long local_disk_size(const struct sbx_record *rec)
 int local_disk_check(struct sbx_err *err)
 {
 	if (geteuid() != 0)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--disk needs root: the sandbox's disk is "
-				   "an ext4 filesystem in a file, loop-mounted, and only root may mount "
-				   "it; run sbx as root, or leave --disk out (then nothing bounds what a "
-				   "sandbox writes but the host's free space)");
+		return sbx_err_set(
+			err, SBX_E_UNSUPPORTED,
+			"--disk needs root: the sandbox's disk is "
+			"an ext4 filesystem in a file, loop-mounted, and only root may mount "
+			"it; run sbx as root, or leave --disk out (then nothing bounds what a "
+			"sandbox writes but the host's free space)");
 	return 0;
 }
 
@@ -56,7 +58,8 @@ int local_disk_make(const char *sbdir, long long bytes, uid_t uid, gid_t gid, st
 	const char *mkfs = mkfs_path();
 
 	if (!mkfs)
-		return sbx_err_set(err, SBX_E_CONFIG, "--disk needs mkfs.ext4 (install the Debian "
+		return sbx_err_set(err, SBX_E_CONFIG,
+				   "--disk needs mkfs.ext4 (install the Debian "
 				   "package e2fsprogs)");
 	_cleanup_close_ int fd = open(img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
@@ -66,8 +69,8 @@ int local_disk_make(const char *sbdir, long long bytes, uid_t uid, gid_t gid, st
 	/* the root directory belongs to the sandbox's root; no blocks kept for the host's root;
 	 * inodes and the journal initialised lazily, by the kernel */
 	_cleanup_free_ char *ext = xasprintf("root_owner=%u:%u,lazy_itable_init=1,"
-					     "lazy_journal_init=1,nodiscard", (unsigned)uid,
-					     (unsigned)gid);
+					     "lazy_journal_init=1,nodiscard",
+					     (unsigned)uid, (unsigned)gid);
 	char *const argv[] = { (char *)mkfs, "-q", "-F", "-m", "0", "-E", ext, img, NULL };
 	char *const envp[] = { (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", (char *)"LC_ALL=C",
 			       NULL };
@@ -89,9 +92,10 @@ int local_disk_make(const char *sbdir, long long bytes, uid_t uid, gid_t gid, st
 		if (errno != EINTR)
 			return sbx_err_errno(err, "cannot wait for '%s'", mkfs);
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return sbx_err_set(err, SBX_E_SYSTEM, "cannot make the sandbox's disk: '%s %s' "
-				   "failed (status %d)", mkfs, img,
-				   WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+		return sbx_err_set(err, SBX_E_SYSTEM,
+				   "cannot make the sandbox's disk: '%s %s' "
+				   "failed (status %d)",
+				   mkfs, img, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 	if (fsync(fd) < 0)
 		return sbx_err_errno(err, "cannot write '%s'", img);
 	return 0;

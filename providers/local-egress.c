@@ -26,7 +26,12 @@
 #define EXECS_MAX (1 << 20)
 #define CRED_CACHE 16
 
-enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_CANCELLED };
+enum {
+	JOB_QUEUED,
+	JOB_RUNNING,
+	JOB_DONE,
+	JOB_CANCELLED
+};
 
 struct cred {
 	char id[13], secret[33];
@@ -73,7 +78,7 @@ struct local_egress *local_egress_new(const struct local_setup *s)
 	json_t *allow = json_object_get(net, "allow");
 	e->allow = xcalloc(json_array_size(allow) + 1, sizeof(char *));
 	e->allow_port = xcalloc(json_array_size(allow) + 1, sizeof(int));
-	json_array_foreach(allow, i, v) {
+	json_array_foreach (allow, i, v) {
 		if (json_is_string(v) &&
 		    sbx_net_parse_allow(json_string_value(v), &e->allow[e->n_allow],
 					&e->allow_port[e->n_allow]) == 0)
@@ -82,7 +87,7 @@ struct local_egress *local_egress_new(const struct local_setup *s)
 	json_t *hosts = json_object_get(net, "add_hosts");
 	e->host_name = xcalloc(json_array_size(hosts) + 1, sizeof(char *));
 	e->host_addr = xcalloc(json_array_size(hosts) + 1, sizeof(char *));
-	json_array_foreach(hosts, i, v) {
+	json_array_foreach (hosts, i, v) {
 		const char *nm = sbx_json_str(v, "name"), *ad = sbx_json_str(v, "addr");
 		if (nm && ad) {
 			e->host_name[e->n_hosts] = xstrdup(nm);
@@ -124,8 +129,8 @@ static bool allowed_port(const struct local_egress *e, const char *host, int por
 	for (size_t i = 0; e->preset && sbx_net_preset[i]; i++) {
 		_cleanup_free_ char *pat = NULL;
 		int p;
-		if (sbx_net_parse_allow(sbx_net_preset[i], &pat, &p) == 0 && (p == 0 || p == port) &&
-		    sbx_net_match(pat, host))
+		if (sbx_net_parse_allow(sbx_net_preset[i], &pat, &p) == 0 &&
+		    (p == 0 || p == port) && sbx_net_match(pat, host))
 			return true;
 	}
 	return false;
@@ -141,11 +146,15 @@ bool local_egress_allowed(const struct local_egress *e, const char *host, int po
 		other_port = sbx_net_match(e->allow[i], host);
 	_cleanup_free_ char *h = local_escape_name(host, strlen(host));
 	if (other_port)
-		snprintf(reason, rlen, "port %d of %s is not in this sandbox's allow list (allow it "
-			 "with: sbx create --net allow=%s:%d,...)", port, h, h, port);
+		snprintf(reason, rlen,
+			 "port %d of %s is not in this sandbox's allow list (allow it "
+			 "with: sbx create --net allow=%s:%d,...)",
+			 port, h, h, port);
 	else
-		snprintf(reason, rlen, "%s is not in this sandbox's allow list (allow it with: sbx "
-			 "create --net allow=%s,...)", h, h);
+		snprintf(reason, rlen,
+			 "%s is not in this sandbox's allow list (allow it with: sbx "
+			 "create --net allow=%s,...)",
+			 h, h);
 	return false;
 }
 
@@ -204,7 +213,8 @@ static void addr_text(const struct sockaddr *sa, char *out, size_t len)
 {
 	snprintf(out, len, "?");
 	if (sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)len);
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out,
+			  (socklen_t)len);
 	else if (sa->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
 			  (socklen_t)len);
@@ -216,15 +226,18 @@ int local_egress_check(const struct local_egress *e, const char *name, bool lite
 	struct ifaddrs *ifs = NULL;
 
 	if (getifaddrs(&ifs) < 0) {
-		snprintf(reason, rlen, "cannot list this host's addresses to check %s against them: "
-			 "%s", literal ? "the address" : "where the name leads", strerror(errno));
+		snprintf(reason, rlen,
+			 "cannot list this host's addresses to check %s against them: "
+			 "%s",
+			 literal ? "the address" : "where the name leads", strerror(errno));
 		return -1;
 	}
 	for (size_t k = 0; k < n; k++) {
 		const struct sockaddr *sa = (const struct sockaddr *)&addrs[k];
 		const char *why = local_addr_class(sa);
 		bool priv = why && streq(why, LOCAL_CLASS_PRIVATE);
-		if ((!why || priv) && host_own(ifs, sa)) { /* the host's own: never, private or not */
+		if ((!why || priv) &&
+		    host_own(ifs, sa)) { /* the host's own: never, private or not */
 			why = "an address of this host";
 			priv = false;
 		}
@@ -235,19 +248,23 @@ int local_egress_check(const struct local_egress *e, const char *name, bool lite
 		addr_text(sa, a, sizeof(a));
 		_cleanup_free_ char *h = local_escape_name(name, strlen(name));
 		_cleanup_free_ char *subject = literal ? xasprintf("%s is %s", a, why)
-					       : mapped ? xasprintf("%s is mapped to %s by --add-host, %s",
-								    h, a, why)
-							: xasprintf("%s resolves to %s, %s", h, a, why);
+			: mapped ? xasprintf("%s is mapped to %s by --add-host, %s", h, a, why)
+				 : xasprintf("%s resolves to %s, %s", h, a, why);
 		if (priv && literal)
-			snprintf(reason, rlen, "%s (allow private addresses with: sbx create "
-				 "--net-allow-private)", subject);
+			snprintf(reason, rlen,
+				 "%s (allow private addresses with: sbx create "
+				 "--net-allow-private)",
+				 subject);
 		else if (priv)
-			snprintf(reason, rlen, "%s (allow private addresses with: sbx create "
+			snprintf(reason, rlen,
+				 "%s (allow private addresses with: sbx create "
 				 "--net-allow-private, or this name alone with --add-host %s:%s)",
 				 subject, h, a);
 		else if (strstr(why, "loopback") || strstr(why, "this host"))
-			snprintf(reason, rlen, "%s, which a sandbox can never reach (the host is "
-				 "reached only through the ports of sbx create --host-port)", subject);
+			snprintf(reason, rlen,
+				 "%s, which a sandbox can never reach (the host is "
+				 "reached only through the ports of sbx create --host-port)",
+				 subject);
 		else
 			snprintf(reason, rlen, "%s, which a sandbox can never reach", subject);
 		return -1;
@@ -283,13 +300,14 @@ static int exec_lookup(const struct local_egress *e, const char *id, const char 
 			if (nl)
 				*nl = 0;
 			if (strncmp(l, id, 12) == 0 && l[12] == ' ') {
-				if (strlen(l) < 46 || !local_ct_equal(l + 13, 32, secret) || l[45] != ' ')
+				if (strlen(l) < 46 || !local_ct_equal(l + 13, 32, secret) ||
+				    l[45] != ' ')
 					return -1;
 				json_t *argv = json_loads(l + 46, 0, NULL);
 				char *b = xstrdup("");
 				size_t i;
 				json_t *v;
-				json_array_foreach(argv, i, v) {
+				json_array_foreach (argv, i, v) {
 					char *nb = xasprintf("%s%s%s", b, i ? " " : "",
 							     json_string_value(v) ?: "");
 					free(b);
@@ -350,8 +368,9 @@ void local_egress_log(struct local_egress *e, const struct local_egress_entry *x
 	snprintf(t + l, sizeof(t) - l, ".%03lldZ", x->t0 % 1000);
 	/* the domain is the sandbox's bytes: escaped, never dropped for not being UTF-8 */
 	_cleanup_free_ char *domain = local_escape_name(x->domain, x->domain_len);
-	_cleanup_free_ char *command = x->command ? local_escape_utf8(x->command, strlen(x->command))
-						  : NULL;
+	_cleanup_free_ char *command = x->command
+		? local_escape_utf8(x->command, strlen(x->command))
+		: NULL;
 	_cleanup_free_ char *reason = local_escape_utf8(x->reason, strlen(x->reason));
 	json_t *j = json_pack("{s:s, s:o, s:o, s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:I}", "time", t,
 			      "exec", x->exec[0] ? json_string(x->exec) : json_null(), "command",

@@ -125,7 +125,13 @@ static bool env_has(char **env, const char *key)
 	return false;
 }
 
-enum { STAGE_CHDIR = 1, STAGE_SETUP, STAGE_EXEC, STAGE_USER, STAGE_PID };
+enum {
+	STAGE_CHDIR = 1,
+	STAGE_SETUP,
+	STAGE_EXEC,
+	STAGE_USER,
+	STAGE_PID
+};
 
 struct exec_msg {
 	int stage;
@@ -195,19 +201,19 @@ struct child_setup {
 	bool map_range;
 	const void *bpf;
 	size_t bpf_len;
-	int fd[3];		/* what becomes 0, 1 and 2 (-1: the caller's own, not a terminal) */
-	int tty_fd;		/* -t: the pty's other side, for all three */
-	int report;		/* the exec_msg pipe */
-	int report_other;	/* its read end, the parent's */
-	int tramp_fd;		/* the sealed trampoline (-1: none) */
-	char **tramp_argv;	/* sbx-exec REPORT FILE ARGV... (made before the fork) */
+	int fd[3];	   /* what becomes 0, 1 and 2 (-1: the caller's own, not a terminal) */
+	int tty_fd;	   /* -t: the pty's other side, for all three */
+	int report;	   /* the exec_msg pipe */
+	int report_other;  /* its read end, the parent's */
+	int tramp_fd;	   /* the sealed trampoline (-1: none) */
+	char **tramp_argv; /* sbx-exec REPORT FILE ARGV... (made before the fork) */
 };
 
 /* in the child: everything between fork and exec */
 static _noreturn_ void run_child(const struct child_setup *c)
 {
-	static const int dfl[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM,
-				   SIGPIPE, SIGWINCH, SIGCHLD };
+	static const int dfl[] = { SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,	SIGUSR1,
+				   SIGUSR2, SIGALRM, SIGPIPE, SIGWINCH, SIGCHLD };
 	const struct sbx_exec_opts *o = c->o;
 	int report = c->report;
 
@@ -247,7 +253,8 @@ static _noreturn_ void run_child(const struct child_setup *c)
 	if (c->tramp_fd >= 0) {
 		/* the report pipe stays open into the trampoline, which closes it on success */
 		if (fcntl(report, F_SETFD, 0) == 0)
-			syscall(SYS_execveat, c->tramp_fd, "", c->tramp_argv, c->env, AT_EMPTY_PATH);
+			syscall(SYS_execveat, c->tramp_fd, "", c->tramp_argv, c->env,
+				AT_EMPTY_PATH);
 		(void)fcntl(report, F_SETFD, FD_CLOEXEC);
 		child_fail(report, STAGE_SETUP);
 	}
@@ -356,8 +363,8 @@ static void relay(int master, bool input)
  * through); the relay ends with the command, so a process left behind holds only a pipe
  * nobody reads. */
 struct plain_relay {
-	int in_w;		/* our end of the command's stdin (-1: none) */
-	int out_r, err_r;	/* our ends of its stdout, stderr (-1: none) */
+	int in_w;	  /* our end of the command's stdin (-1: none) */
+	int out_r, err_r; /* our ends of its stdout, stderr (-1: none) */
 	bool in_done;
 };
 
@@ -374,7 +381,7 @@ static bool same_tty(int a, int b)
 	struct stat sa, sb;
 
 	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_rdev == sb.st_rdev &&
-	       S_ISCHR(sa.st_mode) && S_ISCHR(sb.st_mode);
+		S_ISCHR(sa.st_mode) && S_ISCHR(sb.st_mode);
 }
 
 /* pipes for the terminals among 0-2; the child's ends go into fd[] */
@@ -534,8 +541,9 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	struct local_pids pids;
 
 	if (o->tty && !isatty(0))
-		return sbx_err_set(err, SBX_E_USAGE,
-				   "the input device is not a TTY: drop -t, or run sbx from a terminal");
+		return sbx_err_set(
+			err, SBX_E_USAGE,
+			"the input device is not a TTY: drop -t, or run sbx from a terminal");
 	/* held until the command is forked: a pause waits for it, and then freezes the command
 	 * with the rest (the descriptor closes in the child at execve) */
 	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, rec->id, false, err);
@@ -632,7 +640,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	json_t *renv = json_object_get(rec->options, "env");
 	size_t i;
 	json_t *v;
-	json_array_foreach(renv, i, v)
+	json_array_foreach (renv, i, v)
 		if (json_is_string(v))
 			env_set(&env, &n_env, json_string_value(v));
 	for (char **e = o->env; e && *e; e++)
@@ -662,8 +670,13 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	/* the command's standard descriptors: the caller's, but never a terminal without -t */
 	struct plain_relay pr;
 	int child_end[3] = { -1, -1, -1 };
-	struct child_setup cs = { .o = o, .workdir = workdir, .u = &u, .map_range = map_range,
-				  .bpf = bpf, .bpf_len = bpf_len, .fd = { nullfd, logfd, logfd },
+	struct child_setup cs = { .o = o,
+				  .workdir = workdir,
+				  .u = &u,
+				  .map_range = map_range,
+				  .bpf = bpf,
+				  .bpf_len = bpf_len,
+				  .fd = { nullfd, logfd, logfd },
 				  .tty_fd = slave };
 	if (plain_relay_open(o, &pr, cs.fd, child_end, err) < 0) {
 		sbx_strv_free(env);
@@ -815,22 +828,25 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 					     workdir, label);
 		case STAGE_USER:
 			if (!map_range && (u.uid != 0 || u.gid != 0))
-				return sbx_err_set(err, SBX_E_STATE,
-						   "cannot run as user '%s' in sandbox '%s': run by an "
-						   "ordinary user, sbx maps only uid 0 into a sandbox",
-						   user, label);
+				return sbx_err_set(
+					err, SBX_E_STATE,
+					"cannot run as user '%s' in sandbox '%s': run by an "
+					"ordinary user, sbx maps only uid 0 into a sandbox",
+					user, label);
 			return sbx_err_errno(err, "cannot run as user '%s' in sandbox '%s'", user,
 					     label);
 		case STAGE_EXEC:
 			if (f.errnum == ENOENT)
 				return sbx_err_set(err, SBX_E_CMD_NOTFOUND,
-						   "'%s': command not found in sandbox '%s'", o->argv[0],
-						   label);
-			sbx_err_errno(err, "'%s': cannot execute in sandbox '%s'", o->argv[0], label);
+						   "'%s': command not found in sandbox '%s'",
+						   o->argv[0], label);
+			sbx_err_errno(err, "'%s': cannot execute in sandbox '%s'", o->argv[0],
+				      label);
 			err->kind = SBX_E_CMD_NOEXEC;
 			return -1;
 		default:
-			return sbx_err_errno(err, "cannot set up the command in sandbox '%s'", label);
+			return sbx_err_errno(err, "cannot set up the command in sandbox '%s'",
+					     label);
 		}
 	}
 	if (o->detach) {

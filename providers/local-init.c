@@ -76,7 +76,8 @@ static int make_readonly(const char *path)
 	if (errno != ENOSYS)
 		return -1;
 	/* older kernels: remount the top mount only */
-	return mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL);
+	return mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+		     NULL);
 }
 
 /* a real directory at path (a symlink planted there is replaced) */
@@ -111,7 +112,7 @@ static void bind_ro(const char *src, const char *dst)
 		init_fail("cannot make '%s' read-only", dst);
 }
 
-#define R "/tmp"	/* where the new root is assembled, in our private mount namespace */
+#define R "/tmp" /* where the new root is assembled, in our private mount namespace */
 
 /* --image: the root is an overlay of the image's layers (fds[0..n-1], base first) with the
  * sandbox's fs/upper (fds[n]: the sandbox's fs directory) on top. The trees are attached on a
@@ -245,7 +246,8 @@ static void serve_factory(int fd)
 	if (s < 0) {
 		e = errno;
 	} else if (req.op == 'L') {
-		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(req.port),
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_port = htons(req.port),
 					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		int one = 1;
 		(void)setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -302,8 +304,8 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 		init_fail("cannot make the sandbox root private");
 
 	/* the host's system view, read-only (an image brings its own) */
-	static const char *const sys[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
-					   "etc" };
+	static const char *const sys[] = { "usr",   "bin",   "sbin",   "lib",
+					   "lib32", "lib64", "libx32", "etc" };
 	for (size_t i = 0; i < (s->n_layers ? 0 : ARRAY_SIZE(sys)); i++) {
 		char host[64], dst[64];
 		struct stat st;
@@ -320,8 +322,8 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 		init_fail("cannot mount /proc");
 	setup_dev();
 	ensure_dir(R "/sys", 0555);
-	if (mount("sysfs", R "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
-		  NULL) < 0)
+	if (mount("sysfs", R "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL) <
+	    0)
 		(void)0; /* no sysfs: an empty /sys, as under bubblewrap */
 
 	if (sethostname(s->hostname, strlen(s->hostname)) < 0)
@@ -349,7 +351,8 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 		/* an image without them gets empty ones to bind over (its root is writable) */
 		if (s->n_layers && lstat(dst, &st) < 0 && errno == ENOENT) {
 			(void)mkdir("/etc", 0755);
-			int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+			int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+				      0644);
 			if (fd >= 0)
 				close(fd);
 		}
@@ -408,7 +411,8 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
 	int sfd = signalfd(-1, &all, SFD_CLOEXEC);
-	struct pollfd pf[2] = { { .fd = sync_fd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+	struct pollfd pf[2] = { { .fd = sync_fd, .events = POLLIN },
+				{ .fd = sfd, .events = POLLIN } };
 	bool stopping = false;
 	for (;;) {
 		if (poll(pf, sfd >= 0 ? 2 : 1, stopping ? 20 : -1) < 0 && errno != EINTR)
@@ -613,9 +617,10 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 
 	pid_t sup = getpid();
 	/* the cgroup namespace comes later: init makes it once it is in the sandbox's cgroups */
-	pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-					 (s->net_host ? 0 : CLONE_NEWNET) | CLONE_NEWUTS |
-					 CLONE_NEWIPC | SIGCHLD,
+	pid_t pid = (pid_t)syscall(SYS_clone,
+				   CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
+					   (s->net_host ? 0 : CLONE_NEWNET) | CLONE_NEWUTS |
+					   CLONE_NEWIPC | SIGCHLD,
 				   NULL, NULL, NULL, NULL);
 	if (pid < 0)
 		sup_fail(report_fd, 0, "cannot create the sandbox's namespaces");
@@ -654,9 +659,10 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 		snprintf(nsp, sizeof(nsp), "/proc/%d/ns/user", (int)pid);
 		int nsfd = open(nsp, O_RDONLY | O_CLOEXEC);
 		for (size_t i = 0; nsfd >= 0 && i < s->n_volumes; i++) {
-			struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP, .userns_fd = (unsigned)nsfd };
-			(void)syscall(SYS_mount_setattr, volfds_keep[i], "", AT_EMPTY_PATH | AT_RECURSIVE,
-				      &a, sizeof(a));
+			struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP,
+						.userns_fd = (unsigned)nsfd };
+			(void)syscall(SYS_mount_setattr, volfds_keep[i], "",
+				      AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a));
 		}
 		if (nsfd >= 0)
 			close(nsfd);
@@ -687,7 +693,8 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	struct local_report r = { .ok = 1 };
 	r.pids.init_pid = pid;
 	r.pids.sup_pid = sup;
-	if (local_starttime(pid, &r.pids.init_start) < 0 || local_starttime(sup, &r.pids.sup_start) < 0)
+	if (local_starttime(pid, &r.pids.init_start) < 0 ||
+	    local_starttime(sup, &r.pids.sup_start) < 0)
 		sup_fail(report_fd, pid, "cannot read process start times");
 	/* the egress proxy and forwarders listen before anyone can exec */
 	char nmsg[300];

@@ -19,15 +19,16 @@
 #include "core/json.h"
 
 #define IDLE_DEFAULT_MS (5 * 60 * 1000) /* a relay with no byte either way */
-#define SWEEP_MS 250		/* deadlines are checked this often while there is work */
-#define PAUSE_MS 100		/* a listener out of descriptors rests so long */
-#define ACCEPT_BURST 32		/* connections taken from one listener per round */
-#define FDS_PER_CONN 6		/* client, upstream, two pipes */
+#define SWEEP_MS 250			/* deadlines are checked this often while there is work */
+#define PAUSE_MS 100			/* a listener out of descriptors rests so long */
+#define ACCEPT_BURST 32			/* connections taken from one listener per round */
+#define FDS_PER_CONN 6			/* client, upstream, two pipes */
 #define FD_RESERVE (96 + LOCAL_MAX_PREVIEWS) /* listeners, logs, lookups, the refused */
 #define EVENTS 64
 
-static const int pool_share[LOCAL_P_N] = { [LOCAL_P_PROXY] = 160, [LOCAL_P_FWD] = 40,
-					   [LOCAL_P_PREVIEW] = 48, [LOCAL_P_CTL] = 8 };
+static const int pool_share[LOCAL_P_N] = {
+	[LOCAL_P_PROXY] = 160, [LOCAL_P_FWD] = 40, [LOCAL_P_PREVIEW] = 48, [LOCAL_P_CTL] = 8
+};
 
 /* the loop's clock: deadlines do not move when the wall clock does */
 static long long mono_ms(void)
@@ -84,7 +85,7 @@ static void listener_wake(struct local_net *n, struct local_listener *l)
 static bool listeners_paused(const struct local_net *n)
 {
 	bool p = (n->http && n->http->paused_until) || (n->socks && n->socks->paused_until) ||
-		 n->ctl->paused_until;
+		n->ctl->paused_until;
 
 	for (size_t i = 0; i < n->n_fwd && !p; i++)
 		p = n->fwd[i]->paused_until != 0;
@@ -140,8 +141,8 @@ static char *public_addr(void)
 		for (struct ifaddrs *i = ifs; i; i = i->ifa_next)
 			if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
 			    !(i->ifa_flags & IFF_LOOPBACK) && (i->ifa_flags & IFF_UP)) {
-				inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, a,
-					  sizeof(a));
+				inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr,
+					  a, sizeof(a));
 				break;
 			}
 		freeifaddrs(ifs);
@@ -152,12 +153,12 @@ static char *public_addr(void)
 static json_t *preview_json(const struct local_preview *p)
 {
 	_cleanup_free_ char *addr = p->public ? public_addr() : xstrdup("127.0.0.1");
-	_cleanup_free_ char *url = p->auth ? xasprintf("http://%s:%d/?sbx_token=%s", addr,
-						       p->host_port, p->token)
-					   : xasprintf("http://%s:%d/", addr, p->host_port);
+	_cleanup_free_ char *url = p->auth
+		? xasprintf("http://%s:%d/?sbx_token=%s", addr, p->host_port, p->token)
+		: xasprintf("http://%s:%d/", addr, p->host_port);
 
-	return json_pack("{s:s, s:i, s:i, s:b, s:b, s:o}", "url", url, "port", p->port,
-			 "host_port", p->host_port, "public", p->public, "auth", p->auth, "token",
+	return json_pack("{s:s, s:i, s:i, s:b, s:b, s:o}", "url", url, "port", p->port, "host_port",
+			 p->host_port, "public", p->public, "auth", p->auth, "token",
 			 p->auth ? json_string(p->token) : json_null());
 }
 
@@ -179,7 +180,7 @@ static void previews_save(struct local_net *n)
 static bool token_valid(const char *t)
 {
 	return t && strlen(t) == LOCAL_TOKEN_LEN &&
-	       strspn(t, "0123456789abcdef") == LOCAL_TOKEN_LEN;
+		strspn(t, "0123456789abcdef") == LOCAL_TOKEN_LEN;
 }
 
 /* listens on host_port (0: any) of 127.0.0.1, or of every address; the preview's index */
@@ -187,12 +188,15 @@ static int preview_open(struct local_net *n, int port, int host_port, bool publi
 			const char *token, char *msg, size_t len)
 {
 	if (n->n_prev >= LOCAL_MAX_PREVIEWS) {
-		snprintf(msg, len, "sandbox '%s' has %d previews open already; close one with 'sbx "
-			 "preview --rm'", n->s->label, LOCAL_MAX_PREVIEWS);
+		snprintf(msg, len,
+			 "sandbox '%s' has %d previews open already; close one with 'sbx "
+			 "preview --rm'",
+			 n->s->label, LOCAL_MAX_PREVIEWS);
 		return -1;
 	}
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)host_port),
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)host_port),
 				 .sin_addr.s_addr = htonl(public ? INADDR_ANY : INADDR_LOOPBACK) };
 	int one = 1;
 	socklen_t al = sizeof(a);
@@ -200,7 +204,8 @@ static int preview_open(struct local_net *n, int port, int host_port, bool publi
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 128) < 0 ||
 	    getsockname(fd, (struct sockaddr *)&a, &al) < 0) {
-		snprintf(msg, len, "cannot listen on host port %d: %s%s", host_port, strerror(errno),
+		snprintf(msg, len, "cannot listen on host port %d: %s%s", host_port,
+			 strerror(errno),
 			 errno == EADDRINUSE ? " (pick another with --host-port, or leave it out)"
 					     : "");
 		if (fd >= 0)
@@ -262,10 +267,13 @@ static json_t *ctl_handle(struct local_net *n, json_t *req)
 	if (i < n->n_prev) {
 		struct local_preview *p = n->prev[i];
 		if ((hp && hp != p->host_port) || (pub && !p->public) || (no_auth && p->auth)) {
-			snprintf(msg, sizeof(msg), "port %d of sandbox '%s' has a preview already, on "
-				 "host port %d%s; close it first with 'sbx preview --rm %s %d'", port,
-				 n->s->label, p->host_port,
-				 p->public ? " (public)" : p->auth ? " (with a token)" : " (no token)",
+			snprintf(msg, sizeof(msg),
+				 "port %d of sandbox '%s' has a preview already, on "
+				 "host port %d%s; close it first with 'sbx preview --rm %s %d'",
+				 port, n->s->label, p->host_port,
+				 p->public	   ? " (public)"
+					 : p->auth ? " (with a token)"
+						   : " (no token)",
 				 n->s->label, port);
 			return ctl_error(msg, "conflict");
 		}
@@ -362,13 +370,15 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 	json_t *fwd = json_object_get(net, "host_ports");
 	n->fwd = xcalloc(json_array_size(fwd) + 1, sizeof(*n->fwd));
 	if (!s->net_host)
-		json_array_foreach(fwd, i, v) {
+		json_array_foreach (fwd, i, v) {
 			int hp = (int)json_integer_value(json_object_get(v, "host"));
 			int in = (int)json_integer_value(json_object_get(v, "inside"));
 			int fd = local_conn_listen_inside(n, in);
 			if (fd < 0) {
-				snprintf(msg, len, "cannot listen on port %d inside the sandbox for "
-					 "--host-port %d:%d: %s", in, hp, in, strerror(errno));
+				snprintf(msg, len,
+					 "cannot listen on port %d inside the sandbox for "
+					 "--host-port %d:%d: %s",
+					 in, hp, in, strerror(errno));
 				return NULL;
 			}
 			struct local_listener *l = xcalloc(1, sizeof(*l));
@@ -398,13 +408,14 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 	_cleanup_free_ char *pp = xasprintf("%s/previews.json", s->dir);
 	_cleanup_free_ char *text = sbx_read_file(pp, 1 << 20, NULL);
 	json_t *old = text ? json_loads(text, 0, NULL) : NULL;
-	json_array_foreach(old, i, v) {
+	json_array_foreach (old, i, v) {
 		char m[300];
 		int port = (int)json_integer_value(json_object_get(v, "port"));
 		/* a preview saved without "auth" (older) gets a token like any other */
 		bool auth = !json_is_false(json_object_get(v, "auth"));
 		if (port > 0 && port < 65536)
-			(void)preview_open(n, port, (int)json_integer_value(json_object_get(v, "host_port")),
+			(void)preview_open(n, port,
+					   (int)json_integer_value(json_object_get(v, "host_port")),
 					   json_is_true(json_object_get(v, "public")), auth,
 					   sbx_json_str(v, "token"), m, sizeof(m));
 	}

@@ -26,9 +26,9 @@
 
 #define LOCAL_PROXY_HTTP_PORT 3128
 #define LOCAL_PROXY_SOCKS_PORT 1080
-#define LOCAL_HEAD_MAX 16384	/* an HTTP request head, the whole of it */
-#define LOCAL_HOST_MAX 255	/* a host name, as a client sent it */
-#define LOCAL_TOKEN_LEN 32	/* a preview's token: hexadecimal digits */
+#define LOCAL_HEAD_MAX 16384 /* an HTTP request head, the whole of it */
+#define LOCAL_HOST_MAX 255   /* a host name, as a client sent it */
+#define LOCAL_TOKEN_LEN 32   /* a preview's token: hexadecimal digits */
 
 /* --- local-proxy.c: parsers ---------------------------------------------------------------- */
 
@@ -40,13 +40,13 @@ size_t local_http_head_len(const char *buf, size_t len, size_t from);
 struct local_http_req {
 	char method[16];
 	bool connect;
-	char host[LOCAL_HOST_MAX + 1];	/* lowercased; any byte but NUL, space and controls */
+	char host[LOCAL_HOST_MAX + 1]; /* lowercased; any byte but NUL, space and controls */
 	size_t host_len;
 	int port;
-	size_t target_off, target_len;	/* the request target, within the head */
-	size_t path_off, path_len;	/* absolute URL: its path and query, within the head */
-	bool path_slash;		/* ... which needs a '/' in front (http://h?q, http://h) */
-	char version[9];		/* "HTTP/1.0" or "HTTP/1.1" */
+	size_t target_off, target_len; /* the request target, within the head */
+	size_t path_off, path_len;     /* absolute URL: its path and query, within the head */
+	bool path_slash;	       /* ... which needs a '/' in front (http://h?q, http://h) */
+	char version[9];	       /* "HTTP/1.0" or "HTTP/1.1" */
 };
 /* parses the head buf[0..hl) (hl from local_http_head_len): 0, or -1 with *ret_why the
  * one-line body of a 400 answer */
@@ -70,33 +70,33 @@ bool local_host_dialable(const char *host);
 /* the SOCKS5 handshake, as much of it as a client sent, parsed from its first byte */
 struct local_socks {
 	size_t greeting_len;
-	unsigned char method;		/* chosen: 0 none, 2 user/pass, 0xff none acceptable */
-	size_t auth_len;		/* method 2 */
+	unsigned char method; /* chosen: 0 none, 2 user/pass, 0xff none acceptable */
+	size_t auth_len;      /* method 2 */
 	char user[256], pass[256];
-	bool auth_nul;			/* user or pass holds a NUL: no credential of ours */
-	size_t request_len;		/* greeting, auth and request: what follows is data */
+	bool auth_nul;	    /* user or pass holds a NUL: no credential of ours */
+	size_t request_len; /* greeting, auth and request: what follows is data */
 	unsigned char cmd, atyp;
-	char host[LOCAL_HOST_MAX + 1];	/* a domain (raw bytes, lowercased) or an address */
+	char host[LOCAL_HOST_MAX + 1]; /* a domain (raw bytes, lowercased) or an address */
 	size_t host_len;
 	int port;
 };
 enum {
-	LOCAL_SOCKS_BAD = -1,		/* not SOCKS5: close */
-	LOCAL_SOCKS_BAD_ATYP = -2,	/* an address type we do not know: reply 8, close */
-	LOCAL_SOCKS_NONE = 0,		/* nothing complete yet */
-	LOCAL_SOCKS_GREETING = 1,	/* greeting complete (method chosen) */
-	LOCAL_SOCKS_AUTH = 2,		/* user/pass complete (method 2 only) */
-	LOCAL_SOCKS_REQUEST = 3,	/* request complete */
+	LOCAL_SOCKS_BAD = -1,	   /* not SOCKS5: close */
+	LOCAL_SOCKS_BAD_ATYP = -2, /* an address type we do not know: reply 8, close */
+	LOCAL_SOCKS_NONE = 0,	   /* nothing complete yet */
+	LOCAL_SOCKS_GREETING = 1,  /* greeting complete (method chosen) */
+	LOCAL_SOCKS_AUTH = 2,	   /* user/pass complete (method 2 only) */
+	LOCAL_SOCKS_REQUEST = 3,   /* request complete */
 };
 /* the last step of the handshake buf[0..len) completes, or an error */
 int local_socks_parse(const unsigned char *buf, size_t len, struct local_socks *s);
 
 /* a preview's token in the first request of a connection */
 enum {
-	LOCAL_TOKEN_BAD = -1,		/* not an HTTP request: 400 */
-	LOCAL_TOKEN_DENY = 0,		/* no valid token: 401 */
-	LOCAL_TOKEN_OK = 1,		/* header X-Sbx-Preview-Token or a cookie sbx_preview_token* */
-	LOCAL_TOKEN_REDIRECT = 2,	/* the query's sbx_token: 302 to *ret_location, a cookie */
+	LOCAL_TOKEN_BAD = -1,	  /* not an HTTP request: 400 */
+	LOCAL_TOKEN_DENY = 0,	  /* no valid token: 401 */
+	LOCAL_TOKEN_OK = 1,	  /* header X-Sbx-Preview-Token or a cookie sbx_preview_token* */
+	LOCAL_TOKEN_REDIRECT = 2, /* the query's sbx_token: 302 to *ret_location, a cookie */
 };
 /* checks the head buf[0..hl) for token (LOCAL_TOKEN_LEN hex digits); with REDIRECT,
  * *ret_location is the request target without the sbx_token parameter (malloc'd) */
@@ -150,11 +150,11 @@ int local_egress_credential(struct local_egress *e, const char *user, const char
 			    char exec[13], char **command);
 
 struct local_egress_entry {
-	long long t0;			/* unix ms */
-	const char *exec;		/* "" none */
-	const char *command;		/* NULL none */
-	const char *proto;		/* "http", "connect", "socks" */
-	const char *domain;		/* as the sandbox sent it, any bytes */
+	long long t0;	     /* unix ms */
+	const char *exec;    /* "" none */
+	const char *command; /* NULL none */
+	const char *proto;   /* "http", "connect", "socks" */
+	const char *domain;  /* as the sandbox sent it, any bytes */
 	size_t domain_len;
 	int port;
 	bool deny;
@@ -169,9 +169,9 @@ void local_egress_log(struct local_egress *e, const struct local_egress_entry *x
 struct local_resolve {
 	char host[LOCAL_HOST_MAX + 1];
 	int port;
-	void *owner;			/* the event loop's */
+	void *owner; /* the event loop's */
 	/* the answer */
-	int gai;			/* getaddrinfo's status, or EAI_SYSTEM-like -1: no thread */
+	int gai; /* getaddrinfo's status, or EAI_SYSTEM-like -1: no thread */
 	size_t n;
 	struct sockaddr_storage addr[LOCAL_RESOLVE_MAX];
 	/* the resolver's */
@@ -196,26 +196,44 @@ void local_resolver_tick(struct local_egress *e);
 /* --- local-conn.c and local-net.c: the supervisor's event loop ---------------------------- */
 
 #define LOCAL_MAX_PREVIEWS 64
-#define LOCAL_FACTORY_QUEUE 64	/* socket requests to init in flight */
+#define LOCAL_FACTORY_QUEUE 64 /* socket requests to init in flight */
 
-enum local_kind { LOCAL_K_HTTP, LOCAL_K_SOCKS, LOCAL_K_FWD, LOCAL_K_PREVIEW, LOCAL_K_CTL };
+enum local_kind {
+	LOCAL_K_HTTP,
+	LOCAL_K_SOCKS,
+	LOCAL_K_FWD,
+	LOCAL_K_PREVIEW,
+	LOCAL_K_CTL
+};
 /* each kind's share of the connections, so that one cannot starve the others */
-enum local_pool { LOCAL_P_PROXY, LOCAL_P_FWD, LOCAL_P_PREVIEW, LOCAL_P_CTL, LOCAL_P_N };
+enum local_pool {
+	LOCAL_P_PROXY,
+	LOCAL_P_FWD,
+	LOCAL_P_PREVIEW,
+	LOCAL_P_CTL,
+	LOCAL_P_N
+};
 enum local_state {
-	LOCAL_S_HEAD,		/* reading an HTTP request head (the proxy, a preview's token) */
-	LOCAL_S_SOCKS,		/* reading the SOCKS5 handshake */
-	LOCAL_S_RESOLVE,	/* waiting for a resolver thread */
-	LOCAL_S_FACTORY,	/* waiting for init's socket (a preview) */
-	LOCAL_S_CONNECT,	/* a non-blocking connect under way */
-	LOCAL_S_RELAY,		/* splicing both ways */
-	LOCAL_S_REPLY,		/* sending a final answer */
-	LOCAL_S_LINGER,		/* answered: reading until the client's end */
-	LOCAL_S_CTL,		/* reading a control request line */
-	LOCAL_S_CTL_READY,	/* ... which local-net.c answers (local_conn_answer) */
+	LOCAL_S_HEAD,	   /* reading an HTTP request head (the proxy, a preview's token) */
+	LOCAL_S_SOCKS,	   /* reading the SOCKS5 handshake */
+	LOCAL_S_RESOLVE,   /* waiting for a resolver thread */
+	LOCAL_S_FACTORY,   /* waiting for init's socket (a preview) */
+	LOCAL_S_CONNECT,   /* a non-blocking connect under way */
+	LOCAL_S_RELAY,	   /* splicing both ways */
+	LOCAL_S_REPLY,	   /* sending a final answer */
+	LOCAL_S_LINGER,	   /* answered: reading until the client's end */
+	LOCAL_S_CTL,	   /* reading a control request line */
+	LOCAL_S_CTL_READY, /* ... which local-net.c answers (local_conn_answer) */
 };
 /* what an epoll event is about: the first member of what its data points to */
-enum local_ep { LOCAL_EP_LISTEN, LOCAL_EP_CLIENT, LOCAL_EP_UP, LOCAL_EP_PIDFD,
-		LOCAL_EP_RESOLVER, LOCAL_EP_FACTORY };
+enum local_ep {
+	LOCAL_EP_LISTEN,
+	LOCAL_EP_CLIENT,
+	LOCAL_EP_UP,
+	LOCAL_EP_PIDFD,
+	LOCAL_EP_RESOLVER,
+	LOCAL_EP_FACTORY
+};
 struct local_ep_tag {
 	unsigned char type;
 };
@@ -223,9 +241,9 @@ struct local_ep_tag {
 struct local_listener {
 	struct local_ep_tag ep;
 	int fd, kind;
-	int fwd_host;			/* LOCAL_K_FWD: the host's port */
-	struct local_preview *pv;	/* LOCAL_K_PREVIEW */
-	long long paused_until;		/* not polled until then (0: polled) */
+	int fwd_host;		  /* LOCAL_K_FWD: the host's port */
+	struct local_preview *pv; /* LOCAL_K_PREVIEW */
+	long long paused_until;	  /* not polled until then (0: polled) */
 	bool dead;
 	struct local_listener *dead_next;
 };
@@ -248,7 +266,7 @@ struct local_conn {
 	/* from the client, before any relaying: an HTTP head, a SOCKS handshake, a ctl line */
 	char *in;
 	size_t in_len, in_cap, head_len;
-	int socks_step;			/* handshake steps answered */
+	int socks_step; /* handshake steps answered */
 	size_t socks_req_len;
 	/* to the client (an answer), and to the upstream (a rewritten head, early bytes) */
 	char *out, *pre;
@@ -293,8 +311,8 @@ struct local_net {
 	struct local_conn *conns, *ready, *dead;
 	struct local_listener *dead_l;
 	int pool_cap[LOCAL_P_N], pool_used[LOCAL_P_N], refusing, n_conns;
-	int ctl_ready;			/* control requests waiting for local-net.c's answer */
-	long long idle_ms, now;		/* now: the loop's clock (monotonic, ms) */
+	int ctl_ready;		/* control requests waiting for local-net.c's answer */
+	long long idle_ms, now; /* now: the loop's clock (monotonic, ms) */
 };
 
 static inline struct local_conn *local_conn_of(struct local_ep_tag *ep)
@@ -305,8 +323,16 @@ static inline struct local_conn *local_conn_of(struct local_ep_tag *ep)
 }
 
 /* local-relay.c: a connection's life, its answers, the relay */
-enum local_step { LOCAL_STEP_WAIT, LOCAL_STEP_AGAIN, LOCAL_STEP_YIELD };
-enum local_fail { LOCAL_F_DENY, LOCAL_F_FAIL, LOCAL_F_TIMEOUT };
+enum local_step {
+	LOCAL_STEP_WAIT,
+	LOCAL_STEP_AGAIN,
+	LOCAL_STEP_YIELD
+};
+enum local_fail {
+	LOCAL_F_DENY,
+	LOCAL_F_FAIL,
+	LOCAL_F_TIMEOUT
+};
 void local_set_nonblock(int fd);
 int local_ep_add(struct local_net *n, int fd, unsigned events, struct local_ep_tag *ep);
 void local_close_fd(int *fd);

@@ -109,7 +109,8 @@ int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 		snprintf(cred, sizeof(cred), "%s:%s@", id, secret);
 	else
 		sbx_warn("cannot record this exec's proxy credential in '%s': %s; its egress is "
-			 "logged without its command", p, strerror(errno));
+			 "logged without its command",
+			 p, strerror(errno));
 	static const char *const http[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
 					    "https_proxy" };
 	for (size_t i = 0; i < ARRAY_SIZE(http); i++) {
@@ -188,7 +189,8 @@ int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		return 0;
 	}
 	if (o->public && o->no_auth)
-		return sbx_err_set(err, SBX_E_USAGE, "--no-auth goes with a loopback preview: a "
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "--no-auth goes with a loopback preview: a "
 				   "--public one always needs its token");
 	if (rec->state != SBX_STATE_RUNNING && rec->state != SBX_STATE_PAUSED)
 		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; run 'sbx resume %s'",
@@ -199,8 +201,10 @@ int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	socklen_t al = local_ctl_addr(rec->dir, dfd, &a);
 	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, al) < 0)
-		return sbx_err_errno(err, "cannot reach the supervisor of sandbox '%s' (run 'sbx "
-				     "resume %s' if it was stopped)", label, label);
+		return sbx_err_errno(err,
+				     "cannot reach the supervisor of sandbox '%s' (run 'sbx "
+				     "resume %s' if it was stopped)",
+				     label, label);
 	json_t *req = json_pack("{s:s, s:i, s:i, s:b, s:b}", "op", o->rm ? "preview-rm" : "preview",
 				"port", o->port, "host_port", o->host_port, "public", o->public,
 				"no_auth", o->no_auth);
@@ -226,12 +230,16 @@ int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	buf[got] = 0;
 	_cleanup_json_ json_t *resp = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL);
 	if (!resp)
-		return sbx_err_set(err, SBX_E_SYSTEM, "the supervisor of sandbox '%s' gave no "
-				   "answer", label);
+		return sbx_err_set(err, SBX_E_SYSTEM,
+				   "the supervisor of sandbox '%s' gave no "
+				   "answer",
+				   label);
 	if (!json_is_true(json_object_get(resp, "ok"))) {
 		const char *kind = sbx_json_str(resp, "kind");
-		return sbx_err_set(err, kind && streq(kind, "notfound") ? SBX_E_NOTFOUND
-					: kind && streq(kind, "conflict") ? SBX_E_STATE : SBX_E_SYSTEM,
+		return sbx_err_set(err,
+				   kind && streq(kind, "notfound")	     ? SBX_E_NOTFOUND
+					   : kind && streq(kind, "conflict") ? SBX_E_STATE
+									     : SBX_E_SYSTEM,
 				   "%s", sbx_json_str(resp, "error") ?: "the preview failed");
 	}
 	json_t *p = json_object_get(resp, "preview");

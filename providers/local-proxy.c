@@ -23,7 +23,7 @@ size_t local_http_head_len(const char *buf, size_t len, size_t from)
 static bool tchar(unsigned char c)
 {
 	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
+		(c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
 /* the next line of buf[*off..hl): its start and length (without CRLF); false at the end */
@@ -111,7 +111,8 @@ bool local_host_dialable(const char *host)
 				return false;
 			lab = 0;
 		} else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-			     (c >= '0' && c <= '9') || c == '-' || c == '_') || ++lab > 63) {
+			     (c >= '0' && c <= '9') || c == '-' || c == '_') ||
+			   ++lab > 63) {
 			return false;
 		}
 	}
@@ -182,9 +183,9 @@ int local_http_parse(const char *buf, size_t hl, struct local_http_req *r, const
 	}
 	if (tl < 7 || strncasecmp(t, "http://", 7) != 0) {
 		*ret_why = tl >= 8 && strncasecmp(t, "https://", 8) == 0
-				   ? "sbx: use CONNECT for https through this proxy\n"
-				   : "sbx: this is the sandbox's egress proxy: send absolute http:// URLs, "
-				     "or CONNECT\n";
+			? "sbx: use CONNECT for https through this proxy\n"
+			: "sbx: this is the sandbox's egress proxy: send absolute http:// URLs, "
+			  "or CONNECT\n";
 		return -1;
 	}
 	const char *a = t + 7, *end = t + tl, *e = a;
@@ -325,7 +326,10 @@ int local_socks_parse(const unsigned char *b, size_t n, struct local_socks *s)
 		return LOCAL_SOCKS_BAD;
 	s->cmd = b[off + 1];
 	s->atyp = b[off + 3];
-	size_t alen = s->atyp == 1 ? 4 : s->atyp == 4 ? 16 : s->atyp == 3 ? 1 + (size_t)b[off + 4] : 0;
+	size_t alen = s->atyp == 1 ? 4
+		: s->atyp == 4	   ? 16
+		: s->atyp == 3	   ? 1 + (size_t)b[off + 4]
+				   : 0;
 	if (alen == 0)
 		return LOCAL_SOCKS_BAD_ATYP;
 	if (s->atyp == 3 && alen == 1)
@@ -399,7 +403,8 @@ int local_preview_token(const char *buf, size_t hl, const char *token, char **re
 		return LOCAL_TOKEN_OK;
 	(void)next_line(buf, hl, &off, &line, &len);
 	while (next_line(buf, hl, &off, &line, &len) && len)
-		if (len > 7 && strncasecmp(line, "Cookie:", 7) == 0 && cookie_has(line + 7, len - 7, token))
+		if (len > 7 && strncasecmp(line, "Cookie:", 7) == 0 &&
+		    cookie_has(line + 7, len - 7, token))
 			return LOCAL_TOKEN_OK;
 	const char *t = buf + r.target_off, *end = t + r.target_len;
 	const char *q = memchr(t, '?', r.target_len);
@@ -445,7 +450,8 @@ static const char *class_v4(uint32_t a)
 		return "a link-local address";
 	if ((a >> 28) == 0xe)
 		return "a multicast address";
-	if ((a >> 24) == 0 || (a >> 28) == 0xf || (a >> 8) == 0xc00000 || (a >> 17) == (0xc612u >> 1))
+	if ((a >> 24) == 0 || (a >> 28) == 0xf || (a >> 8) == 0xc00000 ||
+	    (a >> 17) == (0xc612u >> 1))
 		return "a reserved address"; /* 0/8, 240/4, 192.0.0/24, 198.18/15 */
 	return NULL;
 }
@@ -522,16 +528,19 @@ char *local_escape_name(const char *s, size_t n)
 static size_t utf8_len(const unsigned char *s, size_t n)
 {
 	unsigned c = s[0];
-	size_t l = c < 0x80 ? 1 : (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 :
-		   (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
+	size_t l = c < 0x80		   ? 1
+		: (c >= 0xc2 && c <= 0xdf) ? 2
+		: (c >= 0xe0 && c <= 0xef) ? 3
+		: (c >= 0xf0 && c <= 0xf4) ? 4
+					   : 0;
 
 	if (l == 0 || l > n)
 		return 0;
 	for (size_t i = 1; i < l; i++)
 		if ((s[i] & 0xc0) != 0x80)
 			return 0;
-	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) || (c == 0xf0 && s[1] < 0x90) ||
-	    (c == 0xf4 && s[1] > 0x8f))
+	if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) ||
+	    (c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] > 0x8f))
 		return 0; /* overlong, a surrogate, past U+10FFFF */
 	return l;
 }

@@ -8,8 +8,8 @@
 #include <fcntl.h>
 #include <sys/epoll.h>
 
-#define LINGER_MS 2000		/* after a final answer: the client's end, for so long */
-#define PUMP_BUDGET (1 << 20)	/* bytes one relay moves before the others get a turn */
+#define LINGER_MS 2000	      /* after a final answer: the client's end, for so long */
+#define PUMP_BUDGET (1 << 20) /* bytes one relay moves before the others get a turn */
 #define IN_MIN 2048
 
 void local_set_nonblock(int fd)
@@ -36,11 +36,11 @@ void local_close_fd(int *fd)
 
 /* a complete HTTP answer with a one-line plain-text body, which ends the connection */
 char *local_http_text(int code, const char *status, const char *extra, const char *body,
-		       size_t *ret_len)
+		      size_t *ret_len)
 {
 	char *r = xasprintf("HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
-			    "Content-Length: %zu\r\n%sConnection: close\r\n\r\n%s", code, status,
-			    strlen(body), extra ? extra : "", body);
+			    "Content-Length: %zu\r\n%sConnection: close\r\n\r\n%s",
+			    code, status, strlen(body), extra ? extra : "", body);
 	*ret_len = strlen(r);
 	return r;
 }
@@ -59,9 +59,17 @@ static void conn_log(struct local_conn *c)
 	if ((c->kind != LOCAL_K_HTTP && c->kind != LOCAL_K_SOCKS) || c->host_len == 0 || !c->proto)
 		return;
 	struct local_egress_entry x = {
-		.t0 = c->t0, .exec = c->exec, .command = c->command, .proto = c->proto,
-		.domain = c->host, .domain_len = c->host_len, .port = c->port, .deny = c->deny,
-		.reason = c->reason, .up = c->up_bytes, .down = c->down_bytes,
+		.t0 = c->t0,
+		.exec = c->exec,
+		.command = c->command,
+		.proto = c->proto,
+		.domain = c->host,
+		.domain_len = c->host_len,
+		.port = c->port,
+		.deny = c->deny,
+		.reason = c->reason,
+		.up = c->up_bytes,
+		.down = c->down_bytes,
 	};
 	local_egress_log(c->n->eg, &x);
 }
@@ -170,7 +178,7 @@ void local_conn_reply(struct local_conn *c, char *data, size_t len)
 }
 
 void local_conn_http(struct local_conn *c, int code, const char *status, const char *extra,
-		       const char *body)
+		     const char *body)
 {
 	size_t len;
 	char *r = local_http_text(code, status, extra, body, &len);
@@ -228,8 +236,9 @@ void local_relay_start(struct local_conn *c)
 		if (pipe2(c->pipe[d], O_NONBLOCK | O_CLOEXEC) < 0) {
 			/* out of descriptors: the cap was set below the limit, so this is rare */
 			if (c->kind == LOCAL_K_HTTP)
-				local_conn_http(c, 503, "Service Unavailable", NULL,
-					   "sbx: the egress proxy is out of file descriptors\n");
+				local_conn_http(
+					c, 503, "Service Unavailable", NULL,
+					"sbx: the egress proxy is out of file descriptors\n");
 			else
 				local_conn_close(c);
 			return;
@@ -274,7 +283,8 @@ int local_relay_pump(struct local_conn *c)
 			long long *count = d ? &c->down_bytes : &c->up_bytes;
 			/* first what was there before the relay: an answer, a head, early bytes */
 			char **buf = d ? &c->out : &c->pre;
-			size_t *len = d ? &c->out_len : &c->pre_len, *off = d ? &c->out_off : &c->pre_off;
+			size_t *len = d ? &c->out_len : &c->pre_len,
+			       *off = d ? &c->out_off : &c->pre_off;
 			if (*buf) {
 				size_t before = *off;
 				int r = send_pending(to, *buf, *len, off, d ? NULL : count);
@@ -288,7 +298,8 @@ int local_relay_pump(struct local_conn *c)
 				*len = *off = 0;
 			}
 			if (c->inpipe[d] > 0) {
-				ssize_t w = splice(c->pipe[d][0], NULL, to, NULL, c->inpipe[d], flags);
+				ssize_t w = splice(c->pipe[d][0], NULL, to, NULL, c->inpipe[d],
+						   flags);
 				if (w > 0) {
 					c->inpipe[d] -= (size_t)w;
 					moved += (size_t)w;
@@ -326,4 +337,3 @@ int local_relay_pump(struct local_conn *c)
 			return LOCAL_STEP_YIELD;
 	}
 }
-

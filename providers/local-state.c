@@ -20,8 +20,9 @@
 #define CLONE_NEWCGROUP 0x02000000
 #endif
 
-#define NS_ALL (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | \
-		CLONE_NEWIPC | CLONE_NEWCGROUP)
+#define NS_ALL                                                                                     \
+	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | \
+	 CLONE_NEWCGROUP)
 
 /* /proc/PID/stat from its fourth field on (after "PID (comm) STATE", comm may hold spaces and
  * ')'), with the state in *ret_state; NULL when the process is gone */
@@ -137,9 +138,12 @@ int local_join(const struct sbx_record *rec, pid_t init_pid, int pidfd, struct s
 	if (setns(pidfd, host_net ? NS_ALL & ~CLONE_NEWNET : NS_ALL) == 0)
 		return 0;
 	/* kernels before 5.8: one namespace at a time */
-	static const struct { const char *n; int f; } ns[] = {
-		{ "user", CLONE_NEWUSER }, { "mnt", CLONE_NEWNS }, { "pid", CLONE_NEWPID },
-		{ "net", CLONE_NEWNET },  { "uts", CLONE_NEWUTS }, { "ipc", CLONE_NEWIPC },
+	static const struct {
+		const char *n;
+		int f;
+	} ns[] = {
+		{ "user", CLONE_NEWUSER },     { "mnt", CLONE_NEWNS },	{ "pid", CLONE_NEWPID },
+		{ "net", CLONE_NEWNET },       { "uts", CLONE_NEWUTS }, { "ipc", CLONE_NEWIPC },
 		{ "cgroup", CLONE_NEWCGROUP },
 	};
 	int fds[ARRAY_SIZE(ns)];
@@ -201,13 +205,14 @@ int local_image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, char *
 		const char *d = json_string_value(json_array_get(ls, i));
 		struct stat st;
 		if (!d || !sbx_digest_valid(d))
-			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has a broken image record",
-					   rec->id);
+			return sbx_err_set(err, SBX_E_STATE,
+					   "sandbox '%s' has a broken image record", rec->id);
 		v[i] = sbx_image_layer_dir(&ctx->store, d);
 		if (stat(v[i], &st) < 0 || !S_ISDIR(st.st_mode))
-			return sbx_err_set(err, SBX_E_STATE, "layer %.19s of sandbox '%s' is gone from "
-					   "the image store ('sbx image pull' its image again)", d,
-					   rec->id);
+			return sbx_err_set(err, SBX_E_STATE,
+					   "layer %.19s of sandbox '%s' is gone from "
+					   "the image store ('sbx image pull' its image again)",
+					   d, rec->id);
 	}
 	*ret = TAKE_PTR(v);
 	*ret_n = n;
@@ -319,7 +324,8 @@ static int signal_all(pid_t init, bool stop, struct sbx_err *err)
 		if (wait_ns < 20000000)
 			wait_ns *= 2;
 	}
-	return sbx_err_set(err, SBX_E_SYSTEM, "the sandbox's processes did not all stop within "
+	return sbx_err_set(err, SBX_E_SYSTEM,
+			   "the sandbox's processes did not all stop within "
 			   "10 s; they run on, try 'sbx pause' again");
 }
 

@@ -26,8 +26,8 @@ static bool id_of(const char *s, long long *ret)
 	return all_digits(s) && sbx_parse_int(s, 0, 0x7fffffff, ret) == 0;
 }
 
-bool local_user_entry(const char *text, const char *name, long long id, char *line,
-		      size_t len, char **fields, int nf)
+bool local_user_entry(const char *text, const char *name, long long id, char *line, size_t len,
+		      char **fields, int nf)
 {
 	for (const char *l = text; l && *l;) {
 		const char *nl = strchrnul(l, '\n');
@@ -100,11 +100,13 @@ int local_user_resolve(const char *spec, const char *label, struct local_user *u
 			u->home = xstrdup(*fl[5] ? fl[5] : "/");
 		}
 	} else {
-		if (!find_entry("/etc/passwd", s, -1, buf, sizeof(buf), fl, 7) || !id_of(fl[2], &v) ||
-		    !id_of(fl[3], &w))
-			return sbx_err_set(err, SBX_E_USAGE,
-					   "no user '%s' in the /etc/passwd of sandbox '%s' (give a "
-					   "number instead)", s, label);
+		if (!find_entry("/etc/passwd", s, -1, buf, sizeof(buf), fl, 7) ||
+		    !id_of(fl[2], &v) || !id_of(fl[3], &w))
+			return sbx_err_set(
+				err, SBX_E_USAGE,
+				"no user '%s' in the /etc/passwd of sandbox '%s' (give a "
+				"number instead)",
+				s, label);
 		u->uid = (uid_t)v;
 		u->gid = (gid_t)w;
 		u->home = xstrdup(*fl[5] ? fl[5] : "/");
@@ -117,9 +119,10 @@ int local_user_resolve(const char *spec, const char *label, struct local_user *u
 		} else {
 			if (!find_entry("/etc/group", grp, -1, buf, sizeof(buf), fl, 4) ||
 			    !id_of(fl[2], &v))
-				return sbx_err_set(err, SBX_E_USAGE,
-						   "no group '%s' in the /etc/group of sandbox '%s'",
-						   grp, label);
+				return sbx_err_set(
+					err, SBX_E_USAGE,
+					"no group '%s' in the /etc/group of sandbox '%s'", grp,
+					label);
 			u->gid = (gid_t)v;
 		}
 	}

@@ -30,9 +30,9 @@
 #define CLONE_NEWCGROUP 0x02000000
 #endif
 
-_Static_assert(SBX_IMAGE_ID_SHIFT == LOCAL_UID_BASE, "image layers are owned in the id range "
+_Static_assert(SBX_IMAGE_ID_SHIFT == LOCAL_UID_BASE,
+	       "image layers are owned in the id range "
 	       "root-run sandboxes map");
-
 
 /* --- create -------------------------------------------------------------------------------- */
 
@@ -41,14 +41,17 @@ _Static_assert(SBX_IMAGE_ID_SHIFT == LOCAL_UID_BASE, "image layers are owned in 
 static int fill_root(const char *dir, const struct local_setup *s, struct sbx_err *err)
 {
 	/* the first three are all an image's root gets: the rest is the image's own */
-	static const struct { const char *name; mode_t mode; } dirs[] = {
-		{ "workspace", 0755 }, { "tmp", 01777 }, { "run", 0755 },  { "root", 0700 },
-		{ "home", 0755 },      { "var", 0755 },  { "var/tmp", 01777 }, { "mnt", 0755 },
-		{ "opt", 0755 },       { "srv", 0755 },  { "proc", 0555 }, { "dev", 0755 },
+	static const struct {
+		const char *name;
+		mode_t mode;
+	} dirs[] = {
+		{ "workspace", 0755 }, { "tmp", 01777 }, { "run", 0755 },      { "root", 0700 },
+		{ "home", 0755 },      { "var", 0755 },	 { "var/tmp", 01777 }, { "mnt", 0755 },
+		{ "opt", 0755 },       { "srv", 0755 },	 { "proc", 0555 },     { "dev", 0755 },
 		{ "sys", 0555 },
 	};
-	static const char *const sys[] = { "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
-					   "etc" };
+	static const char *const sys[] = { "usr",   "bin",   "sbin",   "lib",
+					   "lib32", "lib64", "libx32", "etc" };
 	bool image = s->n_layers > 0;
 	size_t ndirs = image ? 3 : ARRAY_SIZE(dirs), nsys = image ? 0 : ARRAY_SIZE(sys);
 	/* with an image, the root is an overlay of its layers and fs/upper (fs/work is overlay's
@@ -60,7 +63,8 @@ static int fill_root(const char *dir, const struct local_setup *s, struct sbx_er
 		static const char *const fs[] = { "root", "fs", "fs/work" };
 		for (size_t i = 0; i < ARRAY_SIZE(fs); i++) {
 			snprintf(p, sizeof(p), "%s/%s", dir, fs[i]);
-			if (mkdir(p, i == 2 ? 0700 : 0755) < 0 && !(s->disk && i < 2 && errno == EEXIST))
+			if (mkdir(p, i == 2 ? 0700 : 0755) < 0 &&
+			    !(s->disk && i < 2 && errno == EEXIST))
 				return sbx_err_errno(err, "cannot create '%s'", p);
 			if (s->map_range && lchown(p, s->uid, s->gid) < 0)
 				return sbx_err_errno(err, "cannot hand '%s' to the sandbox", p);
@@ -99,12 +103,13 @@ static int fill_root(const char *dir, const struct local_setup *s, struct sbx_er
 		return sbx_err_errno(err, "cannot create '%s'", p);
 	_cleanup_free_ char *hn = xasprintf("%s\n", s->hostname);
 	_cleanup_free_ char *hosts = xasprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
-					       "ip6-loopback\n127.0.1.1\t%s\n", s->hostname);
+					       "ip6-loopback\n127.0.1.1\t%s\n",
+					       s->hostname);
 	/* --add-host: docker's flag, in /etc/hosts too (the proxy dials these addresses) */
 	json_t *ah = json_object_get(json_object_get(s->options, "net"), "add_hosts");
 	size_t ai;
 	json_t *av;
-	json_array_foreach(ah, ai, av) {
+	json_array_foreach (ah, ai, av) {
 		const char *nm = sbx_json_str(av, "name"), *ad = sbx_json_str(av, "addr");
 		if (!nm || !ad)
 			continue;
@@ -168,7 +173,8 @@ static int prepare_root(const char *dir, const struct local_setup *s, struct sbx
 		int lk, m = -1;
 		close(ep[0]);
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		if (unshare(CLONE_NEWNS) < 0 ||
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 			sbx_err_errno(&e, "cannot make a mount namespace");
 		else if ((m = local_disk_mount(dir, &lk, &e)) >= 0 &&
 			 syscall(SYS_move_mount, m, "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH) < 0)
@@ -279,9 +285,12 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 		while (dn < 0 && errno == EINTR);
 	close(rp[0]);
 	if (dn != 1)
-		return sbx_err_set(err, SBX_E_SYSTEM, "cannot start sandbox: its supervisor could "
-				   "not record it ('%s/pids')", rec->dir);
-	json_t *x = rec->extra && json_is_object(rec->extra) ? json_incref(rec->extra) : json_object();
+		return sbx_err_set(err, SBX_E_SYSTEM,
+				   "cannot start sandbox: its supervisor could "
+				   "not record it ('%s/pids')",
+				   rec->dir);
+	json_t *x = rec->extra && json_is_object(rec->extra) ? json_incref(rec->extra)
+							     : json_object();
 	json_object_set_new(x, "init_pid", json_integer(r.pids.init_pid));
 	json_object_set_new(x, "supervisor_pid", json_integer(r.pids.sup_pid));
 	json_object_set_new(x, "uid_base", json_integer(s->uid));
@@ -307,8 +316,8 @@ static void ids_for(struct local_setup *s, bool map_range)
 	}
 }
 
-static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struct sbx_record *rec,
-			struct sbx_err *err)
+static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
+			struct sbx_record *rec, struct sbx_err *err)
 {
 	struct local_setup s = {
 		.dir = rec->dir,
@@ -322,8 +331,8 @@ static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, st
 	size_t bpf_len = 0;
 
 	ids_for(&s, can_map_range());
-	s.n_layers = json_array_size(json_object_get(json_object_get(rec->options, "image"),
-						     "layers"));
+	s.n_layers = json_array_size(
+		json_object_get(json_object_get(rec->options, "image"), "layers"));
 	long long disk = local_disk_size(rec);
 	if (disk > 0) {
 		if (local_disk_check(err) < 0 ||
@@ -455,8 +464,8 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 	if (local_read_pids(rec->dir, &pids) == 0) {
 		bool alive = local_alive(pids.init_pid, pids.init_start);
 		if (alive && grace_ms > 0) {
-			int r = signal_checked(pids.init_pid, pids.init_start, SIGTERM, 0, "init", label,
-					       err);
+			int r = signal_checked(pids.init_pid, pids.init_start, SIGTERM, 0, "init",
+					       label, err);
 			if (r < 0)
 				return -1;
 			/* frozen processes handle the signal once thawed */
@@ -466,7 +475,8 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 			}
 			int pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
 			if (pidfd >= 0) {
-				(void)wait_gone(pidfd, grace_ms > INT_MAX ? INT_MAX : (int)grace_ms);
+				(void)wait_gone(pidfd,
+						grace_ms > INT_MAX ? INT_MAX : (int)grace_ms);
 				close(pidfd);
 			}
 		}
@@ -474,8 +484,8 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 		if (local_alive(pids.init_pid, pids.init_start) &&
 		    local_is_frozen(rec->dir, &pids) == 1) {
 			struct sbx_err ignored = { 0 };
-			(void)signal_checked(pids.init_pid, pids.init_start, SIGKILL, 0, "init", label,
-					     &ignored);
+			(void)signal_checked(pids.init_pid, pids.init_start, SIGKILL, 0, "init",
+					     label, &ignored);
 			(void)local_freeze(rec->dir, &pids, false, &ignored);
 		}
 		/* killing init ends every process of the pid namespace; the supervisor follows */
@@ -503,8 +513,8 @@ static int local_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, str
 
 /* --- pause, resume -------------------------------------------------------------------------- */
 
-static int local_pause(struct sbx_ctx *ctx, struct sbx_record *rec,
-		       const struct sbx_pause_opts *o, struct sbx_err *err)
+static int local_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct sbx_pause_opts *o,
+		       struct sbx_err *err)
 {
 	struct local_pids pids;
 
@@ -531,7 +541,8 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 
 	if (rec->state == SBX_STATE_PAUSED) {
 		if (local_read_pids(rec->dir, &pids) < 0)
-			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running", rec->id);
+			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running",
+					   rec->id);
 		if (local_freeze(rec->dir, &pids, false, err) < 0)
 			return -1;
 		local_touch_activity(rec->dir);
@@ -544,14 +555,18 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 	_cleanup_free_ char *root = xasprintf("%s/root", rec->dir);
 	struct stat st;
 	if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode))
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no files (its creation did "
-				   "not finish); remove it with 'sbx rm -f %s'", rec->id, rec->id);
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' has no files (its creation did "
+				   "not finish); remove it with 'sbx rm -f %s'",
+				   rec->id, rec->id);
 	_cleanup_free_ char *bpfpath = xasprintf("%s/seccomp.bpf", rec->dir);
 	size_t bpf_len = 0;
 	_cleanup_free_ void *bpf = sbx_read_file(bpfpath, 1 << 20, &bpf_len);
 	if (!bpf || !bpf_len || bpf_len % 8)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no usable seccomp filter "
-				   "('%s'); remove it with 'sbx rm -f %s'", rec->id, bpfpath, rec->id);
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' has no usable seccomp filter "
+				   "('%s'); remove it with 'sbx rm -f %s'",
+				   rec->id, bpfpath, rec->id);
 	json_t *vols = json_object_get(rec->options, "volumes");
 	size_t nv = json_array_size(vols);
 	_cleanup_free_ struct sbx_volume *v = xcalloc(nv + 1, sizeof(*v));
@@ -561,8 +576,8 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 		v[i].dest = (char *)sbx_json_str(e, "dest");
 		v[i].ro = json_is_true(json_object_get(e, "read_only"));
 		if (!v[i].host || !v[i].dest)
-			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has a broken volume record",
-					   rec->id);
+			return sbx_err_set(err, SBX_E_STATE,
+					   "sandbox '%s' has a broken volume record", rec->id);
 		if (access(v[i].host, F_OK) < 0)
 			return sbx_err_errno(err, "cannot use volume '%s'", v[i].host);
 	}

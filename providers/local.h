@@ -29,34 +29,34 @@ struct local_pids {
 
 /* resource limits (0: none) */
 struct local_limits {
-	long long memory;	/* bytes */
+	long long memory; /* bytes */
 	long long pids;
-	long long cpu_millis;	/* thousandths of a CPU */
+	long long cpu_millis; /* thousandths of a CPU */
 };
 
 /* everything the supervisor and init need, prepared by the CLI before the fork */
 struct local_setup {
 	const char *dir;	/* the sandbox directory on the host */
-	const char *store_root;	/* $SBX_HOME, for the supervisor's idle timeout */
+	const char *store_root; /* $SBX_HOME, for the supervisor's idle timeout */
 	const char *id;
-	long long ttl_ms;	/* idle timeout (0: none) */
-	bool ttl_rm;		/* at the timeout: remove, rather than pause */
+	long long ttl_ms; /* idle timeout (0: none) */
+	bool ttl_rm;	  /* at the timeout: remove, rather than pause */
 	const char *hostname;
 	const char *workdir;
-	bool map_range;		/* run by root: map sandbox root to uid_base.. */
-	uid_t uid;		/* host uid/gid that sandbox root maps to */
+	bool map_range; /* run by root: map sandbox root to uid_base.. */
+	uid_t uid;	/* host uid/gid that sandbox root maps to */
 	gid_t gid;
 	unsigned long map_count;
 	const struct sbx_volume *volumes;
 	size_t n_volumes;
 	const void *bpf;
 	size_t bpf_len;
-	bool net_host;		/* --net host: the host's network namespace */
-	const json_t *options;	/* the record's options (net policy, previews' defaults) */
-	const char *label;	/* name or id, for messages */
-	char **layers;		/* --image: the unpacked layer directories, base first */
-	size_t n_layers;	/* 0: the host's system view */
-	bool disk;		/* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
+	bool net_host;	       /* --net host: the host's network namespace */
+	const json_t *options; /* the record's options (net policy, previews' defaults) */
+	const char *label;     /* name or id, for messages */
+	char **layers;	       /* --image: the unpacked layer directories, base first */
+	size_t n_layers;       /* 0: the host's system view */
+	bool disk;	       /* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
 };
 
 /* the supervisor's report to the creating CLI */
@@ -132,8 +132,8 @@ int local_user_resolve(const char *spec, const char *label, struct local_user *u
 /* the entry of passwd or group text named name (or, name NULL, whose third field is id),
  * copied into line (len bytes: a longer entry is skipped) and split on ':' into fields (nf;
  * those an entry lacks are ""); entries of fewer than 3 fields are skipped */
-bool local_user_entry(const char *text, const char *name, long long id, char *line,
-		      size_t len, char **fields, int nf);
+bool local_user_entry(const char *text, const char *name, long long id, char *line, size_t len,
+		      char **fields, int nf);
 
 int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	       int *ret_status, struct sbx_err *err);
@@ -188,6 +188,5 @@ int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, c
 		const struct sbx_cp_opts *opts, struct sbx_err *err);
 int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
 		 const struct sbx_cp_opts *opts, struct sbx_err *err);
-
 
 #endif

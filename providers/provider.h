@@ -22,8 +22,8 @@ struct sbx_volume {
 struct sbx_create_opts {
 	const char *name;
 	const char *provider;
-	char **env;		/* "K=V", NULL-terminated */
-	const char *workdir;	/* default /workspace */
+	char **env;	     /* "K=V", NULL-terminated */
+	const char *workdir; /* default /workspace */
 	struct sbx_volume *volumes;
 	size_t n_volumes;
 	char **labels;		/* "K=V", NULL-terminated */
@@ -32,10 +32,10 @@ struct sbx_create_opts {
 	long long pids_limit;	/* --pids-limit (0: none) */
 	long long disk;		/* --disk, bytes: what the sandbox may write at most (0: no cap) */
 	long long ttl_ms;	/* --ttl: idle time before ttl_action (0: none) */
-	const char *ttl_action;	/* "pause" (default) or "rm" */
+	const char *ttl_action; /* "pause" (default) or "rm" */
 	const char *net;	/* --net: none, open, host or allow=LIST (NULL: allow= + preset) */
 	bool net_preset_none;	/* --net-preset none: the allow list only */
-	bool net_allow_private;	/* --net-allow-private: the proxy may dial private addresses */
+	bool net_allow_private; /* --net-allow-private: the proxy may dial private addresses */
 	char **add_hosts;	/* --add-host NAME:ADDR, NULL-terminated */
 	char **host_ports;	/* --host-port PORT[:INSIDE], NULL-terminated */
 	const char *image;	/* --image REF (NULL: the host's system view) */
@@ -43,34 +43,34 @@ struct sbx_create_opts {
 
 /* sbx preview: open (port > 0, rm false), close (rm) or list (port 0) */
 struct sbx_preview_opts {
-	int port;		/* inside the sandbox */
-	int host_port;		/* 0: an ephemeral port */
-	bool public;		/* bind every interface, require a token */
-	bool no_auth;		/* --no-auth: a loopback preview without a token */
+	int port;      /* inside the sandbox */
+	int host_port; /* 0: an ephemeral port */
+	bool public;   /* bind every interface, require a token */
+	bool no_auth;  /* --no-auth: a loopback preview without a token */
 	bool rm;
 };
 
 struct sbx_pause_opts {
-	bool release;		/* end every process, keep the files and the record */
-	long long grace_ms;	/* release: SIGTERM, then SIGKILL after this long */
+	bool release;	    /* end every process, keep the files and the record */
+	long long grace_ms; /* release: SIGTERM, then SIGKILL after this long */
 };
 
 struct sbx_exec_opts {
-	char **argv;		/* NULL-terminated */
-	char **env;		/* "K=V" added for this exec, NULL-terminated */
-	const char *workdir;	/* NULL: the sandbox's default */
-	bool interactive;	/* -i: keep stdin */
-	bool tty;		/* -t: a pty from the sandbox's devpts */
-	bool detach;		/* -d: run in the background, output to the sandbox's log */
-	const char *user;	/* -u USER[:GROUP], by name or number; NULL: root */
-	long long timeout_ms;	/* 0: none */
-	long *ret_pid;		/* -d: set to the command's pid inside the sandbox */
-	bool resume;		/* --resume: a paused, released or stopped sandbox resumes first */
+	char **argv;	      /* NULL-terminated */
+	char **env;	      /* "K=V" added for this exec, NULL-terminated */
+	const char *workdir;  /* NULL: the sandbox's default */
+	bool interactive;     /* -i: keep stdin */
+	bool tty;	      /* -t: a pty from the sandbox's devpts */
+	bool detach;	      /* -d: run in the background, output to the sandbox's log */
+	const char *user;     /* -u USER[:GROUP], by name or number; NULL: root */
+	long long timeout_ms; /* 0: none */
+	long *ret_pid;	      /* -d: set to the command's pid inside the sandbox */
+	bool resume;	      /* --resume: a paused, released or stopped sandbox resumes first */
 };
 
 struct sbx_cp_opts {
-	bool follow_links;	/* -L: SRC, when it is a symbolic link, is followed (where it lives) */
-	bool archive;		/* -a: keep the uid/gid of the source files */
+	bool follow_links; /* -L: SRC, when it is a symbolic link, is followed (where it lives) */
+	bool archive;	   /* -a: keep the uid/gid of the source files */
 	/* cp_in only: NULL for a tar stream ('-'), unpacked into dest, an existing directory;
 	 * for a path copy, the name every entry starts with ("." for a directory's contents),
 	 * and the provider names the result as docker cp does (sbx_archive_extract) */
@@ -85,10 +85,10 @@ struct sbx_cp_opts {
 
 struct sbx_provider {
 	const char *name, *summary;
-	bool remote;		/* hosted: states are remembered in the record, not seen locally */
-	const char *key_var;	/* the variable holding the API key (NULL: none needed) */
-	bool (*configured)(void);	/* whether it can be used as things stand (NULL: always) */
-	char *(*api_url)(void);	/* where its API is reached (NULL: nowhere) */
+	bool remote;	     /* hosted: states are remembered in the record, not seen locally */
+	const char *key_var; /* the variable holding the API key (NULL: none needed) */
+	bool (*configured)(void); /* whether it can be used as things stand (NULL: always) */
+	char *(*api_url)(void);	  /* where its API is reached (NULL: nowhere) */
 	int (*create)(struct sbx_ctx *, const struct sbx_create_opts *, struct sbx_record *,
 		      struct sbx_err *);
 	int (*exec)(struct sbx_ctx *, const struct sbx_record *, const struct sbx_exec_opts *,

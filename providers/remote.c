@@ -12,7 +12,7 @@
 #include "core/archive.h"
 #include "core/log.h"
 
-#define RETRY_AFTER_MAX_S 30	/* a longer wait asked for is not waited for */
+#define RETRY_AFTER_MAX_S 30 /* a longer wait asked for is not waited for */
 #define RATE_ATTEMPTS 5
 #define ERROR_ATTEMPTS 3
 
@@ -71,7 +71,7 @@ char *remote_error_message(const struct strbuf *body)
 		} else if (json_is_array(msg)) { /* a list of validation errors */
 			size_t i;
 			json_t *v;
-			json_array_foreach(msg, i, v) {
+			json_array_foreach (msg, i, v) {
 				if (!json_is_string(v))
 					continue;
 				if (m.len)
@@ -105,17 +105,24 @@ int remote_status_error(const struct remote *r, const char *what, long status,
 	int rc;
 
 	if (status == 401 || status == 403)
-		rc = sbx_err_set(err, SBX_E_CONFIG, "%s rejected the API key (HTTP %ld%s); check %s",
-				 r->label, status, detail, r->key_var);
+		rc = sbx_err_set(err, SBX_E_CONFIG,
+				 "%s rejected the API key (HTTP %ld%s); check %s", r->label, status,
+				 detail, r->key_var);
 	else if (status == 404)
-		rc = sbx_err_set(err, SBX_E_NOTFOUND, "cannot %s: %s has no such sandbox (HTTP "
-				 "404%s)", what, r->label, detail);
+		rc = sbx_err_set(err, SBX_E_NOTFOUND,
+				 "cannot %s: %s has no such sandbox (HTTP "
+				 "404%s)",
+				 what, r->label, detail);
 	else if (status == 409)
-		rc = sbx_err_set(err, SBX_E_STATE, "cannot %s: %s refused it in the sandbox's "
-				 "present state (HTTP 409%s)", what, r->label, detail);
+		rc = sbx_err_set(err, SBX_E_STATE,
+				 "cannot %s: %s refused it in the sandbox's "
+				 "present state (HTTP 409%s)",
+				 what, r->label, detail);
 	else if (status == 429)
-		rc = sbx_err_set(err, SBX_E_REMOTE, "cannot %s: %s is rate limiting requests (HTTP "
-				 "429%s); try again later", what, r->label, detail);
+		rc = sbx_err_set(err, SBX_E_REMOTE,
+				 "cannot %s: %s is rate limiting requests (HTTP "
+				 "429%s); try again later",
+				 what, r->label, detail);
 	else if (status >= 500)
 		rc = sbx_err_set(err, SBX_E_REMOTE, "cannot %s: %s failed (HTTP %ld%s)", what,
 				 r->label, status, detail);
@@ -192,8 +199,8 @@ long remote_do(const struct remote *r, const struct remote_call *c, json_t **ret
 		}
 		if (pr < 0) {
 			bool again = (c->flags & REMOTE_IDEMPOTENT) && !resp.timed_out &&
-				     ++err_tries < ERROR_ATTEMPTS && e.kind == SBX_E_NETWORK &&
-				     !strstr(e.msg, "TLS") && !strstr(e.msg, "stalled");
+				++err_tries < ERROR_ATTEMPTS && e.kind == SBX_E_NETWORK &&
+				!strstr(e.msg, "TLS") && !strstr(e.msg, "stalled");
 			sbx_http_resp_release(&resp);
 			if (again) {
 				sbx_debug("%s: %s; trying again", c->what, e.msg);
@@ -229,14 +236,18 @@ long remote_do(const struct remote *r, const struct remote_call *c, json_t **ret
 				long ra = retry_after(sbx_http_header(&resp, "retry-after"));
 				_cleanup_free_ char *m = remote_error_message(&resp.body);
 				if (ra > RETRY_AFTER_MAX_S)
-					sbx_err_set(err, SBX_E_REMOTE, "cannot %s: %s is rate limiting "
-						    "requests and asks to wait %ld s; try again then",
-						    c->what, r->label, ra);
+					sbx_err_set(
+						err, SBX_E_REMOTE,
+						"cannot %s: %s is rate limiting "
+						"requests and asks to wait %ld s; try again then",
+						c->what, r->label, ra);
 				else
-					sbx_err_set(err, SBX_E_REMOTE, "cannot %s: %s went on rate "
-						    "limiting requests (HTTP 429%s%s) after %d tries; "
-						    "try again later", c->what, r->label, *m ? ": " : "",
-						    m, rate_tries);
+					sbx_err_set(
+						err, SBX_E_REMOTE,
+						"cannot %s: %s went on rate "
+						"limiting requests (HTTP 429%s%s) after %d tries; "
+						"try again later",
+						c->what, r->label, *m ? ": " : "", m, rate_tries);
 				err->http_status = 429;
 			} else {
 				remote_status_error(r, c->what, st, &resp.body, err);
@@ -250,9 +261,10 @@ long remote_do(const struct remote *r, const struct remote_call *c, json_t **ret
 			json_error_t je;
 			json_t *j = json_loadb(resp.body.buf, resp.body.len, 0, &je);
 			if (!j) {
-				sbx_err_set(err, SBX_E_REMOTE, "cannot %s: %s sent a malformed answer "
-					    "(HTTP %ld, line %d column %d: %s)", c->what, r->label,
-					    st, je.line, je.column, je.text);
+				sbx_err_set(err, SBX_E_REMOTE,
+					    "cannot %s: %s sent a malformed answer "
+					    "(HTTP %ld, line %d column %d: %s)",
+					    c->what, r->label, st, je.line, je.column, je.text);
 				sbx_http_resp_release(&resp);
 				return -1;
 			}
@@ -389,8 +401,9 @@ static int script_failed(const char *what, int status, const struct strbuf *erro
 	for (char *c = line; *c; c++)
 		if ((unsigned char)*c < ' ')
 			*c = ' ';
-	enum sbx_errkind k = status == 4 ? SBX_E_NOTFOUND : status == 3 ? SBX_E_USAGE
-									: SBX_E_REMOTE;
+	enum sbx_errkind k = status == 4 ? SBX_E_NOTFOUND
+		: status == 3		 ? SBX_E_USAGE
+					 : SBX_E_REMOTE;
 	if (*line)
 		return sbx_err_set(err, k, "%.400s", line);
 	return sbx_err_set(err, k, "%s failed inside the sandbox (exit status %d)", what, status);
@@ -466,8 +479,10 @@ int remote_need_id(const char *what, const struct sbx_record *rec, struct sbx_er
 	const char *l = remote_label(rec);
 
 	if (!rec->provider_id || !*rec->provider_id)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' has no %s id (its creation did "
-				   "not finish); remove it with 'sbx rm -f %s'", l, what, l);
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' has no %s id (its creation did "
+				   "not finish); remove it with 'sbx rm -f %s'",
+				   l, what, l);
 	return 0;
 }
 
@@ -479,8 +494,10 @@ int remote_check_running(const char *what, const struct sbx_record *rec, struct 
 		return -1;
 	if (rec->state == SBX_STATE_PAUSED || rec->state == SBX_STATE_STOPPED ||
 	    rec->state == SBX_STATE_RELEASED)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; run 'sbx resume %s' (or "
-				   "'sbx exec --resume')", l, sbx_state_name(rec->state), l);
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' is %s; run 'sbx resume %s' (or "
+				   "'sbx exec --resume')",
+				   l, sbx_state_name(rec->state), l);
 	return 0;
 }
 
@@ -490,12 +507,19 @@ int remote_preview_start(const char *provider, const char *what, const struct sb
 	if (remote_need_id(what, rec, err) < 0)
 		return -1;
 	if (o->host_port || o->public || o->no_auth)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support %s: its "
-				   "preview URLs are served by %s", provider,
-				   o->public ? "--public" : o->no_auth ? "--no-auth" : "--host-port", what);
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider '%s' does not support %s: its "
+				   "preview URLs are served by %s",
+				   provider,
+				   o->public		? "--public"
+					   : o->no_auth ? "--no-auth"
+							: "--host-port",
+				   what);
 	if (o->rm)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' has no previews to close: "
-				   "every port has its URL while the sandbox runs", provider);
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider '%s' has no previews to close: "
+				   "every port has its URL while the sandbox runs",
+				   provider);
 	if (!o->port) {
 		*ret = json_array();
 		return 1;
@@ -503,8 +527,7 @@ int remote_preview_start(const char *provider, const char *what, const struct sb
 	return 0;
 }
 
-char *remote_url(const struct remote *r, const char *collection, const char *id,
-		 const char *tail)
+char *remote_url(const struct remote *r, const char *collection, const char *id, const char *tail)
 {
 	struct strbuf sb = STRBUF_INIT;
 
@@ -520,18 +543,18 @@ char *remote_url(const struct remote *r, const char *collection, const char *id,
 int remote_refuse_local_options(const char *provider, const struct sbx_create_opts *o,
 				bool limits_ok, struct sbx_err *err)
 {
-	const char *flag = o->n_volumes				? "--volume"
-			   : o->pids_limit			? "--pids-limit"
-			   : !limits_ok && o->memory		? "--memory"
-			   : !limits_ok && o->cpu_millis	? "--cpus"
-			   : !limits_ok && o->disk		? "--disk"
-			   : o->add_hosts && *o->add_hosts	? "--add-host"
-			   : o->host_ports && *o->host_ports	? "--host-port"
-			   : o->net_preset_none			? "--net-preset"
-			   : o->net_allow_private		? "--net-allow-private"
-			   : o->net && startswith(o->net, "allow=") ? "--net allow="
-			   : o->net && streq(o->net, "host")	? "--net host"
-								: NULL;
+	const char *flag = o->n_volumes			 ? "--volume"
+		: o->pids_limit				 ? "--pids-limit"
+		: !limits_ok && o->memory		 ? "--memory"
+		: !limits_ok && o->cpu_millis		 ? "--cpus"
+		: !limits_ok && o->disk			 ? "--disk"
+		: o->add_hosts && *o->add_hosts		 ? "--add-host"
+		: o->host_ports && *o->host_ports	 ? "--host-port"
+		: o->net_preset_none			 ? "--net-preset"
+		: o->net_allow_private			 ? "--net-allow-private"
+		: o->net && startswith(o->net, "allow=") ? "--net allow="
+		: o->net && streq(o->net, "host")	 ? "--net host"
+							 : NULL;
 	if (flag)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support %s",
 				   provider, flag);

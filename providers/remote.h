@@ -8,10 +8,10 @@
 #include "providers/provider.h"
 
 struct remote {
-	const char *label;	/* "E2B", for messages */
-	const char *key_var;	/* "E2B_API_KEY" */
-	char *api;		/* base URL, no trailing '/' */
-	char *auth;		/* the header line that carries the key (a secret) */
+	const char *label;   /* "E2B", for messages */
+	const char *key_var; /* "E2B_API_KEY" */
+	char *api;	     /* base URL, no trailing '/' */
+	char *auth;	     /* the header line that carries the key (a secret) */
 };
 
 /* the first of the variables (NULL-terminated) that is set and not empty, or NULL */
@@ -23,18 +23,18 @@ int remote_init(struct remote *r, const char *label, const char *key_var,
 		struct sbx_err *err);
 void remote_release(struct remote *r);
 
-#define REMOTE_IDEMPOTENT 1u	/* 5xx and dropped connections are retried */
+#define REMOTE_IDEMPOTENT 1u /* 5xx and dropped connections are retried */
 
 struct remote_call {
 	const char *method;
-	const char *url;		/* absolute */
-	json_t *body;			/* borrowed; sent as application/json */
-	const char *const *headers;	/* more "Name: value" lines */
+	const char *url;	    /* absolute */
+	json_t *body;		    /* borrowed; sent as application/json */
+	const char *const *headers; /* more "Name: value" lines */
 	unsigned flags;
-	const long *accept;		/* non-2xx statuses returned rather than failed (0-ended) */
-	long long timeout_ms;		/* per attempt (0: 30 s) */
-	const char *what;		/* "create the sandbox", for messages */
-	volatile sig_atomic_t *cancel;	/* non-zero: give up (an "interrupted" error) */
+	const long *accept;	       /* non-2xx statuses returned rather than failed (0-ended) */
+	long long timeout_ms;	       /* per attempt (0: 30 s) */
+	const char *what;	       /* "create the sandbox", for messages */
+	volatile sig_atomic_t *cancel; /* non-zero: give up (an "interrupted" error) */
 };
 
 /* one call, retried within bounds (429 honouring Retry-After, any method; 5xx and transport
@@ -86,8 +86,7 @@ int remote_check_running(const char *what, const struct sbx_record *rec, struct 
 int remote_preview_start(const char *provider, const char *what, const struct sbx_record *rec,
 			 const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err);
 /* BASE/COLLECTION[/ID escaped]TAIL */
-char *remote_url(const struct remote *r, const char *collection, const char *id,
-		 const char *tail);
+char *remote_url(const struct remote *r, const char *collection, const char *id, const char *tail);
 
 /* what create options a hosted provider cannot honour: SBX_E_UNSUPPORTED naming the flag */
 int remote_refuse_local_options(const char *provider, const struct sbx_create_opts *o,

@@ -17,7 +17,10 @@
 static long sys3(long n, long a, long b, long c)
 {
 	long r;
-	__asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(n), "D"(a), "S"(b), "d"(c)
+			 : "rcx", "r11", "memory");
 	return r;
 }
 __asm__(".text\n.global _start\n_start:\n\txor %rbp,%rbp\n\tmov %rsp,%rdi\n\tand $-16,%rsp\n"

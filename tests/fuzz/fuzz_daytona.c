@@ -39,8 +39,9 @@ static void list(const json_t *j)
 	json_t *v;
 
 	if (daytona_decode_list(j, all, &cursor, &err) == 0) {
-		json_object_foreach(all, k, v)
-			FUZZ_CHECK(json_is_integer(v) && json_integer_value(v) >= SBX_STATE_UNKNOWN &&
+		json_object_foreach (all, k, v)
+			FUZZ_CHECK(json_is_integer(v) &&
+					   json_integer_value(v) >= SBX_STATE_UNKNOWN &&
 					   json_integer_value(v) <= SBX_STATE_MISSING,
 				   "state of '%s'", k);
 		FUZZ_CHECK(!cursor || *cursor, "an empty cursor");
@@ -116,10 +117,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!j)
 		return 0;
 	switch (which) {
-	case 0: sandbox(j); break;
-	case 1: list(j); break;
-	case 2: exec_result(j); break;
-	case 3: preview(j); break;
+	case 0:
+		sandbox(j);
+		break;
+	case 1:
+		list(j);
+		break;
+	case 2:
+		exec_result(j);
+		break;
+	case 3:
+		preview(j);
+		break;
 	}
 	json_decref(j);
 	return 0;

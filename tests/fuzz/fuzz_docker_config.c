@@ -20,7 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct sbx_err err = { 0 };
 		int r = sbx_registry_credentials(registries[i], &c, &err);
 		if (r < 0) {
-			FUZZ_CHECK(err.msg[0] && err.kind != SBX_E_NONE, "an error without a message");
+			FUZZ_CHECK(err.msg[0] && err.kind != SBX_E_NONE,
+				   "an error without a message");
 			continue;
 		}
 		FUZZ_CHECK(r == 0 || r == 1, "returned %d", r);
@@ -28,7 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_CHECK((c.username && c.password) || c.identity_token,
 				   "credentials without a user or a token");
 		else
-			FUZZ_CHECK(!c.username && !c.password && !c.identity_token, "0 with values");
+			FUZZ_CHECK(!c.username && !c.password && !c.identity_token,
+				   "0 with values");
 		sbx_registry_creds_release(&c);
 	}
 	return 0;

@@ -58,14 +58,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(t);
 	size_t i;
 	json_t *v;
-	json_array_foreach(a, i, v) {
+	json_array_foreach (a, i, v) {
 		static const char *const cols[] = { "name", "repository", "tag", "id" };
 		for (size_t k = 0; k < ARRAY_SIZE(cols); k++) {
 			const char *s = sbx_json_str(v, cols[k]);
 			FUZZ_CHECK(s, "entry %zu has no %s", i, cols[k]);
 			char *safe = sbx_term_safe(s);
-			FUZZ_CHECK(!fuzz_term_unsafe(safe) && !strchr(safe, '\n'), "%s shown with %s",
-				   cols[k], fuzz_term_unsafe(safe));
+			FUZZ_CHECK(!fuzz_term_unsafe(safe) && !strchr(safe, '\n'),
+				   "%s shown with %s", cols[k], fuzz_term_unsafe(safe));
 			free(safe);
 		}
 		if (i >= 8)
@@ -80,7 +80,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (sbx_image_find(&st, look[k], &img, &e2) == 0)
 				check_image(&img);
 			else
-				FUZZ_CHECK(e2.msg[0], "find '%s': an error without a message", look[k]);
+				FUZZ_CHECK(e2.msg[0], "find '%s': an error without a message",
+					   look[k]);
 			sbx_image_release(&img);
 		}
 	}

@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(json_is_array(list), "the list is not an array");
 	size_t i;
 	json_t *v;
-	json_array_foreach(list, i, v) {
+	json_array_foreach (list, i, v) {
 		const char *url = sbx_json_str(v, "url");
 		char *safe = sbx_term_safe(url ? url : "");
 		FUZZ_CHECK(!fuzz_term_unsafe(safe) && !strchr(safe, '\n'), "url shown with %s",

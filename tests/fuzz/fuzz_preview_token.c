@@ -37,7 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(loc);
 		/* no token anywhere in it: never let through */
 		if (!memmem(buf, hl, token, sizeof(token) - 1))
-			FUZZ_CHECK(r == LOCAL_TOKEN_BAD || r == LOCAL_TOKEN_DENY, "let in without it");
+			FUZZ_CHECK(r == LOCAL_TOKEN_BAD || r == LOCAL_TOKEN_DENY,
+				   "let in without it");
 	}
 	/* the input as a path: with the header it is let in; with the query it is redirected to
 	 * the same path without it; with a wrong token, neither */
@@ -52,8 +53,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    token);
 	FUZZ_CHECK(check(h, strlen(h), &loc) == LOCAL_TOKEN_OK, "header refused: %s", h);
 	free(h);
-	h = xasprintf("GET /%s?a=1&sbx_token=%s HTTP/1.1\r\nCookie: x=y; sbx_preview_token_1=no\r\n\r\n",
-		      path, token);
+	h = xasprintf(
+		"GET /%s?a=1&sbx_token=%s HTTP/1.1\r\nCookie: x=y; sbx_preview_token_1=no\r\n\r\n",
+		path, token);
 	FUZZ_CHECK(check(h, strlen(h), &loc) == LOCAL_TOKEN_REDIRECT, "query refused: %s", h);
 	char *want = xasprintf("/%s?a=1", path);
 	FUZZ_CHECK(streq(loc, want), "redirect to '%s', not '%s'", loc, want);

@@ -10,7 +10,8 @@ static void check_escaped(const char *host, size_t n)
 	char *e = local_escape_name(host, n);
 
 	for (const char *p = e; *p; p++)
-		FUZZ_CHECK(*p > 0x20 && *p < 0x7f, "byte %02x escaped as itself", (unsigned char)*p);
+		FUZZ_CHECK(*p > 0x20 && *p < 0x7f, "byte %02x escaped as itself",
+			   (unsigned char)*p);
 	free(e);
 }
 
@@ -38,8 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		   "host length %zu", r.host_len);
 	for (size_t i = 0; i < r.host_len; i++)
 		FUZZ_CHECK((unsigned char)r.host[i] > 0x20 && r.host[i] != 0x7f &&
-			   !(r.host[i] >= 'A' && r.host[i] <= 'Z'), "host byte %02x",
-			   (unsigned char)r.host[i]);
+				   !(r.host[i] >= 'A' && r.host[i] <= 'Z'),
+			   "host byte %02x", (unsigned char)r.host[i]);
 	FUZZ_CHECK(r.port >= 1 && r.port <= 65535, "port %d", r.port);
 	FUZZ_CHECK(r.target_off + r.target_len <= hl, "target out of the head");
 	FUZZ_CHECK(strncmp(r.version, "HTTP/1.", 7) == 0, "version %s", r.version);
@@ -54,16 +55,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int b = local_http_basic(buf, hl, user, sizeof(user), pass, sizeof(pass));
 	FUZZ_CHECK(b >= -1 && b <= 1, "basic %d", b);
 	if (b == 1)
-		FUZZ_CHECK(strlen(user) < sizeof(user) && strlen(pass) < sizeof(pass), "credential");
+		FUZZ_CHECK(strlen(user) < sizeof(user) && strlen(pass) < sizeof(pass),
+			   "credential");
 
 	if (!r.connect) {
 		FUZZ_CHECK(r.path_off + r.path_len <= hl, "path out of the head");
 		size_t ol;
 		char *o = local_http_origin_head(buf, hl, &r, &ol);
 		/* a head of its own: one request line, no Proxy-* header, "Connection: close" */
-		FUZZ_CHECK(ol >= 4 && local_http_head_len(o, ol, 0) == ol, "origin head ends early");
-		FUZZ_CHECK(strncmp(o, r.method, strlen(r.method)) == 0 && o[strlen(r.method)] == ' ' &&
-			   o[strlen(r.method) + 1] == '/', "request line '%.40s'", o);
+		FUZZ_CHECK(ol >= 4 && local_http_head_len(o, ol, 0) == ol,
+			   "origin head ends early");
+		FUZZ_CHECK(strncmp(o, r.method, strlen(r.method)) == 0 &&
+				   o[strlen(r.method)] == ' ' && o[strlen(r.method) + 1] == '/',
+			   "request line '%.40s'", o);
 		FUZZ_CHECK(ol >= 21 && memcmp(o + ol - 21, "Connection: close\r\n\r\n", 21) == 0,
 			   "no Connection: close");
 		FUZZ_CHECK(!strcasestr(o, "\r\nproxy-"), "a Proxy- header goes upstream");

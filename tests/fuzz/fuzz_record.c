@@ -38,8 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(rec->created == again->created, "created %lld, then %lld", rec->created,
 		   again->created);
 	FUZZ_CHECK(json_equal(rec->options, again->options), "options");
-	FUZZ_CHECK((!rec->extra && !again->extra) || json_equal(rec->extra, again->extra),
-		   "extra");
+	FUZZ_CHECK((!rec->extra && !again->extra) || json_equal(rec->extra, again->extra), "extra");
 
 	/* what ls shows of it */
 	char *name = sbx_term_safe(rec->name ? rec->name : "-");

@@ -15,14 +15,14 @@ static int tree_depth(const json_t *j)
 	json_t *v;
 
 	if (json_is_array(j)) {
-		json_array_foreach(j, i, v) {
+		json_array_foreach (j, i, v) {
 			int c = tree_depth(v);
 			d = c > d ? c : d;
 		}
 		return d + 1;
 	}
 	if (json_is_object(j)) {
-		json_object_foreach((json_t *)j, k, v) {
+		json_object_foreach ((json_t *)j, k, v) {
 			int c = tree_depth(v);
 			d = c > d ? c : d;
 		}
@@ -48,7 +48,7 @@ static void check_platform(const json_t *index, const char *platform)
 	bool found = false;
 	size_t i;
 	json_t *m;
-	json_array_foreach(json_object_get(index, "manifests"), i, m) {
+	json_array_foreach (json_object_get(index, "manifests"), i, m) {
 		json_t *p = json_object_get(m, "platform");
 		const char *os = sbx_json_str(p, "os"), *arch = sbx_json_str(p, "architecture");
 		const char *d = sbx_json_str(m, "digest");
@@ -87,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* an image manifest's layers */
 	size_t i;
 	json_t *l;
-	json_array_foreach(json_object_get(j, "layers"), i, l) {
+	json_array_foreach (json_object_get(j, "layers"), i, l) {
 		const char *mt = sbx_json_str(l, "mediaType");
 		bool known = sbx_layer_media_type_known(mt);
 		bool gz = sbx_layer_is_gzip(mt), zst = sbx_layer_is_zstd(mt);
@@ -102,7 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		char *p = xasprintf("%s/%s", os, sbx_platform_norm_arch(arch));
 		struct sbx_platform pl;
 		if (sbx_platform_parse(p, &pl, &err) == 0)
-			FUZZ_CHECK(strlen(pl.os) < sizeof(pl.os) && strlen(pl.arch) < sizeof(pl.arch),
+			FUZZ_CHECK(strlen(pl.os) < sizeof(pl.os) &&
+					   strlen(pl.arch) < sizeof(pl.arch),
 				   "platform '%s'", p);
 		free(p);
 	}

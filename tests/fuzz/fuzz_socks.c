@@ -13,7 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (st >= LOCAL_SOCKS_GREETING) {
 		FUZZ_CHECK(m.greeting_len >= 3 && m.greeting_len <= size, "greeting %zu",
 			   m.greeting_len);
-		FUZZ_CHECK(m.method == 0 || m.method == 2 || m.method == 0xff, "method %d", m.method);
+		FUZZ_CHECK(m.method == 0 || m.method == 2 || m.method == 0xff, "method %d",
+			   m.method);
 	}
 	if (st == LOCAL_SOCKS_AUTH)
 		FUZZ_CHECK(m.method == 2 && m.greeting_len + m.auth_len <= size, "auth");
@@ -32,8 +33,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(e);
 		/* the request alone parses the same; data after it is not the handshake's */
 		FUZZ_CHECK(local_socks_parse(data, m.request_len, &p) == LOCAL_SOCKS_REQUEST &&
-			   p.host_len == m.host_len && memcmp(p.host, m.host, m.host_len) == 0 &&
-			   p.port == m.port, "the request's own bytes parse differently");
+				   p.host_len == m.host_len &&
+				   memcmp(p.host, m.host, m.host_len) == 0 && p.port == m.port,
+			   "the request's own bytes parse differently");
 	}
 	/* a shorter prefix never gets further, and never fails where the whole did not */
 	if (size > 0 && st >= 0) {

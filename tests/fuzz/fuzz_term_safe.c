@@ -9,7 +9,11 @@
 static long decode(const unsigned char *s, size_t n, size_t *len)
 {
 	static const long min[] = { 0, 0, 0x80, 0x800, 0x10000 };
-	size_t l = s[0] < 0x80 ? 1 : s[0] >> 5 == 6 ? 2 : s[0] >> 4 == 14 ? 3 : s[0] >> 3 == 30 ? 4 : 0;
+	size_t l = s[0] < 0x80	  ? 1
+		: s[0] >> 5 == 6  ? 2
+		: s[0] >> 4 == 14 ? 3
+		: s[0] >> 3 == 30 ? 4
+				  : 0;
 	long cp;
 
 	if (!l || l > n)
@@ -68,7 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (s) {
 		char *t = sbx_json_dump(s, false);
 		for (const char *c = t; *c; c++)
-			FUZZ_CHECK(*c >= 0x20 && *c < 0x7f, "byte %02x in '%s'", (unsigned char)*c, t);
+			FUZZ_CHECK(*c >= 0x20 && *c < 0x7f, "byte %02x in '%s'", (unsigned char)*c,
+				   t);
 		json_error_t je;
 		json_t *back = json_loads(t, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
 		FUZZ_CHECK(back && json_equal(s, back), "'%s' does not read back: %s", t, je.text);

@@ -6,7 +6,7 @@
 static bool token_char(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-	       (c && strchr("!#$%&'*+.^_`|~-", c));
+		(c && strchr("!#$%&'*+.^_`|~-", c));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

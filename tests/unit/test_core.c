@@ -26,8 +26,11 @@ void test_util(void)
 	CHECK(streq(t, "2023-11-14T22:13:20Z"), "rfc3339: %s", t);
 	free(t);
 
-	static const char *const b64[][2] = { { "", "" }, { "f", "Zg==" }, { "fo", "Zm8=" },
-					      { "foo", "Zm9v" }, { "user:pass", "dXNlcjpwYXNz" } };
+	static const char *const b64[][2] = { { "", "" },
+					      { "f", "Zg==" },
+					      { "fo", "Zm8=" },
+					      { "foo", "Zm9v" },
+					      { "user:pass", "dXNlcjpwYXNz" } };
 	for (size_t i = 0; i < sizeof(b64) / sizeof(b64[0]); i++) {
 		size_t n = 99;
 		char *e = sbx_base64_encode(b64[i][0], strlen(b64[i][0]));
@@ -98,7 +101,8 @@ void test_err(void)
 	errno = ENOENT;
 	sbx_err_errno(&err, "cannot open '%s'", "f");
 	CHECK(err.kind == SBX_E_SYSTEM && err.errnum == ENOENT, "errno kind");
-	CHECK(streq(err.msg, "cannot open 'f': No such file or directory"), "errno msg: %s", err.msg);
+	CHECK(streq(err.msg, "cannot open 'f': No such file or directory"), "errno msg: %s",
+	      err.msg);
 	sbx_err_prefix(&err, "cannot create '%s'", "box");
 	CHECK(startswith(err.msg, "cannot create 'box': cannot open 'f'"), "prefix: %s", err.msg);
 	char big[2000];
@@ -116,7 +120,8 @@ void test_json(void)
 
 	CHECK(j != NULL, "parse ok");
 	CHECK(sbx_json_get_str(j, "a", &s, &err) == 0 && streq(s, "x"), "get a");
-	CHECK(sbx_json_get_str(j, "b", &s, &err) < 0 && strstr(err.msg, "'b'"), "missing key named");
+	CHECK(sbx_json_get_str(j, "b", &s, &err) < 0 && strstr(err.msg, "'b'"),
+	      "missing key named");
 	CHECK(sbx_json_int(j, "n", 0) == 3, "int");
 	CHECK(sbx_json_int(j, "a", 7) == 7, "int default on string");
 	char *d = sbx_json_dump(j, false);

@@ -46,7 +46,8 @@ void test_net(void)
 	CHECK(!sbx_net_match("*.example.com", "badexample.com"), "wildcard needs the dot");
 
 	CHECK(sbx_net_parse_allow("Web.Test:8080", &pat, &port) == 0 && streq(pat, "web.test") &&
-	      port == 8080, "allow entry with port, lowercased");
+		      port == 8080,
+	      "allow entry with port, lowercased");
 	free(pat);
 	CHECK(sbx_net_parse_allow("*.zone.test", &pat, &port) == 0 && port == 0, "wildcard entry");
 	free(pat);
@@ -56,14 +57,17 @@ void test_net(void)
 	CHECK(sbx_net_parse_allow("", &pat, &port) < 0, "empty refused");
 
 	CHECK(sbx_net_parse_add_host("db.test:10.0.0.5", &name, &addr) == 0 &&
-	      streq(name, "db.test") && streq(addr, "10.0.0.5"), "add-host v4");
+		      streq(name, "db.test") && streq(addr, "10.0.0.5"),
+	      "add-host v4");
 	free(name);
 	free(addr);
-	CHECK(sbx_net_parse_add_host("db.test:fd00::1", &name, &addr) == 0 && streq(addr, "fd00::1"),
+	CHECK(sbx_net_parse_add_host("db.test:fd00::1", &name, &addr) == 0 &&
+		      streq(addr, "fd00::1"),
 	      "add-host v6");
 	free(name);
 	free(addr);
-	CHECK(sbx_net_parse_add_host("db.test:nope", &name, &addr) < 0, "add-host needs an address");
+	CHECK(sbx_net_parse_add_host("db.test:nope", &name, &addr) < 0,
+	      "add-host needs an address");
 	CHECK(sbx_net_parse_add_host("db.test", &name, &addr) < 0, "add-host needs the colon");
 
 	CHECK(sbx_net_parse_host_port("5432", &hp, &in) == 0 && hp == 5432 && in == 5432,
@@ -72,7 +76,8 @@ void test_net(void)
 	      "host-port with inside");
 	CHECK(sbx_net_parse_host_port("70000", &hp, &in) < 0, "host-port range");
 
-	char *p3128[] = { "9000:3128", NULL }, *pdup[] = { "1:9", "2:9", NULL }, *pok[] = { "5432", NULL };
+	char *p3128[] = { "9000:3128", NULL }, *pdup[] = { "1:9", "2:9", NULL },
+	     *pok[] = { "5432", NULL };
 	CHECK(validate(NULL, NULL, NULL) == 0, "the default is valid");
 	CHECK(validate("allow=a.test,*.b.test:443", NULL, NULL) == 0, "allow list");
 	CHECK(validate("allow=", NULL, NULL) == 0, "allow= alone");

@@ -61,8 +61,8 @@ static void test_refs(void)
 	       "library/alpine", "latest", NULL, "docker.io/library/alpine:latest");
 	ref_ok("docker.io/alpine", "docker.io", "registry-1.docker.io", "library/alpine", "latest",
 	       NULL, "docker.io/library/alpine:latest");
-	ref_ok("alpine:3@sha256:" HEX64, "docker.io", "registry-1.docker.io", "library/alpine", NULL,
-	       "sha256:" HEX64, "docker.io/library/alpine@sha256:" HEX64);
+	ref_ok("alpine:3@sha256:" HEX64, "docker.io", "registry-1.docker.io", "library/alpine",
+	       NULL, "sha256:" HEX64, "docker.io/library/alpine@sha256:" HEX64);
 	ref_ok("[::1]:5000/a_b/c__d/e-f/g--h.i", "[::1]:5000", "[::1]:5000", "a_b/c__d/e-f/g--h.i",
 	       "latest", NULL, "[::1]:5000/a_b/c__d/e-f/g--h.i:latest");
 	ref_ok("Example.COM/x", "Example.COM", "Example.COM", "x", "latest", NULL,
@@ -123,35 +123,42 @@ static void test_challenge(void)
 
 	CHECK(sbx_registry_parse_challenge(
 		      "Bearer realm=\"https://auth.docker.io/token\",service=\"registry.docker.io\","
-		      "scope=\"repository:library/busybox:pull\"", &c) == 0 &&
-	      streq(c.scheme, "Bearer") && streq(c.realm, "https://auth.docker.io/token") &&
-	      streq(c.service, "registry.docker.io") &&
-	      streq(c.scope, "repository:library/busybox:pull"), "docker hub challenge");
+		      "scope=\"repository:library/busybox:pull\"",
+		      &c) == 0 &&
+		      streq(c.scheme, "Bearer") && streq(c.realm, "https://auth.docker.io/token") &&
+		      streq(c.service, "registry.docker.io") &&
+		      streq(c.scope, "repository:library/busybox:pull"),
+	      "docker hub challenge");
 	sbx_challenge_release(&c);
 
 	CHECK(sbx_registry_parse_challenge("  bearer  Realm = \"http://127.0.0.1:1/t?a=b\" , "
-					   "Service=sbx-test", &c) == 0 &&
-	      streq(c.scheme, "bearer") && streq(c.realm, "http://127.0.0.1:1/t?a=b") &&
-	      streq(c.service, "sbx-test") && !c.scope, "spaces, case, unquoted value");
+					   "Service=sbx-test",
+					   &c) == 0 &&
+		      streq(c.scheme, "bearer") && streq(c.realm, "http://127.0.0.1:1/t?a=b") &&
+		      streq(c.service, "sbx-test") && !c.scope,
+	      "spaces, case, unquoted value");
 	sbx_challenge_release(&c);
 
 	CHECK(sbx_registry_parse_challenge("Bearer realm=\"a\\\"b\",error=\"insufficient_scope\","
-					   "scope=\"repository:x:pull,push\"", &c) == 0 &&
-	      streq(c.realm, "a\"b") && streq(c.scope, "repository:x:pull,push"),
+					   "scope=\"repository:x:pull,push\"",
+					   &c) == 0 &&
+		      streq(c.realm, "a\"b") && streq(c.scope, "repository:x:pull,push"),
 	      "escaped quote, unknown parameter, comma in a quoted value");
 	sbx_challenge_release(&c);
 
 	CHECK(sbx_registry_parse_challenge("Basic realm=\"Registry Realm\"", &c) == 0 &&
-	      streq(c.scheme, "Basic") && streq(c.realm, "Registry Realm") && !c.service,
+		      streq(c.scheme, "Basic") && streq(c.realm, "Registry Realm") && !c.service,
 	      "basic challenge");
 	sbx_challenge_release(&c);
 
 	CHECK(sbx_registry_parse_challenge("Basic", &c) == 0 && streq(c.scheme, "Basic") &&
-	      !c.realm, "scheme alone");
+		      !c.realm,
+	      "scheme alone");
 	sbx_challenge_release(&c);
 
 	CHECK(sbx_registry_parse_challenge("Bearer realm=\"a\", Basic realm=\"b\"", &c) == 0 &&
-	      streq(c.scheme, "Bearer") && streq(c.realm, "a"), "first of two challenges");
+		      streq(c.scheme, "Bearer") && streq(c.realm, "a"),
+	      "first of two challenges");
 	sbx_challenge_release(&c);
 
 	CHECK(sbx_registry_parse_challenge("Bearer realm=\"unterminated", &c) < 0,
@@ -205,34 +212,38 @@ static void test_creds(void)
 		   "\"quay.io\": {}"
 		   "}, \"credsStore\": \"desktop\"}");
 	CHECK(creds("docker.io", &c, &err) == 1 && streq(c.username, "alice") &&
-	      streq(c.password, "s3cr:et") && !c.identity_token,
+		      streq(c.password, "s3cr:et") && !c.identity_token,
 	      "docker.io through index.docker.io/v1/, a colon in the password");
 	sbx_registry_creds_release(&c);
 	CHECK(!c.username, "release clears");
 	CHECK(creds("localhost:5000", &c, &err) == 1 && streq(c.username, "bob") &&
-	      streq(c.password, "pw"), "username and password fields");
+		      streq(c.password, "pw"),
+	      "username and password fields");
 	sbx_registry_creds_release(&c);
-	CHECK(creds("ghcr.io", &c, &err) == 1 && !c.username && streq(c.identity_token, "refresh-me"),
+	CHECK(creds("ghcr.io", &c, &err) == 1 && !c.username &&
+		      streq(c.identity_token, "refresh-me"),
 	      "identity token");
 	sbx_registry_creds_release(&c);
 	CHECK(creds("myreg.test:5000", &c, &err) == 1 && streq(c.username, "user") &&
-	      streq(c.password, "pass"), "a key with scheme and path");
+		      streq(c.password, "pass"),
+	      "a key with scheme and path");
 	sbx_registry_creds_release(&c);
 	CHECK(creds("quay.io", &c, &err) == 0, "an empty entry (credential helper) is none");
 	CHECK(creds("example.com", &c, &err) == 0, "no entry");
 	CHECK(creds("localhost", &c, &err) == 0, "the port matters");
 
-	write_file(path, "{\"auths\": {\"bad.test\": {\"auth\": \"bm9jb2xvbg==\"},"
-			 "\"worse.test\": {\"auth\": \"!!!\"}}}");
+	write_file(path,
+		   "{\"auths\": {\"bad.test\": {\"auth\": \"bm9jb2xvbg==\"},"
+		   "\"worse.test\": {\"auth\": \"!!!\"}}}");
 	CHECK(creds("bad.test", &c, &err) < 0 && err.kind == SBX_E_CONFIG &&
-	      strstr(err.msg, "docker login bad.test") && !strstr(err.msg, "nocolon"),
+		      strstr(err.msg, "docker login bad.test") && !strstr(err.msg, "nocolon"),
 	      "auth without a colon: %s", err.msg);
 	CHECK(creds("worse.test", &c, &err) < 0 && strstr(err.msg, "base64"), "not base64: %s",
 	      err.msg);
 
 	write_file(path, "{\"auths\": ");
-	CHECK(creds("docker.io", &c, &err) < 0 && err.kind == SBX_E_CONFIG &&
-	      strstr(err.msg, path), "malformed config.json: %s", err.msg);
+	CHECK(creds("docker.io", &c, &err) < 0 && err.kind == SBX_E_CONFIG && strstr(err.msg, path),
+	      "malformed config.json: %s", err.msg);
 	write_file(path, "[]");
 	CHECK(creds("docker.io", &c, &err) < 0, "config.json that is not an object");
 
@@ -299,19 +310,21 @@ static void test_platform(void)
 	pick(idx, "windows/amd64", '5');
 
 	CHECK(sbx_registry_select_platform(idx, "linux/amd64", &d, &mt, &err) == 0 && mt &&
-	      streq(mt, "application/vnd.oci.image.manifest.v1+json"), "media type returned");
+		      streq(mt, "application/vnd.oci.image.manifest.v1+json"),
+	      "media type returned");
 	free(d);
 	free(mt);
 	d = mt = NULL;
 
 	CHECK(sbx_registry_select_platform(idx, "linux/riscv64", &d, NULL, &err) < 0 &&
-	      err.kind == SBX_E_NOTFOUND && strstr(err.msg, "linux/riscv64") &&
-	      strstr(err.msg, "linux/arm64/v8") && !strstr(err.msg, "unknown"),
+		      err.kind == SBX_E_NOTFOUND && strstr(err.msg, "linux/riscv64") &&
+		      strstr(err.msg, "linux/arm64/v8") && !strstr(err.msg, "unknown"),
 	      "no match lists what there is: %s", err.msg);
 	CHECK(sbx_registry_select_platform(idx, "linux/arm64/v9", &d, NULL, &err) < 0,
 	      "an explicit variant must match");
 	CHECK(sbx_registry_select_platform(idx, "linux", &d, NULL, &err) < 0 &&
-	      err.kind == SBX_E_USAGE, "platform without arch");
+		      err.kind == SBX_E_USAGE,
+	      "platform without arch");
 	CHECK(sbx_registry_select_platform(idx, "linux/amd64/v2/x", &d, NULL, &err) < 0,
 	      "too many parts");
 	CHECK(sbx_registry_select_platform(idx, "Linux/amd64", &d, NULL, &err) < 0,
@@ -321,7 +334,8 @@ static void test_platform(void)
 
 	json_t *empty = json_pack("{s:[]}", "manifests");
 	CHECK(sbx_registry_select_platform(empty, "linux/amd64", &d, NULL, &err) < 0 &&
-	      strstr(err.msg, "none"), "empty index: %s", err.msg);
+		      strstr(err.msg, "none"),
+	      "empty index: %s", err.msg);
 	json_decref(empty);
 }
 
@@ -366,7 +380,8 @@ static void test_media_types(void)
 	      "docker gzip");
 	CHECK(sbx_layer_is_zstd("application/vnd.oci.image.layer.v1.tar+zstd"), "oci zstd");
 	CHECK(!sbx_layer_is_gzip("application/vnd.oci.image.layer.v1.tar") &&
-	      !sbx_layer_is_zstd("application/vnd.oci.image.layer.v1.tar"), "plain tar");
+		      !sbx_layer_is_zstd("application/vnd.oci.image.layer.v1.tar"),
+	      "plain tar");
 	CHECK(sbx_layer_media_type_known("application/vnd.oci.image.layer.v1.tar"), "tar known");
 	CHECK(!sbx_layer_media_type_known("application/vnd.cncf.helm.chart.content.v1.tar+gzip"),
 	      "helm chart unknown");

@@ -83,7 +83,8 @@ void test_store(void)
 	sbx_record_free(r);
 	r = NULL;
 	CHECK(sbx_store_load(&st, a, &r, &err) == 0 && streq(r->name, "web") &&
-	      r->state == SBX_STATE_RUNNING && r->created == 1700000000, "load round trip");
+		      r->state == SBX_STATE_RUNNING && r->created == 1700000000,
+	      "load round trip");
 	sbx_record_free(r);
 	p = xasprintf("%s/sandboxes/%s/sandbox.json.tmp.%d", root, a, (int)getpid());
 	CHECK(access(p, F_OK) < 0, "no temp file left");
@@ -113,7 +114,7 @@ void test_store(void)
 	mkdir(p, 0700);
 	free(p);
 	CHECK(sbx_store_resolve(&st, "aaa", &got, &err) < 0 && err.kind == SBX_E_USAGE &&
-	      strstr(err.msg, "aaaaaaaaaaa1") && strstr(err.msg, "aaaaaaaaaaa2"),
+		      strstr(err.msg, "aaaaaaaaaaa1") && strstr(err.msg, "aaaaaaaaaaa2"),
 	      "ambiguous lists matches: %s", err.msg);
 	CHECK(sbx_store_resolve(&st, "aaaaaaaaaaa1", &got, &err) == 0, "exact id beats prefix");
 	free(got);

@@ -15,7 +15,8 @@ void test_term(void)
 {
 	/* printable ASCII and UTF-8 stay as they are, the backslash too */
 	check_safe("web-1 ok", 8, "web-1 ok");
-	check_safe("caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80", 14, "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80");
+	check_safe("caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80", 14,
+		   "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80");
 	check_safe("a\\x1b", 5, "a\\x1b");
 	check_safe("\xc2\xa0\xc2\xbf", 4, "\xc2\xa0\xc2\xbf"); /* U+00A0, past the C1 range */
 	/* C0 controls, DEL */
@@ -24,7 +25,9 @@ void test_term(void)
 	check_safe("\x07\x7f\x01", 3, "\\x07\\x7f\\x01");
 	check_safe("a\0b", 3, "a\\x00b");
 	/* C1 controls, encoded in UTF-8: both bytes shown */
-	check_safe("\xc2\x9b" "31m", 5, "\\xc2\\x9b31m");
+	check_safe("\xc2\x9b"
+		   "31m",
+		   5, "\\xc2\\x9b31m");
 	check_safe("\xc2\x80\xc2\x9f", 4, "\\xc2\\x80\\xc2\\x9f");
 	/* not UTF-8: a raw C1 byte, a stray continuation, overlong forms, surrogates, past
 	 * U+10FFFF, a cut sequence */
