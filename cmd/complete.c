@@ -36,9 +36,10 @@ static void print_images(struct sbx_ctx *ctx)
 }
 
 /* long and short options of a command, from its help text */
-static void print_options(const struct sbx_command *c, bool borrowed)
+static void print_options(const struct sbx_command *c)
 {
-	const char *h = c->help;
+	_cleanup_free_ char *help = cmd_help_text(c);
+	const char *h = help;
 
 	while (h && *h) {
 		const char *eol = strchr(h, '\n');
@@ -51,8 +52,7 @@ static void print_options(const struct sbx_command *c, bool borrowed)
 				char *e = p;
 				while (*e && *e != ' ' && *e != ',' && *e != '=')
 					e++;
-				if (!(borrowed && e - p == 6 && !strncmp(p, "--json", 6)))
-					printf("%.*s\n", (int)(e - p), p);
+				printf("%.*s\n", (int)(e - p), p);
 				p = e - 1;
 			}
 			if (p - line > 24)
@@ -60,7 +60,7 @@ static void print_options(const struct sbx_command *c, bool borrowed)
 		}
 		h += len + (eol ? 1 : 0);
 	}
-	if (c->summary && !borrowed)
+	if (c->summary)
 		printf("-h\n--help\n");
 }
 
@@ -74,8 +74,12 @@ int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx)
 			if (c->summary)
 				puts(c->name);
 	} else if (streq(what, "providers")) {
-		for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++)
-			puts((*p)->name);
+		json_t *ps = sbx_sandbox_providers();
+		size_t i;
+		json_t *p;
+		json_array_foreach (ps, i, p)
+			puts(sbx_json_str(p, "name"));
+		json_decref(ps);
 	} else if (streq(what, "sandboxes")) {
 		char **ids;
 		size_t n;
@@ -98,11 +102,7 @@ int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx)
 		const struct sbx_command *c = cmd_find(argv[2]);
 		if (!c)
 			return 0;
-		print_options(c, false);
-		if (streq(c->name, "run")) { /* run takes every create option but --json */
-			const struct sbx_command *cr = cmd_find("create");
-			print_options(cr, true);
-		}
+		print_options(c);
 	} else {
 		return cmd_usage_error("__complete", "unknown word kind '%s'", what);
 	}

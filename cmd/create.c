@@ -2,10 +2,12 @@
 #define _GNU_SOURCE
 #include "cmd/cmd.h"
 
+#include <ctype.h>
 #include <errno.h>
 
 #include "core/json.h"
 #include "core/net.h"
+#include "core/strbuf.h"
 
 void strv_push(char ***v, size_t *n, char *s)
 {
@@ -68,6 +70,7 @@ int env_file(char ***v, size_t *n, const char *path, const char *cmd)
 
 static int parse_volume(struct create_args *a, const char *arg, const char *cmd)
 {
+	struct sbx_config *c = &a->o.config;
 	_cleanup_free_ char *s = xstrdup(arg);
 	char *dest = strchr(s, ':');
 	bool ro = false;
@@ -93,134 +96,320 @@ static int parse_volume(struct create_args *a, const char *arg, const char *cmd)
 		fprintf(stderr, "sbx: error: cannot use volume '%s': %s\n", s, strerror(errno));
 		return -1;
 	}
-	a->o.volumes = xrealloc(a->o.volumes, (a->o.n_volumes + 1) * sizeof(struct sbx_volume));
-	a->o.volumes[a->o.n_volumes++] = (struct sbx_volume){ real, xstrdup(dest), ro };
+	c->volumes = xrealloc(c->volumes, (c->n_volumes + 1) * sizeof(struct sbx_volume));
+	c->volumes[c->n_volumes++] = (struct sbx_volume){ real, xstrdup(dest), ro };
 	return 0;
+}
+
+/* --- the option table: one row per option, its parser writes the typed configuration ------ */
+
+#define CFG (&a->o.config)
+#define USAGE(...) (cmd_usage_error(cmd, __VA_ARGS__), -1)
+#define PARSER(name) static int name(struct create_args *a, const char *arg, const char *cmd)
+
+static void set_str(char **field, const char *arg)
+{
+	free(*field);
+	*field = xstrdup(arg);
+}
+
+PARSER(opt_name)
+{
+	a->o.name = arg;
+	return 0;
+}
+
+PARSER(opt_env)
+{
+	return env_arg(&CFG->env, &a->n_env, arg, cmd);
+}
+
+PARSER(opt_env_file)
+{
+	return env_file(&CFG->env, &a->n_env, arg, cmd);
+}
+
+PARSER(opt_workdir)
+{
+	if (arg[0] != '/')
+		return USAGE("workdir must be an absolute path, not '%s'", arg);
+	set_str(&CFG->workdir, arg);
+	return 0;
+}
+
+PARSER(opt_volume)
+{
+	return parse_volume(a, arg, cmd);
+}
+
+PARSER(opt_label)
+{
+	if (!strchr(arg, '=') || arg[0] == '=')
+		return USAGE("invalid label '%s': use K=V", arg);
+	strv_push(&CFG->labels, &a->n_labels, xstrdup(arg));
+	return 0;
+}
+
+PARSER(opt_provider)
+{
+	a->o.provider = arg;
+	return 0;
+}
+
+PARSER(opt_hostname)
+{
+	/* a host name as the kernel takes it: labels of letters, digits and '-' */
+	size_t n = strlen(arg), lab = 0;
+	bool ok = n > 0 && n <= 64 && arg[0] != '.' && arg[n - 1] != '.';
+	for (const char *p = arg; ok && *p; p++) {
+		if (*p == '.')
+			ok = lab > 0, lab = 0;
+		else
+			ok = (isalnum((unsigned char)*p) || (*p == '-' && lab > 0)) && ++lab <= 63;
+	}
+	if (!ok)
+		return USAGE("invalid --hostname '%s': letters, digits, '-' and '.', at most 64",
+			     arg);
+	set_str(&CFG->hostname, arg);
+	return 0;
+}
+
+PARSER(opt_cpus)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v >= 0.01 && v <= 4096))
+		return USAGE("invalid --cpus '%s': a number of CPUs such as 0.5 or 2", arg);
+	CFG->cpu_millis = (long long)(v * 1000 + 0.5);
+	return 0;
+}
+
+PARSER(opt_memory)
+{
+	CFG->memory = sbx_parse_bytes(arg);
+	if (CFG->memory < 6 * 1024 * 1024)
+		return USAGE("invalid --memory '%s': a size of at least 6m, such as 256m or 1g",
+			     arg);
+	return 0;
+}
+
+PARSER(opt_pids_limit)
+{
+	if (sbx_parse_int(arg, 1, 4194304, &CFG->pids_limit) < 0)
+		return USAGE("invalid --pids-limit '%s': a number of processes, at least 1", arg);
+	return 0;
+}
+
+PARSER(opt_disk)
+{
+	CFG->disk = sbx_parse_bytes(arg);
+	if (CFG->disk < 16 * 1024 * 1024)
+		return USAGE("invalid --disk '%s': a size of at least 16m, such as 512m or 10g",
+			     arg);
+	return 0;
+}
+
+PARSER(opt_ttl)
+{
+	CFG->ttl_ms = sbx_parse_duration_ms(arg);
+	if (CFG->ttl_ms <= 0)
+		return USAGE("invalid --ttl '%s': a duration such as 30m, 2h or 90s", arg);
+	return 0;
+}
+
+PARSER(opt_ttl_action)
+{
+	if (!streq(arg, "pause") && !streq(arg, "rm"))
+		return USAGE("invalid --ttl-action '%s': use pause or rm", arg);
+	CFG->ttl_rm = streq(arg, "rm");
+	a->ttl_action = true;
+	return 0;
+}
+
+PARSER(opt_net)
+{
+	char msg[300];
+	if (sbx_net_parse_mode(arg, &CFG->net, msg, sizeof(msg)) < 0)
+		return USAGE("%s", msg);
+	a->net_given = true;
+	return 0;
+}
+
+PARSER(opt_net_preset)
+{
+	if (!streq(arg, "default") && !streq(arg, "none"))
+		return USAGE("invalid --net-preset '%s': use default or none", arg);
+	a->preset_none = streq(arg, "none");
+	return 0;
+}
+
+PARSER(opt_net_allow_private)
+{
+	CFG->net.allow_private = true;
+	return 0;
+}
+
+PARSER(opt_add_host)
+{
+	char msg[300];
+	if (sbx_net_add_host_arg(&CFG->net, arg, msg, sizeof(msg)) < 0)
+		return USAGE("%s", msg);
+	return 0;
+}
+
+PARSER(opt_host_port)
+{
+	char msg[300];
+	if (sbx_net_host_port_arg(&CFG->net, arg, msg, sizeof(msg)) < 0)
+		return USAGE("%s", msg);
+	return 0;
+}
+
+PARSER(opt_image)
+{
+	set_str(&CFG->image.ref, arg);
+	return 0;
+}
+
+#define ARG required_argument
+/* getopt's val for a row without a short option: its index past this */
+#define OPT_CREATE_BASE 2000
+static const struct create_option {
+	const char *name;
+	int has_arg;
+	char short_opt;
+	const char *help; /* "METAVAR<TAB>text": --help's line(s); \n continues the text */
+	int (*parse)(struct create_args *a, const char *arg, const char *cmd);
+} create_options[] = {
+	{ "name", ARG, 0, "NAME\ta unique name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, at most 63)",
+	  opt_name },
+	{ "env", ARG, 'e', "K=V|K\tset a variable for every exec (K alone: the caller's value)",
+	  opt_env },
+	{ "env-file", ARG, 0, "FILE\tread K=V lines from FILE ('#' comments)", opt_env_file },
+	{ "workdir", ARG, 'w', "DIR\tdefault working directory (default /workspace)", opt_workdir },
+	{ "volume", ARG, 'v', "HOST:DEST[:ro]\tbind a host path into the sandbox", opt_volume },
+	{ "label", ARG, 0, "K=V\tattach a label", opt_label },
+	{ "provider", ARG, 0, "NAME\tbackend (default local; 'sbx provider ls' lists them)",
+	  opt_provider },
+	{ "hostname", ARG, 0, "NAME\tthe sandbox's host name (default: its name, or its id)",
+	  opt_hostname },
+	{ "cpus", ARG, 0, "N\tCPU quota, in CPUs (0.5: half of one)", opt_cpus },
+	{ "memory", ARG, 0, "SIZE\tmemory limit (256m, 1g); past it the kernel kills inside",
+	  opt_memory },
+	{ "pids-limit", ARG, 0, "N\tat most N processes", opt_pids_limit },
+	{ "disk", ARG, 0, "SIZE\tat most SIZE written (512m, 10g): a filesystem of its own",
+	  opt_disk },
+	{ "ttl", ARG, 0, "DUR\tafter DUR without exec, cp or preview traffic: pause", opt_ttl },
+	{ "ttl-action", ARG, 0, "pause|rm\twhat the idle timeout does (default pause)",
+	  opt_ttl_action },
+	{ "net", ARG, 0,
+	  "MODE\tegress: none, allow=DOMAIN[:PORT],... (default: allow= with\n"
+	  "the preset of package registries and code hosts), open\n"
+	  "(every domain, logged) or host (unsafe: the host's network)",
+	  opt_net },
+	{ "net-preset", ARG, 0, "default|none\twith allow=: add the preset (default) or not",
+	  opt_net_preset },
+	{ "net-allow-private", no_argument, 0,
+	  "\twith allow= or open: the proxy may dial private addresses\n"
+	  "(10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)",
+	  opt_net_allow_private },
+	{ "add-host", ARG, 0, "NAME:ADDR\tNAME resolves to ADDR, in /etc/hosts and for the proxy",
+	  opt_add_host },
+	{ "host-port", ARG, 0,
+	  "PORT[:INSIDE]\tthe host's 127.0.0.1:PORT at 127.0.0.1:INSIDE inside", opt_host_port },
+	{ "image", ARG, 0,
+	  "REF\tan OCI image's files as the root (pulled when missing);\n"
+	  "its Env, WorkingDir and User are the defaults",
+	  opt_image },
+};
+
+static int val_of(size_t i)
+{
+	return create_options[i].short_opt ? create_options[i].short_opt : OPT_CREATE_BASE + (int)i;
+}
+
+struct option *create_longopts(const struct option *own)
+{
+	size_t n = 0, k = 0;
+
+	while (own[n].name)
+		n++;
+	struct option *o = xcalloc(ARRAY_SIZE(create_options) + n + 1, sizeof(*o));
+	for (size_t i = 0; i < ARRAY_SIZE(create_options); i++)
+		o[k++] = (struct option){ create_options[i].name, create_options[i].has_arg, NULL,
+					  val_of(i) };
+	for (size_t i = 0; i < n; i++)
+		o[k++] = own[i];
+	return o;
+}
+
+char *create_shortopts(const char *own)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_addf(&sb, "+%s", own);
+	for (size_t i = 0; i < ARRAY_SIZE(create_options); i++)
+		if (create_options[i].short_opt)
+			strbuf_addf(&sb, "%c%s", create_options[i].short_opt,
+				    create_options[i].has_arg == ARG ? ":" : "");
+	return strbuf_detach(&sb);
+}
+
+void create_help(struct strbuf *sb)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(create_options); i++) {
+		const struct create_option *o = &create_options[i];
+		const char *tab = strchr(o->help, '\t');
+		char head[80];
+		int n = snprintf(head, sizeof(head), "  %c%c%c --%s%s%.*s",
+				 o->short_opt ? '-' : ' ', o->short_opt ? o->short_opt : ' ',
+				 o->short_opt ? ',' : ' ', o->name, tab - o->help ? " " : "",
+				 (int)(tab - o->help), o->help);
+		const char *text = tab + 1;
+		/* the text starts in column 25, on the option's line when it fits */
+		if (n < 24)
+			strbuf_addf(sb, "%-25s", head);
+		else
+			strbuf_addf(sb, "%s\n%25s", head, "");
+		for (const char *l = text; *l;) {
+			size_t len = strcspn(l, "\n");
+			strbuf_addf(sb, "%.*s\n", (int)len, l);
+			l += len;
+			if (*l == '\n' && *++l)
+				strbuf_addf(sb, "%25s", "");
+		}
+	}
 }
 
 int create_parse_opt(struct create_args *a, int c, const char *arg, const char *cmd)
 {
-	switch (c) {
-	case OPT_NAME:
-		a->o.name = arg;
-		return 1;
-	case 'e':
-		return env_arg(&a->env_store, &a->n_env, arg, cmd) < 0 ? -1 : 1;
-	case OPT_ENV_FILE:
-		return env_file(&a->env_store, &a->n_env, arg, cmd) < 0 ? -1 : 1;
-	case 'w':
-		if (arg[0] != '/')
-			return cmd_usage_error(cmd, "workdir must be an absolute path, not '%s'",
-					       arg),
-			       -1;
-		a->o.workdir = arg;
-		return 1;
-	case 'v':
-		return parse_volume(a, arg, cmd) < 0 ? -1 : 1;
-	case OPT_LABEL:
-		if (!strchr(arg, '=') || arg[0] == '=')
-			return cmd_usage_error(cmd, "invalid label '%s': use K=V", arg), -1;
-		strv_push(&a->label_store, &a->n_labels, xstrdup(arg));
-		return 1;
-	case OPT_PROVIDER:
-		a->o.provider = arg;
-		return 1;
-	case OPT_CPUS: {
-		char *end;
-		errno = 0;
-		double v = strtod(arg, &end);
-		if (errno || end == arg || *end || !(v >= 0.01 && v <= 4096))
-			return cmd_usage_error(cmd,
-					       "invalid --cpus '%s': a number of CPUs such as 0.5 "
-					       "or 2",
-					       arg),
-			       -1;
-		a->o.cpu_millis = (long long)(v * 1000 + 0.5);
-		return 1;
-	}
-	case OPT_MEMORY:
-		a->o.memory = sbx_parse_bytes(arg);
-		if (a->o.memory < 6 * 1024 * 1024)
-			return cmd_usage_error(cmd,
-					       "invalid --memory '%s': a size of at least 6m, "
-					       "such as 256m or 1g",
-					       arg),
-			       -1;
-		return 1;
-	case OPT_PIDS_LIMIT:
-		if (sbx_parse_int(arg, 1, 4194304, &a->o.pids_limit) < 0)
-			return cmd_usage_error(cmd,
-					       "invalid --pids-limit '%s': a number of "
-					       "processes, at least 1",
-					       arg),
-			       -1;
-		return 1;
-	case OPT_DISK:
-		a->o.disk = sbx_parse_bytes(arg);
-		if (a->o.disk < 16 * 1024 * 1024)
-			return cmd_usage_error(cmd,
-					       "invalid --disk '%s': a size of at least 16m, such "
-					       "as 512m or 10g",
-					       arg),
-			       -1;
-		return 1;
-	case OPT_TTL:
-		a->o.ttl_ms = sbx_parse_duration_ms(arg);
-		if (a->o.ttl_ms <= 0)
-			return cmd_usage_error(cmd,
-					       "invalid --ttl '%s': a duration such as 30m, 2h "
-					       "or 90s",
-					       arg),
-			       -1;
-		return 1;
-	case OPT_TTL_ACTION:
-		if (!streq(arg, "pause") && !streq(arg, "rm"))
-			return cmd_usage_error(cmd, "invalid --ttl-action '%s': use pause or rm",
-					       arg),
-			       -1;
-		a->o.ttl_action = arg;
-		return 1;
-	case OPT_NET:
-		a->o.net = arg;
-		return 1;
-	case OPT_NET_PRESET:
-		if (!streq(arg, "default") && !streq(arg, "none"))
-			return cmd_usage_error(
-				       cmd, "invalid --net-preset '%s': use default or none", arg),
-			       -1;
-		a->o.net_preset_none = streq(arg, "none");
-		return 1;
-	case OPT_NET_ALLOW_PRIVATE:
-		a->o.net_allow_private = true;
-		return 1;
-	case OPT_ADD_HOST:
-		strv_push(&a->add_host_store, &a->n_add_hosts, xstrdup(arg));
-		return 1;
-	case OPT_HOST_PORT:
-		strv_push(&a->host_port_store, &a->n_host_ports, xstrdup(arg));
-		return 1;
-	case OPT_IMAGE:
-		a->o.image = arg;
-		return 1;
-	}
+	for (size_t i = 0; i < ARRAY_SIZE(create_options); i++)
+		if (val_of(i) == c)
+			return create_options[i].parse(a, arg, cmd) < 0 ? -1 : 1;
 	return 0;
 }
 
 int create_args_finish(struct create_args *a, const char *cmd)
 {
+	struct sbx_config *c = &a->o.config;
 	char msg[300];
 
-	a->o.env = a->env_store;
-	a->o.labels = a->label_store;
-	a->o.add_hosts = a->add_host_store;
-	a->o.host_ports = a->host_port_store;
-	if (a->o.ttl_action && !a->o.ttl_ms)
+	if (a->ttl_action && !c->ttl_ms)
 		return cmd_usage_error(cmd, "--ttl-action goes with --ttl"), -1;
-	if (sbx_net_validate(&a->o, msg, sizeof(msg)) < 0)
+	if (a->preset_none) {
+		if (a->net_given && c->net.mode != SBX_NET_ALLOW)
+			return cmd_usage_error(cmd, "--net-preset goes with --net allow=..."), -1;
+		c->net.set = true;
+		c->net.preset = false;
+	}
+	if (!c->env)
+		c->env = xcalloc(1, sizeof(char *));
+	if (!c->labels)
+		c->labels = xcalloc(1, sizeof(char *));
+	if (sbx_config_validate(c, msg, sizeof(msg)) < 0)
 		return cmd_usage_error(cmd, "%s", msg), -1;
-	if (a->o.net_preset_none && a->o.net && strncmp(a->o.net, "allow=", 6) != 0)
-		return cmd_usage_error(cmd, "--net-preset goes with --net allow=..."), -1;
-	if (a->o.net && streq(a->o.net, "host") &&
+	if (c->net.set && c->net.mode == SBX_NET_HOST &&
 	    (!a->o.provider || streq(a->o.provider, "local")))
 		fprintf(stderr,
 			"sbx: warning: --net host shares the host's network: the sandbox "
@@ -230,35 +419,40 @@ int create_args_finish(struct create_args *a, const char *cmd)
 
 void create_args_release(struct create_args *a)
 {
-	sbx_strv_free(a->env_store);
-	sbx_strv_free(a->label_store);
-	sbx_strv_free(a->add_host_store);
-	sbx_strv_free(a->host_port_store);
-	for (size_t i = 0; i < a->o.n_volumes; i++) {
-		free(a->o.volumes[i].host);
-		free(a->o.volumes[i].dest);
-	}
-	free(a->o.volumes);
+	sbx_config_release(&a->o.config);
+}
+
+/* docker's -h is --hostname; here -h is help: alone it prints it, with anything else it is a
+ * mistake to say, not to act on */
+int create_help_or_hostname(int argc, char **argv, const char *cmd)
+{
+	if (streq(argv[optind - 1], "-h") && argc > 2)
+		return cmd_usage_error(cmd,
+				       "-h is --help here, and takes nothing else; to set the host "
+				       "name, use --hostname NAME");
+	return cmd_print_help(cmd);
 }
 
 int cmd_create(int argc, char **argv, struct sbx_ctx *ctx)
 {
-	static const struct option opts[] = {
-		CREATE_LONGOPTS,
+	static const struct option own[] = {
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	_cleanup_free_ struct option *opts = create_longopts(own);
+	_cleanup_free_ char *shortopts = create_shortopts("h");
 	struct create_args a = { 0 };
 	struct sbx_err err = { 0 };
 	struct sbx_record *rec = NULL;
 	int c, ret = 0;
 
+	sbx_config_init(&a.o.config);
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h" CREATE_SHORTOPTS, opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
 		if (c == 'h') {
 			create_args_release(&a);
-			return cmd_print_help("create");
+			return create_help_or_hostname(argc, argv, "create");
 		}
 		if (c == OPT_JSON) {
 			a.json = true;

@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <stdarg.h>
 
+#include "core/json.h"
 #include "core/log.h"
+#include "core/strbuf.h"
 
 #ifndef SBX_VERSION
 #define SBX_VERSION "0.1.0"
@@ -16,36 +18,7 @@
 
 const struct sbx_command sbx_commands[] = {
 	{ "create", cmd_create, "Create a sandbox and print its id", "sbx create [OPTIONS]",
-	  "      --name NAME        a unique name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, at most 63)\n"
-	  "  -e, --env K=V|K        set a variable for every exec (K alone: the caller's value)\n"
-	  "      --env-file FILE    read K=V lines from FILE ('#' comments)\n"
-	  "  -w, --workdir DIR      default working directory (default /workspace)\n"
-	  "  -v, --volume HOST:DEST[:ro]\n"
-	  "                         bind a host path into the sandbox\n"
-	  "      --label K=V        attach a label\n"
-	  "      --provider NAME    backend (default local)\n"
-	  "      --cpus N           CPU quota, in CPUs (0.5: half of one)\n"
-	  "      --memory SIZE      memory limit (256m, 1g); past it the kernel kills inside\n"
-	  "      --pids-limit N     at most N processes\n"
-	  "      --disk SIZE        at most SIZE written (512m, 10g): a filesystem of its own\n"
-	  "      --ttl DUR          after DUR without exec, cp or preview traffic: pause\n"
-	  "      --ttl-action pause|rm\n"
-	  "                         what the idle timeout does (default pause)\n"
-	  "      --net MODE         egress: none, allow=DOMAIN[:PORT],... (default: allow= with\n"
-	  "                         the preset of package registries and code hosts), open\n"
-	  "                         (every domain, logged) or host (unsafe: the host's network)\n"
-	  "      --net-preset default|none\n"
-	  "                         with allow=: add the preset (default) or not\n"
-	  "      --net-allow-private\n"
-	  "                         with allow= or open: the proxy may dial private addresses\n"
-	  "                         (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)\n"
-	  "      --add-host NAME:ADDR\n"
-	  "                         NAME resolves to ADDR, in /etc/hosts and for the proxy\n"
-	  "      --host-port PORT[:INSIDE]\n"
-	  "                         the host's 127.0.0.1:PORT at 127.0.0.1:INSIDE inside\n"
-	  "      --image REF        an OCI image's files as the root (pulled when missing);\n"
-	  "                         its Env, WorkingDir and User are the defaults\n"
-	  "      --json             print the record as JSON instead of the id\n" },
+	  "      --json             print the record as JSON instead of the id\n", true },
 	{ "exec", cmd_exec, "Run a command in a sandbox",
 	  "sbx exec [OPTIONS] SB [--] CMD [ARG...]\n       sbx exec [OPTIONS] SB -c 'SHELL STRING'",
 	  "  -i, --interactive      keep stdin open to the command (default: /dev/null)\n"
@@ -94,8 +67,9 @@ const struct sbx_command sbx_commands[] = {
 	  "       sbx run --image REF [CREATE OPTIONS] [-- CMD [ARG...]]",
 	  "  -i, --interactive      keep stdin open to the command\n"
 	  "      --timeout DUR      kill the command after DUR (exit 124)\n"
-	  "  and every option of 'sbx create' but --json; with --image and no CMD, the\n"
-	  "  image's Entrypoint and Cmd run\n" },
+	  "  and the options of 'sbx create' but --json (with --image and no CMD, the\n"
+	  "  image's Entrypoint and Cmd run):\n",
+	  true },
 	{ "image", cmd_image, "Pull, import, list and remove OCI images",
 	  "sbx image pull [--platform OS/ARCH] [--insecure] [-q] REF\n"
 	  "       sbx image import FILE\n"
@@ -114,7 +88,7 @@ const struct sbx_command sbx_commands[] = {
 	{ "provider", cmd_provider, "List the providers and whether each is configured",
 	  "sbx provider ls [--json]",
 	  "      --json             print a JSON array of {name, summary, remote, configured,\n"
-	  "                         key_variable, api_url}\n" },
+	  "                         key_variable, api_url, capabilities, not_ready}\n" },
 	{ "version", cmd_version, "Show which sbx this is", "sbx version", "" },
 	{ "help", cmd_help, "Show help for a command", "sbx help [COMMAND]", "" },
 	{ "__complete", cmd_complete, NULL,
@@ -209,12 +183,23 @@ int cmd_bad_option(const char *cmd, int argc, char **argv)
 	return cmd_usage_error(cmd, "unknown option '%s'", arg);
 }
 
+char *cmd_help_text(const struct sbx_command *c)
+{
+	struct strbuf sb = STRBUF_INIT;
+
+	strbuf_addstr(&sb, c->help ? c->help : "");
+	if (c->create_options)
+		create_help(&sb);
+	return strbuf_detach(&sb);
+}
+
 int cmd_print_help(const char *cmd)
 {
 	const struct sbx_command *c = cmd_find(cmd);
 
 	printf("Usage: %s\n\n%s.\n", c->usage, c->summary ? c->summary : "Internal");
-	printf("\nOptions:\n%s", c->help ? c->help : "");
+	_cleanup_free_ char *help = cmd_help_text(c);
+	printf("\nOptions:\n%s", help);
 	printf("  -h, --help             show this help\n");
 	printf("\nSee sbx-%s(1).\n", cmd);
 	return 0;
@@ -229,10 +214,14 @@ int cmd_version(int argc, char **argv, struct sbx_ctx *ctx)
 	printf("sbx %s (commit %s)\n", SBX_VERSION, SBX_COMMIT);
 	printf("sbx: disposable sandboxes for coding agents (local Linux namespaces, hosted "
 	       "providers)\n");
+	json_t *ps = sbx_sandbox_providers();
+	size_t i;
+	json_t *p;
 	printf("providers:");
-	for (const struct sbx_provider *const *p = sbx_provider_all(); *p; p++)
-		printf(" %s", (*p)->name);
+	json_array_foreach (ps, i, p)
+		printf(" %s", sbx_json_str(p, "name"));
 	printf("\n");
+	json_decref(ps);
 	(void)ctx;
 	return 0;
 }
@@ -331,7 +320,10 @@ int main(int argc, char **argv)
 	int sub_argc = argc - optind;
 	char **sub_argv = argv + optind;
 	/* --help works even where the store cannot be opened */
-	if (sub_argc > 1 && (streq(sub_argv[1], "--help") || streq(sub_argv[1], "-h")) &&
+	/* (create's and run's -h is help only alone: see create_help_or_hostname) */
+	if (sub_argc > 1 &&
+	    (streq(sub_argv[1], "--help") ||
+	     (streq(sub_argv[1], "-h") && (sub_argc == 2 || !cmd->create_options))) &&
 	    cmd->summary)
 		return finish(cmd_print_help(cmd->name));
 	if (needs_store) {

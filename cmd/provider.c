@@ -29,18 +29,7 @@ static int provider_ls(int argc, char **argv)
 	}
 	if (optind < argc)
 		return cmd_usage_error("provider", "unexpected argument '%s'", argv[optind]);
-	json_t *a = json_array();
-	for (const struct sbx_provider *const *pp = sbx_provider_all(); *pp; pp++) {
-		const struct sbx_provider *p = *pp;
-		bool ok = !p->configured || p->configured();
-		_cleanup_free_ char *url = p->api_url ? p->api_url() : NULL;
-		json_t *o = json_pack("{s:s, s:s, s:b, s:b}", "name", p->name, "summary",
-				      p->summary, "remote", p->remote, "configured", ok);
-		json_object_set_new(o, "key_variable",
-				    p->key_var ? json_string(p->key_var) : json_null());
-		json_object_set_new(o, "api_url", url ? json_string(url) : json_null());
-		json_array_append_new(a, o);
-	}
+	json_t *a = sbx_sandbox_providers();
 	if (json) {
 		char *s = sbx_json_dump(a, true);
 		puts(s);

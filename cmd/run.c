@@ -18,24 +18,26 @@ static void run_forward(int sig)
 
 int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 {
-	static const struct option opts[] = {
-		CREATE_LONGOPTS,
+	static const struct option own[] = {
 		{ "interactive", no_argument, NULL, 'i' },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	_cleanup_free_ struct option *opts = create_longopts(own);
+	_cleanup_free_ char *shortopts = create_shortopts("hi");
 	struct create_args a = { 0 };
 	struct sbx_exec_opts x = { 0 };
 	struct sbx_err err = { 0 };
 	struct sbx_record *rec = NULL;
 	int c, status = 0, ret;
 
+	sbx_config_init(&a.o.config);
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+hi" CREATE_SHORTOPTS, opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
 		if (c == 'h') {
 			create_args_release(&a);
-			return cmd_print_help("run");
+			return create_help_or_hostname(argc, argv, "run");
 		}
 		if (c == 'i') {
 			x.interactive = true;
@@ -58,7 +60,7 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 	}
 	if (optind < argc && streq(argv[optind], "--"))
 		optind++;
-	if (optind >= argc && !a.o.image) {
+	if (optind >= argc && !a.o.config.image.ref) {
 		create_args_release(&a);
 		return cmd_usage_error("run", "missing command");
 	}
@@ -74,14 +76,11 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 	/* no command: the image's Entrypoint and Cmd, as docker run does */
 	_cleanup_(strv_freep) char **image_argv = NULL;
 	if (optind >= argc) {
-		json_t *img = json_object_get(rec->options, "image");
-		size_t n = 0, i;
-		json_t *v;
-		json_t *parts[] = { json_object_get(img, "entrypoint"),
-				    json_object_get(img, "cmd") };
+		size_t n = 0;
+		char **parts[] = { rec->config.image.entrypoint, rec->config.image.cmd };
 		for (size_t k = 0; k < 2; k++)
-			json_array_foreach (parts[k], i, v)
-				strv_push(&image_argv, &n, xstrdup(json_string_value(v)));
+			for (char **v = parts[k]; v && *v; v++)
+				strv_push(&image_argv, &n, xstrdup(*v));
 		if (!n) {
 			struct sbx_err e2 = { 0 };
 			(void)sbx_sandbox_rm(ctx, rec->id, true, &e2);
@@ -90,7 +89,7 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 			return cmd_usage_error("run",
 					       "missing command: image '%s' has no Entrypoint "
 					       "or Cmd",
-					       a.o.image);
+					       a.o.config.image.ref);
 		}
 		x.argv = image_argv;
 	}

@@ -1142,19 +1142,16 @@ static void sandbox_uses(struct sbx_store *st, json_t *ids, json_t *layers, json
 		struct sbx_err e2 = { 0 };
 		if (sbx_store_load(st, v[i], &rec, &e2) < 0)
 			continue;
-		json_t *img = json_object_get(rec->options, "image");
-		const char *id = sbx_json_str(img, "id");
+		const struct sbx_image_config *img = &rec->config.image;
+		const char *id = img->id;
 		if (id) {
 			json_object_set_new(ids, id, json_true());
 			if (who && !json_object_get(who, id))
 				json_object_set_new(who, id,
 						    json_string(rec->name ? rec->name : rec->id));
 		}
-		size_t k;
-		json_t *l;
-		json_array_foreach (json_object_get(img, "chain"), k, l)
-			if (json_is_string(l))
-				json_object_set_new(layers, json_string_value(l), json_true());
+		for (char **l = img->chain; l && *l; l++)
+			json_object_set_new(layers, *l, json_true());
 		sbx_record_free(rec);
 	}
 	sbx_strv_free(v);

@@ -1,4 +1,5 @@
-/* --net, --net-allow-private, --add-host, --host-port: parsing and the stored form. */
+/* --net, --net-allow-private, --add-host, --host-port: parsed into a sandbox's typed network
+ * policy (struct sbx_net_config), and checked. */
 #define _GNU_SOURCE
 #include "core/net.h"
 
@@ -136,135 +137,108 @@ int sbx_net_parse_host_port(const char *s, int *ret_host, int *ret_inside)
 	return parse_port(colon, ret_inside);
 }
 
-static const char *mode_of(const char *net)
+int sbx_net_parse_mode(const char *arg, struct sbx_net_config *n, char *msg, size_t len)
 {
-	if (!net || strncmp(net, "allow=", 6) == 0)
-		return "allow";
-	return net;
-}
+	static const char *const modes[] = { "allow", "none", "open", "host" };
 
-int sbx_net_validate(const struct sbx_create_opts *o, char *msg, size_t len)
-{
-	const char *mode = mode_of(o->net);
-
-	if (!streq(mode, "allow") && !streq(mode, "none") && !streq(mode, "open") &&
-	    !streq(mode, "host")) {
+	for (size_t i = 1; i < ARRAY_SIZE(modes); i++)
+		if (streq(arg, modes[i])) {
+			n->set = true;
+			n->mode = (enum sbx_net_mode)i;
+			n->preset = false;
+			return 0;
+		}
+	if (!startswith(arg, "allow=")) {
 		snprintf(msg, len,
-			 "invalid --net '%s': use none, allow=DOMAIN[:PORT],..., open or "
-			 "host",
-			 o->net);
+			 "invalid --net '%s': use none, allow=DOMAIN[:PORT],..., open or host",
+			 arg);
 		return -1;
 	}
-	if (o->net && streq(mode, "allow")) {
-		_cleanup_free_ char *list = xstrdup(o->net + 6);
-		char *save = NULL;
-		for (char *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
-			_cleanup_free_ char *pat = NULL;
-			int port;
-			if (sbx_net_parse_allow(e, &pat, &port) < 0) {
-				snprintf(msg, len,
-					 "invalid domain '%s' in --net: use example.com, "
-					 "*.example.com, optionally with :PORT",
-					 e);
-				return -1;
-			}
-		}
-	}
-	bool proxy = streq(mode, "allow") || streq(mode, "open");
-	for (char **h = o->host_ports; h && *h; h++) {
-		int hp, in;
-		if (sbx_net_parse_host_port(*h, &hp, &in) < 0) {
+	_cleanup_free_ char *list = xstrdup(arg + 6);
+	char *save = NULL;
+	n->set = true;
+	n->mode = SBX_NET_ALLOW;
+	/* the preset comes with the default mode and with a list; "--net allow=" alone (an empty
+	 * list) asks for nothing and gets nothing */
+	n->preset = arg[6] != 0;
+	for (char *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+		struct sbx_net_rule r;
+		if (sbx_net_parse_allow(e, &r.pattern, &r.port) < 0) {
 			snprintf(msg, len,
-				 "invalid --host-port '%s': use PORT or PORT:INSIDE, ports "
-				 "1-65535",
-				 *h);
+				 "invalid domain '%s' in --net: use example.com, *.example.com, "
+				 "optionally with :PORT",
+				 e);
 			return -1;
 		}
-		if (proxy && (in == 3128 || in == 1080)) {
-			snprintf(msg, len,
-				 "invalid --host-port '%s': port %d inside is the sandbox's "
-				 "egress proxy; pick another inside port (PORT:INSIDE)",
-				 *h, in);
-			return -1;
-		}
-		for (char **g = o->host_ports; g < h; g++) {
-			int hp2, in2;
-			if (sbx_net_parse_host_port(*g, &hp2, &in2) == 0 && in2 == in) {
-				snprintf(msg, len,
-					 "--host-port '%s' and '%s' both use port %d inside", *g,
-					 *h, in);
-				return -1;
-			}
-		}
-	}
-	if (o->net_allow_private && !proxy) {
-		snprintf(msg, len,
-			 "--net-allow-private goes with --net allow=... or open: with --net "
-			 "%s no proxy dials out",
-			 mode);
-		return -1;
-	}
-	if (streq(mode, "host") && o->host_ports && *o->host_ports) {
-		snprintf(msg, len,
-			 "--host-port has no use with --net host: the sandbox shares the "
-			 "host's network");
-		return -1;
-	}
-	for (char **a = o->add_hosts; a && *a; a++) {
-		_cleanup_free_ char *n = NULL, *ad = NULL;
-		if (sbx_net_parse_add_host(*a, &n, &ad) < 0) {
-			snprintf(msg, len,
-				 "invalid --add-host '%s': use NAME:ADDR, such as "
-				 "db.test:10.0.0.5",
-				 *a);
-			return -1;
-		}
+		n->allow = xrealloc(n->allow, (n->n_allow + 1) * sizeof(*n->allow));
+		n->allow[n->n_allow++] = r;
 	}
 	return 0;
 }
 
-json_t *sbx_net_json(const struct sbx_create_opts *o)
+int sbx_net_add_host_arg(struct sbx_net_config *n, const char *arg, char *msg, size_t len)
 {
-	const char *mode = mode_of(o->net);
-	json_t *j = json_object(), *allow = json_array(), *hosts = json_array(),
-	       *ports = json_array();
+	struct sbx_host_alias a;
 
-	json_object_set_new(j, "mode", json_string(mode));
-	if (o->net && streq(mode, "allow")) {
-		_cleanup_free_ char *list = xstrdup(o->net + 6);
-		char *save = NULL;
-		for (char *e = strtok_r(list, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
-			_cleanup_free_ char *pat = NULL;
-			int port;
-			if (sbx_net_parse_allow(e, &pat, &port) < 0)
-				continue;
-			_cleanup_free_ char *norm = port ? xasprintf("%s:%d", pat, port)
-							 : xstrdup(pat);
-			json_array_append_new(allow, json_string(norm));
+	if (sbx_net_parse_add_host(arg, &a.name, &a.addr) < 0) {
+		snprintf(msg, len,
+			 "invalid --add-host '%s': use NAME:ADDR, such as db.test:10.0.0.5", arg);
+		return -1;
+	}
+	n->add_hosts = xrealloc(n->add_hosts, (n->n_add_hosts + 1) * sizeof(*n->add_hosts));
+	n->add_hosts[n->n_add_hosts++] = a;
+	return 0;
+}
+
+int sbx_net_host_port_arg(struct sbx_net_config *n, const char *arg, char *msg, size_t len)
+{
+	struct sbx_port_forward f;
+
+	if (sbx_net_parse_host_port(arg, &f.host, &f.inside) < 0) {
+		snprintf(msg, len,
+			 "invalid --host-port '%s': use PORT or PORT:INSIDE, ports 1-65535", arg);
+		return -1;
+	}
+	for (size_t i = 0; i < n->n_host_ports; i++)
+		if (n->host_ports[i].inside == f.inside) {
+			snprintf(msg, len, "--host-port '%d:%d' and '%s' both use port %d inside",
+				 n->host_ports[i].host, f.inside, arg, f.inside);
+			return -1;
+		}
+	n->host_ports = xrealloc(n->host_ports, (n->n_host_ports + 1) * sizeof(*n->host_ports));
+	n->host_ports[n->n_host_ports++] = f;
+	return 0;
+}
+
+int sbx_net_validate(const struct sbx_net_config *n, char *msg, size_t len)
+{
+	static const char *const modes[] = { "allow", "none", "open", "host" };
+	bool proxy = n->mode == SBX_NET_ALLOW || n->mode == SBX_NET_OPEN;
+
+	for (size_t i = 0; proxy && i < n->n_host_ports; i++) {
+		int in = n->host_ports[i].inside;
+		if (in == 3128 || in == 1080) {
+			snprintf(msg, len,
+				 "invalid --host-port '%d:%d': port %d inside is the sandbox's "
+				 "egress proxy; pick another inside port (PORT:INSIDE)",
+				 n->host_ports[i].host, in, in);
+			return -1;
 		}
 	}
-	json_object_set_new(j, "allow", allow);
-	/* the preset comes with the default mode and with a list; "--net allow=" alone (an empty
-	 * list) asks for nothing and gets nothing */
-	bool empty = o->net && streq(o->net, "allow=");
-	json_object_set_new(j, "preset",
-			    json_boolean(streq(mode, "allow") && !o->net_preset_none && !empty));
-	json_object_set_new(j, "allow_private", json_boolean(o->net_allow_private));
-	for (char **a = o->add_hosts; a && *a; a++) {
-		_cleanup_free_ char *n = NULL, *ad = NULL;
-		if (sbx_net_parse_add_host(*a, &n, &ad) < 0)
-			continue;
-		json_array_append_new(hosts, json_pack("{s:s, s:s}", "name", n, "addr", ad));
+	if (n->allow_private && !proxy) {
+		snprintf(msg, len,
+			 "--net-allow-private goes with --net allow=... or open: with --net %s no "
+			 "proxy dials out",
+			 modes[n->mode]);
+		return -1;
 	}
-	json_object_set_new(j, "add_hosts", hosts);
-	for (char **h = o->host_ports; h && *h; h++) {
-		int hp, in;
-		if (sbx_net_parse_host_port(*h, &hp, &in) == 0)
-			json_array_append_new(ports,
-					      json_pack("{s:i, s:i}", "host", hp, "inside", in));
+	if (n->mode == SBX_NET_HOST && n->n_host_ports) {
+		snprintf(msg, len,
+			 "--host-port has no use with --net host: the sandbox shares the host's "
+			 "network");
+		return -1;
 	}
-	json_object_set_new(j, "host_ports", ports);
-	return j;
+	return 0;
 }
 
 bool sbx_net_match(const char *pattern, const char *host)

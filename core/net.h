@@ -1,12 +1,12 @@
-/* --net, --net-allow-private, --add-host, --host-port: parsing, validation and the stored
- * form of a sandbox's network policy (options.net in its record). */
+/* --net, --net-allow-private, --add-host, --host-port: parsed into a sandbox's typed network
+ * policy (struct sbx_net_config in core/config.h), checked, and matched. */
 #ifndef SBX_CORE_NET_H
 #define SBX_CORE_NET_H
 
-#include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 
-#include "providers/provider.h"
+#include "core/config.h"
 
 /* the default preset: package registries and code hosts, as "PATTERN:PORT" */
 extern const char *const sbx_net_preset[];
@@ -17,11 +17,13 @@ int sbx_net_parse_allow(const char *s, char **ret_pattern, int *ret_port);
 int sbx_net_parse_add_host(const char *s, char **ret_name, char **ret_addr);
 /* "PORT[:INSIDE]"; -1 when invalid */
 int sbx_net_parse_host_port(const char *s, int *ret_host, int *ret_inside);
-/* validates --net and its companions; a usage message in msg on failure */
-int sbx_net_validate(const struct sbx_create_opts *o, char *msg, size_t len);
-/* the stored form: {"mode", "allow": [...], "preset", "allow_private", "add_hosts":
- * [{name, addr}], "host_ports": [{host, inside}]} (o validated) */
-json_t *sbx_net_json(const struct sbx_create_opts *o);
+
+/* the flags, each parsed once into n; -1 with a usage message in msg */
+int sbx_net_parse_mode(const char *arg, struct sbx_net_config *n, char *msg, size_t len);
+int sbx_net_add_host_arg(struct sbx_net_config *n, const char *arg, char *msg, size_t len);
+int sbx_net_host_port_arg(struct sbx_net_config *n, const char *arg, char *msg, size_t len);
+/* what goes together, once every flag is in */
+int sbx_net_validate(const struct sbx_net_config *n, char *msg, size_t len);
 /* does host (lowercase) match a pattern ("*.x" matches subdomains of x only) */
 bool sbx_net_match(const char *pattern, const char *host);
 

@@ -15,123 +15,78 @@
 #include "core/net.h"
 #include "core/test-hook.h"
 
-static json_t *strv_json(char **v)
-{
-	json_t *a = json_array();
-	for (; v && *v; v++)
-		json_array_append_new(a, json_string(*v));
-	return a;
-}
-
-static json_t *options_json(const struct sbx_create_opts *o)
-{
-	json_t *j = json_object();
-	json_t *labels = json_object();
-
-	json_object_set_new(j, "env", strv_json(o->env));
-	json_object_set_new(j, "workdir", json_string(o->workdir ? o->workdir : "/workspace"));
-	json_t *vols = json_array();
-	for (size_t i = 0; i < o->n_volumes; i++) {
-		json_t *v = json_object();
-		json_object_set_new(v, "host", json_string(o->volumes[i].host));
-		json_object_set_new(v, "dest", json_string(o->volumes[i].dest));
-		json_object_set_new(v, "read_only", json_boolean(o->volumes[i].ro));
-		json_array_append_new(vols, v);
-	}
-	json_object_set_new(j, "volumes", vols);
-	for (char **l = o->labels; l && *l; l++) {
-		const char *eq = strchr(*l, '=');
-		_cleanup_free_ char *k = eq ? xstrndup(*l, (size_t)(eq - *l)) : xstrdup(*l);
-		json_object_set_new(labels, k, json_string(eq ? eq + 1 : ""));
-	}
-	json_object_set_new(j, "labels", labels);
-	if (o->memory)
-		json_object_set_new(j, "memory", json_integer(o->memory));
-	if (o->cpu_millis)
-		json_object_set_new(j, "cpu_millis", json_integer(o->cpu_millis));
-	if (o->pids_limit)
-		json_object_set_new(j, "pids_limit", json_integer(o->pids_limit));
-	if (o->disk)
-		json_object_set_new(j, "disk", json_integer(o->disk));
-	if (o->ttl_ms) {
-		json_object_set_new(j, "ttl_ms", json_integer(o->ttl_ms));
-		json_object_set_new(j, "ttl_action",
-				    json_string(o->ttl_action ? o->ttl_action : "pause"));
-	}
-	json_object_set_new(j, "net", sbx_net_json(o));
-	return j;
-}
-
 /* "K=V" entries: a later K replaces an earlier one in place */
-static void env_merge(json_t *into, const char *kv)
+static void env_merge(char ***env, const char *kv)
 {
-	size_t klen = strcspn(kv, "=");
-	size_t i;
-	json_t *v;
+	size_t klen = strcspn(kv, "="), n = 0;
 
-	json_array_foreach (into, i, v) {
-		const char *s = json_string_value(v);
-		if (s && strncmp(s, kv, klen) == 0 && (s[klen] == '=' || !s[klen])) {
-			json_array_set_new(into, i, json_string(kv));
+	for (char **e = *env; e && *e; e++, n++)
+		if (strncmp(*e, kv, klen) == 0 && ((*e)[klen] == '=' || !(*e)[klen])) {
+			free(*e);
+			*e = xstrdup(kv);
 			return;
 		}
-	}
-	json_array_append_new(into, json_string(kv));
+	*env = xrealloc(*env, (n + 2) * sizeof(char *));
+	(*env)[n] = xstrdup(kv);
+	(*env)[n + 1] = NULL;
 }
 
-static json_t *strings_of(json_t *a)
+static char **strings_of(const json_t *a)
 {
-	json_t *r = json_array();
-	size_t i;
+	size_t i, n = 0;
 	json_t *v;
+	char **r = xcalloc(json_array_size(a) + 1, sizeof(char *));
+
 	json_array_foreach (a, i, v)
 		if (json_is_string(v))
-			json_array_append(r, v);
+			r[n++] = xstrdup(json_string_value(v));
 	return r;
 }
 
-/* --image: the image (pulled when the store lacks it) and its config's defaults under the
+/* --image, an OCI image: pulled when the store lacks it; its config's defaults go under the
  * flags: Env, then -e; WorkingDir unless -w; User (exec -u overrides) */
-static int image_options(struct sbx_ctx *ctx, const struct sbx_create_opts *o, json_t *opts,
-			 struct sbx_err *err)
+static int image_config(struct sbx_ctx *ctx, struct sbx_config *c, struct sbx_err *err)
 {
 	struct sbx_image img = { 0 };
+	struct sbx_image_config *im = &c->image;
 
-	if (sbx_image_find(&ctx->store, o->image, &img, err) < 0) {
+	if (sbx_image_find(&ctx->store, im->ref, &img, err) < 0) {
 		if (err->kind != SBX_E_NOTFOUND)
 			return -1;
 		*err = (struct sbx_err){ 0 };
 		struct sbx_image_pull_opts po = { .progress = isatty(2) == 1 };
-		if (sbx_image_pull(&ctx->store, o->image, &po, &img, err) < 0)
+		if (sbx_image_pull(&ctx->store, im->ref, &po, &img, err) < 0)
 			return -1;
 	}
 	json_t *cfg = json_object_get(img.config, "config");
-	json_t *env = json_array();
+	char **env = NULL;
 	size_t i;
 	json_t *v;
 	json_array_foreach (json_object_get(cfg, "Env"), i, v)
 		if (json_is_string(v))
-			env_merge(env, json_string_value(v));
-	json_array_foreach (json_object_get(opts, "env"), i, v)
-		env_merge(env, json_string_value(v));
-	json_object_set_new(opts, "env", env);
+			env_merge(&env, json_string_value(v));
+	for (char **e = c->env; e && *e; e++)
+		env_merge(&env, *e);
+	sbx_strv_free(c->env);
+	c->env = env ? env : xcalloc(1, sizeof(char *));
 	const char *wd = sbx_json_str(cfg, "WorkingDir");
-	if (!o->workdir && wd && *wd)
-		json_object_set_new(opts, "workdir", json_string(wd));
+	if (!c->workdir && wd && *wd)
+		c->workdir = xstrdup(wd);
 	const char *user = sbx_json_str(cfg, "User");
-	if (user && *user)
-		json_object_set_new(opts, "user", json_string(user));
-	json_t *layers = json_array(), *chain = json_array();
-	for (size_t k = 0; k < img.n_layers; k++) {
-		json_array_append_new(layers, json_string(img.layers[k]));
-		json_array_append_new(chain, json_string(img.chain[k]));
+	if (user && *user) {
+		free(c->user);
+		c->user = xstrdup(user);
 	}
-	json_object_set_new(opts, "image",
-			    json_pack("{s:s, s:s?, s:s, s:o, s:o, s:o, s:o}", "ref", o->image,
-				      "name", img.name, "id", img.id, "layers", layers, "chain",
-				      chain, "entrypoint",
-				      strings_of(json_object_get(cfg, "Entrypoint")), "cmd",
-				      strings_of(json_object_get(cfg, "Cmd"))));
+	im->name = img.name ? xstrdup(img.name) : NULL;
+	im->id = xstrdup(img.id);
+	im->layers = xcalloc(img.n_layers + 1, sizeof(char *));
+	im->chain = xcalloc(img.n_layers + 1, sizeof(char *));
+	for (size_t k = 0; k < img.n_layers; k++) {
+		im->layers[k] = xstrdup(img.layers[k]);
+		im->chain[k] = xstrdup(img.chain[k]);
+	}
+	im->entrypoint = strings_of(json_object_get(cfg, "Entrypoint"));
+	im->cmd = strings_of(json_object_get(cfg, "Cmd"));
 	sbx_image_release(&img);
 	return 0;
 }
@@ -158,10 +113,11 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	const char *pname = o->provider ? o->provider : "local";
 	const struct sbx_provider *p = sbx_provider_find(pname);
 	_cleanup_free_ char *id = NULL;
+	char msg[300];
 
 	if (!p)
 		return sbx_err_set(err, SBX_E_USAGE,
-				   "unknown provider '%s' ('sbx version' lists the "
+				   "unknown provider '%s' ('sbx provider ls' lists the "
 				   "providers this sbx was built with)",
 				   pname);
 	if (o->name && !sbx_name_valid(o->name))
@@ -169,41 +125,43 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 				   "invalid name '%s': use letters, digits, '_', '.' and '-', "
 				   "starting with a letter or digit, at most %d characters",
 				   o->name, SBX_NAME_MAX);
+	if (sbx_config_validate(&o->config, msg, sizeof(msg)) < 0)
+		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
+	/* what the provider cannot do, or cannot do now, is said before anything exists */
+	if (sbx_config_supported(&o->config, p->caps, p->name, err) < 0)
+		return -1;
+	if (p->ready && p->ready(err) < 0)
+		return -1;
 	long long t0 = sbx_now_ms();
-	/* the image first: a pull can take a while, and no record waits on it */
-	json_t *opts = options_json(o);
-	if (p->remote) {
-		/* the defaults filled in are the local provider's: a hosted one has its own, and
-		 * --image names its template or snapshot, not an OCI image to pull here */
-		if (!o->workdir)
-			json_object_del(opts, "workdir");
-		if (!o->net)
-			json_object_del(opts, "net");
-		if (o->image)
-			json_object_set_new(opts, "image", json_pack("{s:s}", "ref", o->image));
-	} else if (o->image && image_options(ctx, o, opts, err) < 0) {
-		json_decref(opts);
+	_cleanup_record_ struct sbx_record *rec = sbx_record_new();
+	/* the provider sees the configuration as a later call decodes it from the record */
+	_cleanup_json_ json_t *stored = sbx_config_to_json(&o->config);
+	if (sbx_config_from_json(stored, &rec->config, err) < 0)
 		return -1;
-	}
-	if (sbx_store_claim(&ctx->store, o->name, &id, err) < 0) {
-		json_decref(opts);
+	struct sbx_config *c = &rec->config;
+	if (!c->workdir && p->default_workdir)
+		c->workdir = xstrdup(p->default_workdir);
+	if (p->caps & SBX_CAP_NET_ALLOW)
+		c->net.set = true; /* a provider that keeps a policy records the default one */
+	/* the image first: a pull can take a while, and no record waits on it; a hosted
+	 * provider's --image names its template or snapshot */
+	if (c->image.ref && (p->caps & SBX_CAP_IMAGE) && image_config(ctx, c, err) < 0)
 		return -1;
-	}
+	if (sbx_store_claim(&ctx->store, o->name, &id, err) < 0)
+		return -1;
 	sbx_debug("claimed id %s%s%s", id, o->name ? " for name " : "", o->name ? o->name : "");
 
 	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, id, true, err);
-	_cleanup_record_ struct sbx_record *rec = sbx_record_new();
 	rec->id = xstrdup(id);
 	rec->name = o->name ? xstrdup(o->name) : NULL;
 	rec->provider = xstrdup(p->name);
 	rec->state = SBX_STATE_CREATING;
 	rec->created = time(NULL);
-	rec->options = opts;
 	rec->dir = sbx_store_dir(&ctx->store, id);
 	if (lk < 0 || sbx_store_save(&ctx->store, rec, false, err) < 0)
 		goto fail;
 	sbx_test_hook("create-record-saved");
-	if (p->create(ctx, o, rec, err) < 0)
+	if (p->create(ctx, rec, err) < 0)
 		goto fail;
 	sbx_test_hook("create-provider-done");
 	rec->state = SBX_STATE_RUNNING;
@@ -221,6 +179,40 @@ fail:
 		(void)sbx_store_remove(&ctx->store, id, o->name, &e2);
 	}
 	return -1;
+}
+
+static int need(const struct sbx_provider *p, unsigned cap, const char *what, struct sbx_err *err)
+{
+	if (p->caps & cap)
+		return 0;
+	return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support %s", p->name,
+			   what);
+}
+
+json_t *sbx_sandbox_providers(void)
+{
+	json_t *a = json_array();
+
+	for (const struct sbx_provider *const *pp = sbx_provider_all(); *pp; pp++) {
+		const struct sbx_provider *p = *pp;
+		struct sbx_err err = { 0 };
+		bool ok = !p->ready || p->ready(&err) == 0;
+		_cleanup_free_ char *url = p->api_url ? p->api_url() : NULL;
+		json_t *caps = json_array();
+		for (size_t i = 0; sbx_cap_names[i]; i++)
+			if (p->caps & (1u << i))
+				json_array_append_new(caps, json_string(sbx_cap_names[i]));
+		json_t *o = json_pack("{s:s, s:s, s:b, s:b, s:o}", "name", p->name, "summary",
+				      p->summary, "remote", p->remote, "configured", ok,
+				      "capabilities", caps);
+		json_object_set_new(o, "key_variable",
+				    p->key_var ? json_string(p->key_var) : json_null());
+		json_object_set_new(o, "api_url", url ? json_string(url) : json_null());
+		if (!ok)
+			json_object_set_new(o, "not_ready", json_string(err.msg));
+		json_array_append_new(a, o);
+	}
+	return a;
 }
 
 /* the state by looking: ask the provider; a record stuck in 'creating' whose creator is gone
@@ -301,6 +293,11 @@ int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_
 	if (!p->exec)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support exec",
 				   p->name);
+	if ((o->tty && need(p, SBX_CAP_EXEC_TTY, "exec -t", err) < 0) ||
+	    (o->detach && need(p, SBX_CAP_EXEC_DETACH, "exec -d", err) < 0) ||
+	    (o->interactive && need(p, SBX_CAP_EXEC_STDIN, "exec -i", err) < 0) ||
+	    (o->user && need(p, SBX_CAP_EXEC_USER, "exec -u", err) < 0))
+		return -1;
 	if (o->resume) {
 		/* --resume: whatever the state, running first (a no-op when it is) */
 		if (sbx_sandbox_resume(ctx, rec->id, err) < 0)
@@ -346,6 +343,8 @@ int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_paus
 	if (!p->pause)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support pause",
 				   p->name);
+	if (o->release && need(p, SBX_CAP_RELEASE, "pause --release", err) < 0)
+		return -1;
 	const char *l = label_of(rec);
 	switch (rec->state) {
 	case SBX_STATE_RUNNING:
@@ -492,6 +491,10 @@ int sbx_sandbox_preview(struct sbx_ctx *ctx, const char *sb, const struct sbx_pr
 	if (!p->preview)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' has no previews",
 				   p->name);
+	if ((o->public && need(p, SBX_CAP_PREVIEW_AUTH, "--public", err) < 0) ||
+	    (o->no_auth && need(p, SBX_CAP_PREVIEW_AUTH, "--no-auth", err) < 0) ||
+	    (o->host_port && need(p, SBX_CAP_PREVIEW_AUTH, "--host-port", err) < 0))
+		return -1;
 	refresh(ctx, rec);
 	return p->preview(ctx, rec, o, ret, err);
 }

@@ -2,6 +2,7 @@
 #ifndef SBX_CORE_SANDBOX_H
 #define SBX_CORE_SANDBOX_H
 
+#include "core/options.h"
 #include "providers/provider.h"
 
 int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *opts,
@@ -51,5 +52,9 @@ struct sbx_listing {
 };
 int sbx_sandbox_list(struct sbx_ctx *ctx, struct sbx_listing *ret, struct sbx_err *err);
 void sbx_listing_release(struct sbx_listing *l);
+
+/* every provider this sbx was built with: [{name, summary, remote, configured, capabilities,
+ * key_variable, api_url, not_ready?}] */
+json_t *sbx_sandbox_providers(void);
 
 #endif

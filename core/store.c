@@ -38,7 +38,9 @@ enum sbx_state sbx_state_parse(const char *s)
 
 struct sbx_record *sbx_record_new(void)
 {
-	return xcalloc(1, sizeof(struct sbx_record));
+	struct sbx_record *rec = xcalloc(1, sizeof(struct sbx_record));
+	sbx_config_init(&rec->config);
+	return rec;
 }
 
 void sbx_record_free(struct sbx_record *rec)
@@ -51,8 +53,7 @@ void sbx_record_free(struct sbx_record *rec)
 	free(rec->provider_id);
 	free(rec->state_reason);
 	free(rec->dir);
-	if (rec->options)
-		json_decref(rec->options);
+	sbx_config_release(&rec->config);
 	if (rec->extra)
 		json_decref(rec->extra);
 	if (rec->live)
@@ -76,7 +77,7 @@ json_t *sbx_record_to_json(const struct sbx_record *rec)
 		json_object_set_new(j, "state_reason", json_string(rec->state_reason));
 	json_object_set_new(j, "created", json_string(created));
 	json_object_set_new(j, "created_unix", json_integer(rec->created));
-	json_object_set_new(j, "options", rec->options ? json_incref(rec->options) : json_object());
+	json_object_set_new(j, "options", sbx_config_to_json(&rec->config));
 	if (rec->extra)
 		json_object_set(j, "extra", rec->extra);
 	return j;
@@ -107,9 +108,9 @@ int sbx_record_from_json(const json_t *j, struct sbx_record **ret, struct sbx_er
 	if ((s = sbx_json_str(j, "state_reason")))
 		rec->state_reason = xstrdup(s);
 	rec->created = sbx_json_int(j, "created_unix", 0);
-	json_t *o = json_object_get(j, "options");
-	rec->options = json_is_object(o) ? json_incref(o) : json_object();
-	o = json_object_get(j, "extra");
+	if (sbx_config_from_json(json_object_get(j, "options"), &rec->config, err) < 0)
+		return -1;
+	json_t *o = json_object_get(j, "extra");
 	if (json_is_object(o))
 		rec->extra = json_incref(o);
 	*ret = TAKE_PTR(rec);

@@ -4,6 +4,7 @@
 
 #include <jansson.h>
 
+#include "core/config.h"
 #include "core/err.h"
 
 #define SBX_ID_LEN 12
@@ -33,12 +34,12 @@ struct sbx_record {
 	char *provider;
 	char *provider_id; /* provider's own id, NULL for local */
 	enum sbx_state state;
-	char *state_reason; /* for SBX_STATE_ERROR */
-	long long created;  /* unix seconds */
-	json_t *options;    /* creation options, as given */
-	json_t *extra;	    /* provider-private, stored opaquely */
-	json_t *live;	    /* what looking found (inspect): never stored */
-	char *dir;	    /* $SBX_HOME/sandboxes/ID (not stored) */
+	char *state_reason;	  /* for SBX_STATE_ERROR */
+	long long created;	  /* unix seconds */
+	struct sbx_config config; /* what it was created with, typed: the record's "options" */
+	json_t *extra;		  /* provider-private, stored opaquely */
+	json_t *live;		  /* what looking found (inspect): never stored */
+	char *dir;		  /* $SBX_HOME/sandboxes/ID (not stored) */
 };
 
 struct sbx_record *sbx_record_new(void);

@@ -166,20 +166,18 @@ static int wait_state(const struct remote *r, struct sbx_record *rec, const char
 	return rc;
 }
 
-static int dt_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struct sbx_record *rec,
-		     struct sbx_err *err)
+static int dt_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
 {
 	_cleanup_(remote_release) struct remote r = { 0 };
 	_cleanup_json_ json_t *body = NULL, *resp = NULL;
+	const struct sbx_config *o = &rec->config;
 
-	if (remote_refuse_local_options("daytona", o, true, err) < 0)
-		return -1;
 	if (dt_remote(&r, err) < 0)
 		return -1;
-	body = json_pack("{s:o, s:o}", "labels", remote_labels(o, rec), "env",
+	body = json_pack("{s:o, s:o}", "labels", remote_labels(rec), "env",
 			 remote_env_object(o->env));
-	if (o->image)
-		json_object_set_new(body, "snapshot", json_string(o->image));
+	if (o->image.ref)
+		json_object_set_new(body, "snapshot", json_string(o->image.ref));
 	if (o->cpu_millis)
 		json_object_set_new(body, "cpu", json_integer((o->cpu_millis + 999) / 1000));
 	if (o->memory)
@@ -187,12 +185,12 @@ static int dt_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struc
 				    json_integer((o->memory + (1LL << 30) - 1) >> 30));
 	if (o->disk)
 		json_object_set_new(body, "disk", json_integer((o->disk + (1LL << 30) - 1) >> 30));
-	if (o->net && streq(o->net, "none"))
+	if (o->net.set && o->net.mode == SBX_NET_NONE)
 		json_object_set_new(body, "networkBlockAll", json_true());
 	if (o->ttl_ms) {
 		json_object_set_new(body, "autoStopInterval",
 				    json_integer((o->ttl_ms + 59999) / 60000));
-		if (o->ttl_action && streq(o->ttl_action, "rm"))
+		if (o->ttl_rm)
 			json_object_set_new(body, "autoDeleteInterval", json_integer(0));
 	}
 	const char *target = getenv("DAYTONA_TARGET");
@@ -213,8 +211,6 @@ static int dt_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struc
 				   "answer has no valid 'id'");
 	rec->provider_id = xstrdup(id);
 	rec->extra = json_object();
-	if (o->workdir)
-		json_object_set_new(rec->extra, "workdir", json_string(o->workdir));
 	keep_sandbox(rec, resp);
 	const char *s = sbx_json_str(resp, "state");
 	if (s && streq(s, "started"))
@@ -575,19 +571,11 @@ static void tb_close(struct tb *t)
 static int dt_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 		   int *ret_status, struct sbx_err *err)
 {
-	if (o->tty || o->detach || o->interactive || o->user)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED,
-				   "provider 'daytona' does not support "
-				   "exec %s",
-				   o->tty		    ? "-t"
-					   : o->detach	    ? "-d"
-					   : o->interactive ? "-i"
-							    : "-u");
 	_cleanup_(tb_close) struct tb t = { 0 };
 	if (tb_open(&t, rec, err) < 0)
 		return -1;
 	struct strbuf line = STRBUF_INIT, out = STRBUF_INIT, eout = STRBUF_INIT;
-	const char *wd = o->workdir ? o->workdir : sbx_json_str(rec->extra, "workdir");
+	const char *wd = o->workdir ? o->workdir : rec->config.workdir;
 	strbuf_addstr(&line, "(");
 	if (wd) {
 		strbuf_addstr(&line, "cd ");
@@ -694,10 +682,10 @@ static int dt_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const ch
 	return remote_cp_out(&f, src, tar_fd, o, err);
 }
 
-static bool dt_configured(void)
+static int dt_ready(struct sbx_err *err)
 {
-	const char *k = getenv("DAYTONA_API_KEY");
-	return k && *k;
+	_cleanup_(remote_release) struct remote r = { 0 };
+	return dt_remote(&r, err);
 }
 
 static char *dt_api_url(void)
@@ -711,7 +699,12 @@ const struct sbx_provider sbx_provider_daytona = {
 	.summary = "Daytona hosted sandboxes (DAYTONA_API_KEY)",
 	.remote = true,
 	.key_var = "DAYTONA_API_KEY",
-	.configured = dt_configured,
+	/* Daytona stops (memory is lost) rather than pauses; its snapshots stand for images; it
+	 * sizes a sandbox in whole CPUs and GiB; exec runs a command and waits for its output */
+	.caps = SBX_CAP_RELEASE | SBX_CAP_PREVIEW | SBX_CAP_LIMIT_CPU | SBX_CAP_LIMIT_MEMORY |
+		SBX_CAP_DISK | SBX_CAP_NET_NONE | SBX_CAP_NET_OPEN | SBX_CAP_TEMPLATE |
+		SBX_CAP_TTL | SBX_CAP_CP,
+	.ready = dt_ready,
 	.api_url = dt_api_url,
 	.create = dt_create,
 	.exec = dt_exec,

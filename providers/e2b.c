@@ -98,25 +98,23 @@ static bool id_valid(const char *s)
 	return true;
 }
 
-static int e2b_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, struct sbx_record *rec,
-		      struct sbx_err *err)
+static int e2b_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
 {
 	_cleanup_(remote_release) struct remote r = { 0 };
 	_cleanup_json_ json_t *body = NULL, *resp = NULL;
+	const struct sbx_config *o = &rec->config;
+	const char *tpl = o->image.ref ? o->image.ref : "base";
 
-	if (remote_refuse_local_options("e2b", o, false, err) < 0)
-		return -1;
 	if (e2b_remote(&r, err) < 0)
 		return -1;
 	long long timeout = o->ttl_ms ? (o->ttl_ms + 999) / 1000 : DEFAULT_TIMEOUT_S;
-	bool auto_pause = !o->ttl_ms || !o->ttl_action || streq(o->ttl_action, "pause");
-	body = json_pack("{s:s, s:I, s:b, s:b, s:o, s:o}", "templateID",
-			 o->image ? o->image : "base", "timeout", timeout, "autoPause", auto_pause,
-			 "secure", 1, "metadata", remote_labels(o, rec), "envVars",
-			 remote_env_object(o->env));
-	if (o->net && streq(o->net, "none"))
+	bool auto_pause = !o->ttl_rm;
+	body = json_pack("{s:s, s:I, s:b, s:b, s:o, s:o}", "templateID", tpl, "timeout", timeout,
+			 "autoPause", auto_pause, "secure", 1, "metadata", remote_labels(rec),
+			 "envVars", remote_env_object(o->env));
+	if (o->net.set && o->net.mode == SBX_NET_NONE)
 		json_object_set_new(body, "allow_internet_access", json_false());
-	else if (o->net && streq(o->net, "open"))
+	else if (o->net.set && o->net.mode == SBX_NET_OPEN)
 		json_object_set_new(body, "allow_internet_access", json_true());
 	_cleanup_free_ char *url = remote_url(&r, "sandboxes", NULL, "");
 	struct remote_call c = { .method = "POST",
@@ -132,12 +130,10 @@ static int e2b_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o, stru
 				   "cannot create an E2B sandbox: E2B's answer "
 				   "has no valid 'sandboxID'");
 	rec->provider_id = xstrdup(id);
-	rec->extra = json_pack("{s:s, s:I, s:b}", "template", o->image ? o->image : "base",
-			       "timeout", timeout, "auto_pause", auto_pause);
-	if (o->workdir)
-		json_object_set_new(rec->extra, "workdir", json_string(o->workdir));
+	rec->extra = json_pack("{s:s, s:I, s:b}", "template", tpl, "timeout", timeout, "auto_pause",
+			       auto_pause);
 	keep_sandbox(rec, resp);
-	sbx_debug("E2B sandbox %s from template %s", id, o->image ? o->image : "base");
+	sbx_debug("E2B sandbox %s from template %s", id, tpl);
 	return 0;
 }
 
@@ -856,14 +852,11 @@ int e2b_decode_stream(const char *data, size_t len, size_t chunk, long long time
 static int e2b_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		    const struct sbx_exec_opts *o, int *ret_status, struct sbx_err *err)
 {
-	if (o->tty)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED,
-				   "provider 'e2b' does not support exec -t");
 	if (remote_check_running("E2B", rec, err) < 0)
 		return -1;
 	struct cmd c = { .argv = o->argv,
 			 .env = (const char *const *)o->env,
-			 .cwd = o->workdir ? o->workdir : sbx_json_str(rec->extra, "workdir"),
+			 .cwd = o->workdir ? o->workdir : rec->config.workdir,
 			 .user = o->user,
 			 .timeout_ms = o->timeout_ms,
 			 .stdin_open = o->interactive,
@@ -950,10 +943,10 @@ static int e2b_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const c
 	return remote_cp_out(&f, src, tar_fd, o, err);
 }
 
-static bool e2b_configured(void)
+static int e2b_ready(struct sbx_err *err)
 {
-	const char *k = getenv("E2B_API_KEY");
-	return k && *k;
+	_cleanup_(remote_release) struct remote r = { 0 };
+	return e2b_remote(&r, err);
 }
 
 const struct sbx_provider sbx_provider_e2b = {
@@ -961,7 +954,12 @@ const struct sbx_provider sbx_provider_e2b = {
 	.summary = "E2B hosted sandboxes (E2B_API_KEY)",
 	.remote = true,
 	.key_var = "E2B_API_KEY",
-	.configured = e2b_configured,
+	/* E2B pauses with memory; its templates stand for images; no limits, volumes or net
+	 * policies but on and off */
+	.caps = SBX_CAP_EXEC_STDIN | SBX_CAP_EXEC_USER | SBX_CAP_EXEC_DETACH |
+		SBX_CAP_PAUSE_MEMORY | SBX_CAP_RELEASE | SBX_CAP_PREVIEW | SBX_CAP_NET_NONE |
+		SBX_CAP_NET_OPEN | SBX_CAP_TEMPLATE | SBX_CAP_TTL | SBX_CAP_CP,
+	.ready = e2b_ready,
 	.api_url = e2b_api_url,
 	.create = e2b_create,
 	.exec = e2b_exec,

@@ -27,7 +27,7 @@
 
 long long local_disk_size(const struct sbx_record *rec)
 {
-	return json_integer_value(json_object_get(rec->options, "disk"));
+	return rec->config.disk;
 }
 
 int local_disk_check(struct sbx_err *err)

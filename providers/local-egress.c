@@ -61,38 +61,28 @@ struct local_egress {
 struct local_egress *local_egress_new(const struct local_setup *s)
 {
 	struct local_egress *e = xcalloc(1, sizeof(*e));
-	const json_t *net = json_object_get(s->options, "net");
-	const char *mode = sbx_json_str(net, "mode");
-	size_t i;
-	json_t *v;
+	const struct sbx_net_config *net = &s->config->net;
 
 	e->s = s;
 	e->log_fd = -1;
 	const char *lm = getenv("SBX_TEST_EGRESS_LOG_MAX");
 	long long lmv;
 	e->log_max = lm && sbx_parse_int(lm, 1, LLONG_MAX, &lmv) == 0 ? lmv : LOG_MAX_DEFAULT;
-	e->proxy = mode && (streq(mode, "allow") || streq(mode, "open"));
-	e->open = mode && streq(mode, "open");
-	e->preset = json_is_true(json_object_get(net, "preset"));
-	e->allow_private = json_is_true(json_object_get(net, "allow_private"));
-	json_t *allow = json_object_get(net, "allow");
-	e->allow = xcalloc(json_array_size(allow) + 1, sizeof(char *));
-	e->allow_port = xcalloc(json_array_size(allow) + 1, sizeof(int));
-	json_array_foreach (allow, i, v) {
-		if (json_is_string(v) &&
-		    sbx_net_parse_allow(json_string_value(v), &e->allow[e->n_allow],
-					&e->allow_port[e->n_allow]) == 0)
-			e->n_allow++;
+	e->proxy = net->set && (net->mode == SBX_NET_ALLOW || net->mode == SBX_NET_OPEN);
+	e->open = net->set && net->mode == SBX_NET_OPEN;
+	e->preset = net->preset;
+	e->allow_private = net->allow_private;
+	e->allow = xcalloc(net->n_allow + 1, sizeof(char *));
+	e->allow_port = xcalloc(net->n_allow + 1, sizeof(int));
+	for (size_t i = 0; i < net->n_allow; i++) {
+		e->allow[e->n_allow] = xstrdup(net->allow[i].pattern);
+		e->allow_port[e->n_allow++] = net->allow[i].port;
 	}
-	json_t *hosts = json_object_get(net, "add_hosts");
-	e->host_name = xcalloc(json_array_size(hosts) + 1, sizeof(char *));
-	e->host_addr = xcalloc(json_array_size(hosts) + 1, sizeof(char *));
-	json_array_foreach (hosts, i, v) {
-		const char *nm = sbx_json_str(v, "name"), *ad = sbx_json_str(v, "addr");
-		if (nm && ad) {
-			e->host_name[e->n_hosts] = xstrdup(nm);
-			e->host_addr[e->n_hosts++] = xstrdup(ad);
-		}
+	e->host_name = xcalloc(net->n_add_hosts + 1, sizeof(char *));
+	e->host_addr = xcalloc(net->n_add_hosts + 1, sizeof(char *));
+	for (size_t i = 0; i < net->n_add_hosts; i++) {
+		e->host_name[e->n_hosts] = xstrdup(net->add_hosts[i].name);
+		e->host_addr[e->n_hosts++] = xstrdup(net->add_hosts[i].addr);
 	}
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_condattr_t ca;

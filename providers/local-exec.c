@@ -621,14 +621,14 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	 * image's User is not applied then */
 	const char *user = o->user;
 	if (!user && map_range)
-		user = sbx_json_str(rec->options, "user");
+		user = rec->config.user;
 	if (user && local_user_resolve(user, label, &u, err) < 0)
 		return -1;
 	_cleanup_free_ char *home = u.home;
 	char **env = NULL;
 	size_t n_env = 0;
 	_cleanup_free_ char *pathkv = xasprintf("PATH=%s", default_path);
-	_cleanup_free_ char *hostkv = xasprintf("HOSTNAME=%s", label);
+	_cleanup_free_ char *hostkv = xasprintf("HOSTNAME=%s", local_hostname(rec));
 	_cleanup_free_ char *homekv = xasprintf("HOME=%s", home ? home : "/root");
 	env_set(&env, &n_env, pathkv);
 	env_set(&env, &n_env, homekv);
@@ -637,16 +637,12 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		env_set(&env, &n_env, termkv);
 	for (size_t k = 0; k < netenv.n; k++)
 		env_set(&env, &n_env, netenv.v[k]);
-	json_t *renv = json_object_get(rec->options, "env");
-	size_t i;
-	json_t *v;
-	json_array_foreach (renv, i, v)
-		if (json_is_string(v))
-			env_set(&env, &n_env, json_string_value(v));
+	for (char **e = rec->config.env; e && *e; e++)
+		env_set(&env, &n_env, *e);
 	for (char **e = o->env; e && *e; e++)
 		env_set(&env, &n_env, *e);
 	(void)env_has;
-	const char *workdir = o->workdir ? o->workdir : sbx_json_str(rec->options, "workdir");
+	const char *workdir = o->workdir ? o->workdir : rec->config.workdir;
 	if (!workdir)
 		workdir = "/workspace";
 

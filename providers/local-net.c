@@ -330,9 +330,7 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 				  size_t len)
 {
 	struct local_net *n = xcalloc(1, sizeof(*n));
-	const json_t *net = json_object_get(s->options, "net");
-	size_t i;
-	json_t *v;
+	const struct sbx_net_config *net = &s->config->net;
 
 	/* one malloc arena: the resolver threads need no heaps of their own */
 	(void)mallopt(M_ARENA_MAX, 1);
@@ -367,24 +365,21 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 		if (local_resolver_fd(n->eg) >= 0)
 			(void)epoll_ctl(n->epfd, EPOLL_CTL_ADD, local_resolver_fd(n->eg), &ev);
 	}
-	json_t *fwd = json_object_get(net, "host_ports");
-	n->fwd = xcalloc(json_array_size(fwd) + 1, sizeof(*n->fwd));
-	if (!s->net_host)
-		json_array_foreach (fwd, i, v) {
-			int hp = (int)json_integer_value(json_object_get(v, "host"));
-			int in = (int)json_integer_value(json_object_get(v, "inside"));
-			int fd = local_conn_listen_inside(n, in);
-			if (fd < 0) {
-				snprintf(msg, len,
-					 "cannot listen on port %d inside the sandbox for "
-					 "--host-port %d:%d: %s",
-					 in, hp, in, strerror(errno));
-				return NULL;
-			}
-			struct local_listener *l = xcalloc(1, sizeof(*l));
-			l->fwd_host = hp;
-			n->fwd[n->n_fwd++] = listener_add(n, l, fd, LOCAL_K_FWD);
+	n->fwd = xcalloc(net->n_host_ports + 1, sizeof(*n->fwd));
+	for (size_t i = 0; !s->net_host && i < net->n_host_ports; i++) {
+		int hp = net->host_ports[i].host, in = net->host_ports[i].inside;
+		int fd = local_conn_listen_inside(n, in);
+		if (fd < 0) {
+			snprintf(msg, len,
+				 "cannot listen on port %d inside the sandbox for "
+				 "--host-port %d:%d: %s",
+				 in, hp, in, strerror(errno));
+			return NULL;
 		}
+		struct local_listener *l = xcalloc(1, sizeof(*l));
+		l->fwd_host = hp;
+		n->fwd[n->n_fwd++] = listener_add(n, l, fd, LOCAL_K_FWD);
+	}
 	/* init answers socket requests of previews on the same pair, from now on read here */
 	if (!s->net_host) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &n->factory_ep };
@@ -408,6 +403,8 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 	_cleanup_free_ char *pp = xasprintf("%s/previews.json", s->dir);
 	_cleanup_free_ char *text = sbx_read_file(pp, 1 << 20, NULL);
 	json_t *old = text ? json_loads(text, 0, NULL) : NULL;
+	size_t i;
+	json_t *v;
 	json_array_foreach (old, i, v) {
 		char m[300];
 		int port = (int)json_integer_value(json_object_get(v, "port"));

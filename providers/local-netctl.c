@@ -51,9 +51,9 @@ char *local_egress_log_path(const struct sbx_record *rec)
 
 static bool proxied(const struct sbx_record *rec)
 {
-	const char *mode = sbx_json_str(json_object_get(rec->options, "net"), "mode");
+	const struct sbx_net_config *n = &rec->config.net;
 
-	return mode && (streq(mode, "allow") || streq(mode, "open"));
+	return n->set && (n->mode == SBX_NET_ALLOW || n->mode == SBX_NET_OPEN);
 }
 
 int local_net_exec_env(const struct sbx_record *rec, char *const *argv,

@@ -122,11 +122,14 @@ int local_write_maps(pid_t pid, bool map_range)
 	return sbx_write_file(path, map);
 }
 
+const char *local_hostname(const struct sbx_record *rec)
+{
+	return rec->config.hostname ? rec->config.hostname : rec->name ? rec->name : rec->id;
+}
+
 bool local_net_host(const struct sbx_record *rec)
 {
-	const char *mode = sbx_json_str(json_object_get(rec->options, "net"), "mode");
-
-	return mode && streq(mode, "host");
+	return rec->config.net.set && rec->config.net.mode == SBX_NET_HOST;
 }
 
 int local_join(const struct sbx_record *rec, pid_t init_pid, int pidfd, struct sbx_err *err)
@@ -197,12 +200,14 @@ long long local_idle_deadline(const char *dir, long long ttl_ms)
 int local_image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, char ***ret,
 		       size_t *ret_n, struct sbx_err *err)
 {
-	json_t *ls = json_object_get(json_object_get(rec->options, "image"), "chain");
-	size_t n = json_array_size(ls);
+	char *const *ls = rec->config.image.chain;
+	size_t n = 0;
+	while (ls && ls[n])
+		n++;
 	_cleanup_(strv_freep) char **v = n ? xcalloc(n + 1, sizeof(char *)) : NULL;
 
 	for (size_t i = 0; i < n; i++) {
-		const char *d = json_string_value(json_array_get(ls, i));
+		const char *d = ls[i];
 		struct stat st;
 		if (!d || !sbx_digest_valid(d))
 			return sbx_err_set(err, SBX_E_STATE,

@@ -106,14 +106,10 @@ static int fill_root(const char *dir, const struct local_setup *s, struct sbx_er
 					       "ip6-loopback\n127.0.1.1\t%s\n",
 					       s->hostname);
 	/* --add-host: docker's flag, in /etc/hosts too (the proxy dials these addresses) */
-	json_t *ah = json_object_get(json_object_get(s->options, "net"), "add_hosts");
-	size_t ai;
-	json_t *av;
-	json_array_foreach (ah, ai, av) {
-		const char *nm = sbx_json_str(av, "name"), *ad = sbx_json_str(av, "addr");
-		if (!nm || !ad)
-			continue;
-		char *more = xasprintf("%s%s\t%s\n", hosts, ad, nm);
+	const struct sbx_net_config *net = &s->config->net;
+	for (size_t i = 0; i < net->n_add_hosts; i++) {
+		char *more = xasprintf("%s%s\t%s\n", hosts, net->add_hosts[i].addr,
+				       net->add_hosts[i].name);
 		free(hosts);
 		hosts = more;
 	}
@@ -204,30 +200,16 @@ static bool can_map_range(void)
 	return sbx_ids_mapped(LOCAL_UID_BASE, LOCAL_UID_COUNT);
 }
 
-static void limits_of(const json_t *options, struct local_limits *lim)
-{
-	memset(lim, 0, sizeof(*lim));
-	lim->memory = json_integer_value(json_object_get(options, "memory"));
-	lim->pids = json_integer_value(json_object_get(options, "pids_limit"));
-	lim->cpu_millis = json_integer_value(json_object_get(options, "cpu_millis"));
-}
-
 /* the supervisor and init of a sandbox whose files exist: cgroups, fork, the report */
 static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup *s,
 		struct sbx_err *err)
 {
-	struct local_limits lim;
+	const struct sbx_config *c = &rec->config;
+	struct local_limits lim = { .memory = c->memory,
+				    .pids = c->pids_limit,
+				    .cpu_millis = c->cpu_millis };
 
-	limits_of(rec->options, &lim);
 	s->store_root = ctx->store.root;
-	s->id = rec->id;
-	s->options = rec->options;
-	s->label = rec->name ? rec->name : rec->id;
-	const char *mode = sbx_json_str(json_object_get(rec->options, "net"), "mode");
-	s->net_host = mode && streq(mode, "host");
-	s->ttl_ms = json_integer_value(json_object_get(rec->options, "ttl_ms"));
-	const char *act = sbx_json_str(rec->options, "ttl_action");
-	s->ttl_rm = act && streq(act, "rm");
 	_cleanup_(strv_freep) char **layers_owned = NULL;
 	if (local_image_layers(ctx, rec, &layers_owned, &s->n_layers, err) < 0)
 		return -1;
@@ -316,29 +298,42 @@ static void ids_for(struct local_setup *s, bool map_range)
 	}
 }
 
-static int local_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
-			struct sbx_record *rec, struct sbx_err *err)
+/* what the supervisor and init are given, from the record alone: the same at create and at
+ * every boot after it */
+static struct local_setup setup_of(const struct sbx_record *rec)
 {
+	const struct sbx_config *c = &rec->config;
 	struct local_setup s = {
 		.dir = rec->dir,
-		.hostname = rec->name ? rec->name : rec->id,
-		.workdir = sbx_json_str(rec->options, "workdir") ?: "/workspace",
-		.options = rec->options,
-		.volumes = o->volumes,
-		.n_volumes = o->n_volumes,
+		.id = rec->id,
+		.label = rec->name ? rec->name : rec->id,
+		.config = c,
+		.hostname = local_hostname(rec),
+		.workdir = c->workdir ? c->workdir : "/workspace",
+		.volumes = c->volumes,
+		.n_volumes = c->n_volumes,
+		.net_host = local_net_host(rec),
+		.ttl_ms = c->ttl_ms,
+		.ttl_rm = c->ttl_rm,
+		.disk = c->disk > 0,
 	};
+	for (char **l = c->image.layers; l && *l; l++)
+		s.n_layers++;
+	return s;
+}
+
+static int local_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
+{
+	struct local_setup s = setup_of(rec);
 	_cleanup_free_ void *bpf = NULL;
 	size_t bpf_len = 0;
 
 	ids_for(&s, can_map_range());
-	s.n_layers = json_array_size(
-		json_object_get(json_object_get(rec->options, "image"), "layers"));
 	long long disk = local_disk_size(rec);
 	if (disk > 0) {
 		if (local_disk_check(err) < 0 ||
 		    local_disk_make(rec->dir, disk, s.uid, s.gid, err) < 0)
 			return -1;
-		s.disk = true;
 	}
 	if (prepare_root(rec->dir, &s, err) < 0)
 		return -1;
@@ -383,7 +378,7 @@ static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx
 	json_object_set_new(live, "cgroup", json_string(cg));
 	long long oom = local_cgroup_oom_kills(rec->dir);
 	json_object_set_new(live, "oom_kills", oom >= 0 ? json_integer(oom) : json_null());
-	long long ttl = json_integer_value(json_object_get(rec->options, "ttl_ms"));
+	long long ttl = rec->config.ttl_ms;
 	long long dl = rec->state == SBX_STATE_RUNNING ? local_idle_deadline(rec->dir, ttl) : 0;
 	if (dl > 0) {
 		_cleanup_free_ char *t = sbx_time_rfc3339(dl / 1000);
@@ -567,31 +562,13 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 				   "sandbox '%s' has no usable seccomp filter "
 				   "('%s'); remove it with 'sbx rm -f %s'",
 				   rec->id, bpfpath, rec->id);
-	json_t *vols = json_object_get(rec->options, "volumes");
-	size_t nv = json_array_size(vols);
-	_cleanup_free_ struct sbx_volume *v = xcalloc(nv + 1, sizeof(*v));
-	for (size_t i = 0; i < nv; i++) {
-		json_t *e = json_array_get(vols, i);
-		v[i].host = (char *)sbx_json_str(e, "host");
-		v[i].dest = (char *)sbx_json_str(e, "dest");
-		v[i].ro = json_is_true(json_object_get(e, "read_only"));
-		if (!v[i].host || !v[i].dest)
-			return sbx_err_set(err, SBX_E_STATE,
-					   "sandbox '%s' has a broken volume record", rec->id);
-		if (access(v[i].host, F_OK) < 0)
-			return sbx_err_errno(err, "cannot use volume '%s'", v[i].host);
-	}
-	const char *wd = sbx_json_str(rec->options, "workdir");
-	struct local_setup s = {
-		.dir = rec->dir,
-		.hostname = rec->name ? rec->name : rec->id,
-		.workdir = wd ? wd : "/workspace",
-		.volumes = v,
-		.n_volumes = nv,
-		.bpf = bpf,
-		.bpf_len = bpf_len,
-		.disk = local_disk_size(rec) > 0,
-	};
+	for (size_t i = 0; i < rec->config.n_volumes; i++)
+		if (access(rec->config.volumes[i].host, F_OK) < 0)
+			return sbx_err_errno(err, "cannot use volume '%s'",
+					     rec->config.volumes[i].host);
+	struct local_setup s = setup_of(rec);
+	s.bpf = bpf;
+	s.bpf_len = bpf_len;
 	ids_for(&s, local_map_range_of(rec));
 	sbx_debug("booting %s again on its files", rec->id);
 	return boot(ctx, rec, &s, err);
@@ -600,6 +577,14 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 const struct sbx_provider sbx_provider_local = {
 	.name = "local",
 	.summary = "Linux namespaces on this host",
+	/* everything but a provider's own templates and snapshots */
+	.caps = SBX_CAP_EXEC_STDIN | SBX_CAP_EXEC_TTY | SBX_CAP_EXEC_USER | SBX_CAP_EXEC_DETACH |
+		SBX_CAP_PAUSE_MEMORY | SBX_CAP_RELEASE | SBX_CAP_PREVIEW | SBX_CAP_PREVIEW_AUTH |
+		SBX_CAP_LIMIT_CPU | SBX_CAP_LIMIT_MEMORY | SBX_CAP_LIMIT_PIDS | SBX_CAP_DISK |
+		SBX_CAP_VOLUMES | SBX_CAP_NET_NONE | SBX_CAP_NET_OPEN | SBX_CAP_NET_ALLOW |
+		SBX_CAP_NET_HOST | SBX_CAP_ADD_HOST | SBX_CAP_HOST_PORT | SBX_CAP_IMAGE |
+		SBX_CAP_TTL | SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG,
+	.default_workdir = "/workspace",
 	.create = local_create,
 	.exec = local_exec,
 	.cp_in = local_cp_in,

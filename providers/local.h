@@ -51,12 +51,12 @@ struct local_setup {
 	size_t n_volumes;
 	const void *bpf;
 	size_t bpf_len;
-	bool net_host;	       /* --net host: the host's network namespace */
-	const json_t *options; /* the record's options (net policy, previews' defaults) */
-	const char *label;     /* name or id, for messages */
-	char **layers;	       /* --image: the unpacked layer directories, base first */
-	size_t n_layers;       /* 0: the host's system view */
-	bool disk;	       /* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
+	bool net_host;			 /* --net host: the host's network namespace */
+	const struct sbx_config *config; /* the sandbox's configuration (its net policy) */
+	const char *label;		 /* name or id, for messages */
+	char **layers;			 /* --image: the unpacked layer directories, base first */
+	size_t n_layers;		 /* 0: the host's system view */
+	bool disk; /* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
 };
 
 /* the supervisor's report to the creating CLI */
@@ -78,6 +78,8 @@ bool local_map_range_of(const struct sbx_record *rec);
 /* the id maps of a sandbox's user namespace, for its first process pid: run by root, sandbox
  * ids 0-65535 as LOCAL_UID_BASE.. (map_range), otherwise the caller's uid and gid as 0 */
 int local_write_maps(pid_t pid, bool map_range);
+/* its --hostname, or its name, or its id */
+const char *local_hostname(const struct sbx_record *rec);
 /* --net host: the sandbox shares the host's network namespace */
 bool local_net_host(const struct sbx_record *rec);
 /* setns into every namespace of the running sandbox whose init is init_pid (pidfd on it);

@@ -506,15 +506,6 @@ int remote_preview_start(const char *provider, const char *what, const struct sb
 {
 	if (remote_need_id(what, rec, err) < 0)
 		return -1;
-	if (o->host_port || o->public || o->no_auth)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED,
-				   "provider '%s' does not support %s: its "
-				   "preview URLs are served by %s",
-				   provider,
-				   o->public		? "--public"
-					   : o->no_auth ? "--no-auth"
-							: "--host-port",
-				   what);
 	if (o->rm)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "provider '%s' has no previews to close: "
@@ -538,27 +529,6 @@ char *remote_url(const struct remote *r, const char *collection, const char *id,
 	}
 	strbuf_addstr(&sb, tail);
 	return strbuf_detach(&sb);
-}
-
-int remote_refuse_local_options(const char *provider, const struct sbx_create_opts *o,
-				bool limits_ok, struct sbx_err *err)
-{
-	const char *flag = o->n_volumes			 ? "--volume"
-		: o->pids_limit				 ? "--pids-limit"
-		: !limits_ok && o->memory		 ? "--memory"
-		: !limits_ok && o->cpu_millis		 ? "--cpus"
-		: !limits_ok && o->disk			 ? "--disk"
-		: o->add_hosts && *o->add_hosts		 ? "--add-host"
-		: o->host_ports && *o->host_ports	 ? "--host-port"
-		: o->net_preset_none			 ? "--net-preset"
-		: o->net_allow_private			 ? "--net-allow-private"
-		: o->net && startswith(o->net, "allow=") ? "--net allow="
-		: o->net && streq(o->net, "host")	 ? "--net host"
-							 : NULL;
-	if (flag)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support %s",
-				   provider, flag);
-	return 0;
 }
 
 volatile sig_atomic_t remote_got_signal;
@@ -585,11 +555,11 @@ void remote_sigs_restore(const struct remote_sigs *s)
 		(void)sigaction(caught[k], &s->old[k], NULL);
 }
 
-json_t *remote_labels(const struct sbx_create_opts *o, const struct sbx_record *rec)
+json_t *remote_labels(const struct sbx_record *rec)
 {
 	json_t *j = json_object();
 
-	for (char **l = o->labels; l && *l; l++) {
+	for (char **l = rec->config.labels; l && *l; l++) {
 		const char *eq = strchr(*l, '=');
 		_cleanup_free_ char *k = eq ? xstrndup(*l, (size_t)(eq - *l)) : xstrdup(*l);
 		json_object_set_new(j, k, json_string(eq ? eq + 1 : ""));

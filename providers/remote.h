@@ -88,10 +88,6 @@ int remote_preview_start(const char *provider, const char *what, const struct sb
 /* BASE/COLLECTION[/ID escaped]TAIL */
 char *remote_url(const struct remote *r, const char *collection, const char *id, const char *tail);
 
-/* what create options a hosted provider cannot honour: SBX_E_UNSUPPORTED naming the flag */
-int remote_refuse_local_options(const char *provider, const struct sbx_create_opts *o,
-				bool limits_ok, struct sbx_err *err);
-
 /* while a command runs: SIGINT, SIGTERM and SIGHUP are noted in remote_got_signal (for
  * sbx_http_req.cancel), SIGPIPE is ignored; restore puts the old handlers back */
 extern volatile sig_atomic_t remote_got_signal;
@@ -102,7 +98,7 @@ void remote_sigs_catch(struct remote_sigs *s);
 void remote_sigs_restore(const struct remote_sigs *s);
 
 /* labels "K=V" into a JSON object, plus sbx's own id and name */
-json_t *remote_labels(const struct sbx_create_opts *o, const struct sbx_record *rec);
+json_t *remote_labels(const struct sbx_record *rec);
 json_t *remote_env_object(char **env);
 
 #endif

@@ -13,6 +13,7 @@ int main(void)
 	test_options();
 	test_lazy();
 	test_net();
+	test_config();
 	test_registry();
 	test_term();
 	printf("# unit: %d ok, %d not ok, %d skipped\n", unit_pass, unit_fail, unit_skip);

@@ -25,12 +25,24 @@ static const char *why(const char *addr)
 	return local_net_forbidden((struct sockaddr *)&ss);
 }
 
+/* the flags, parsed one by one as create does, then checked together */
 static int validate(const char *net, char **hosts, char **ports)
 {
-	struct sbx_create_opts o = { .net = net, .add_hosts = hosts, .host_ports = ports };
+	struct sbx_config c;
 	char msg[300];
+	int r = 0;
 
-	return sbx_net_validate(&o, msg, sizeof(msg));
+	sbx_config_init(&c);
+	if (net)
+		r = sbx_net_parse_mode(net, &c.net, msg, sizeof(msg));
+	for (char **h = hosts; r == 0 && h && *h; h++)
+		r = sbx_net_add_host_arg(&c.net, *h, msg, sizeof(msg));
+	for (char **p = ports; r == 0 && p && *p; p++)
+		r = sbx_net_host_port_arg(&c.net, *p, msg, sizeof(msg));
+	if (r == 0)
+		r = sbx_config_validate(&c, msg, sizeof(msg));
+	sbx_config_release(&c);
+	return r;
 }
 
 void test_net(void)

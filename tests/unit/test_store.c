@@ -24,7 +24,6 @@ static struct sbx_record *mkrec(const char *id, const char *name)
 	r->provider = xstrdup("local");
 	r->state = SBX_STATE_RUNNING;
 	r->created = 1700000000;
-	r->options = json_object();
 	return r;
 }
 

@@ -1,0 +1,128 @@
+/* A sandbox's configuration: what create was asked for, typed and versioned. It is decoded from
+ * the record once (sbx_config_from_json), handed to the provider as it is, and written back in
+ * one place (sbx_config_to_json). A create option is a field here, a row of its JSON mapping
+ * and of its capability check (core/config.c), and a row of create's option table (cmd/). */
+#ifndef SBX_CORE_CONFIG_H
+#define SBX_CORE_CONFIG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/err.h"
+
+/* the layout written; a record of a later one is refused, not misread */
+#define SBX_CONFIG_VERSION 1
+
+/* what a provider can honour (struct sbx_provider.caps); sbx_caps_names() names them */
+enum sbx_cap {
+	SBX_CAP_EXEC_STDIN = 1u << 0,	/* exec -i */
+	SBX_CAP_EXEC_TTY = 1u << 1,	/* exec -t */
+	SBX_CAP_EXEC_USER = 1u << 2,	/* exec -u */
+	SBX_CAP_EXEC_DETACH = 1u << 3,	/* exec -d, and logs */
+	SBX_CAP_PAUSE_MEMORY = 1u << 4, /* pause keeps the processes and their memory */
+	SBX_CAP_RELEASE = 1u << 5,	/* pause --release */
+	SBX_CAP_PREVIEW = 1u << 6,	/* preview PORT */
+	SBX_CAP_PREVIEW_AUTH = 1u << 7, /* preview --public (a token), --no-auth, --host-port */
+	SBX_CAP_LIMIT_CPU = 1u << 8,	/* --cpus */
+	SBX_CAP_LIMIT_MEMORY = 1u << 9, /* --memory */
+	SBX_CAP_LIMIT_PIDS = 1u << 10,	/* --pids-limit */
+	SBX_CAP_DISK = 1u << 11,	/* --disk */
+	SBX_CAP_VOLUMES = 1u << 12,	/* --volume */
+	SBX_CAP_NET_NONE = 1u << 13,	/* --net none */
+	SBX_CAP_NET_OPEN = 1u << 14,	/* --net open */
+	SBX_CAP_NET_ALLOW = 1u << 15,	/* --net allow=, --net-preset, --net-allow-private */
+	SBX_CAP_NET_HOST = 1u << 16,	/* --net host */
+	SBX_CAP_ADD_HOST = 1u << 17,	/* --add-host */
+	SBX_CAP_HOST_PORT = 1u << 18,	/* --host-port */
+	SBX_CAP_IMAGE = 1u << 19,	/* --image: an OCI image pulled to this host */
+	SBX_CAP_TEMPLATE = 1u << 20,	/* --image: a template or snapshot of the provider's */
+	SBX_CAP_TTL = 1u << 21,		/* --ttl, --ttl-action */
+	SBX_CAP_HOSTNAME = 1u << 22,	/* --hostname */
+	SBX_CAP_CP = 1u << 23,		/* cp */
+	SBX_CAP_EGRESS_LOG = 1u << 24,	/* logs --egress */
+	SBX_CAP_SNAPSHOT = 1u << 25,	/* a sandbox's files and memory saved under a name */
+};
+/* "exec-stdin", ... in bit order, NULL-terminated */
+extern const char *const sbx_cap_names[];
+
+struct sbx_volume {
+	char *host; /* a resolved absolute path */
+	char *dest;
+	bool ro;
+};
+
+enum sbx_net_mode {
+	SBX_NET_ALLOW, /* through the proxy, to the allow list (and the preset) */
+	SBX_NET_NONE,
+	SBX_NET_OPEN, /* through the proxy, anywhere, logged */
+	SBX_NET_HOST,
+};
+
+struct sbx_net_rule {
+	char *pattern; /* "example.com", "*.example.com" (lowercase) */
+	int port;      /* 0: any */
+};
+
+struct sbx_host_alias {
+	char *name; /* lowercase */
+	char *addr;
+};
+
+struct sbx_port_forward {
+	int host, inside;
+};
+
+struct sbx_net_config {
+	bool set; /* recorded: --net given, or the provider keeps a policy by default */
+	enum sbx_net_mode mode;
+	struct sbx_net_rule *allow;
+	size_t n_allow;
+	bool preset;	    /* with allow: the preset of package registries and code hosts too */
+	bool allow_private; /* the proxy may dial private addresses */
+	struct sbx_host_alias *add_hosts;
+	size_t n_add_hosts;
+	struct sbx_port_forward *host_ports;
+	size_t n_host_ports;
+};
+
+struct sbx_image_config {
+	char *ref; /* as given to --image; NULL: none */
+	/* an OCI image (the local provider): what the store resolved the ref to */
+	char *name, *id;
+	char **layers, **chain; /* NULL-terminated, bottom first */
+	char **entrypoint, **cmd;
+};
+
+struct sbx_config {
+	int version;
+	char **env;	/* "K=V", NULL-terminated: an image's Env, then -e */
+	char *workdir;	/* NULL: the provider's default */
+	char *user;	/* exec's default user (an image's User); NULL: root */
+	char *hostname; /* NULL: the provider's default */
+	char **labels;	/* "K=V", NULL-terminated */
+	struct sbx_volume *volumes;
+	size_t n_volumes;
+	long long memory;     /* bytes (0: no limit) */
+	long long cpu_millis; /* thousandths of a CPU (0: no limit) */
+	long long pids_limit; /* 0: no limit */
+	long long disk;	      /* bytes written at most (0: no cap) */
+	long long ttl_ms;     /* idle time before the ttl action (0: none) */
+	bool ttl_rm;	      /* the ttl action: rm (else pause) */
+	struct sbx_net_config net;
+	struct sbx_image_config image;
+};
+
+void sbx_config_init(struct sbx_config *c);
+void sbx_config_release(struct sbx_config *c);
+/* the stored form, the record's "options" */
+json_t *sbx_config_to_json(const struct sbx_config *c);
+/* what to_json wrote (a member of the wrong type reads as unset); fails on a later version */
+int sbx_config_from_json(const json_t *j, struct sbx_config *ret, struct sbx_err *err);
+/* SBX_E_UNSUPPORTED naming the first option c asks for that caps lack */
+int sbx_config_supported(const struct sbx_config *c, unsigned caps, const char *provider,
+			 struct sbx_err *err);
+/* what goes together (--net and its companions); a usage message in msg */
+int sbx_config_validate(const struct sbx_config *c, char *msg, size_t len);
+
+#endif

@@ -1,0 +1,64 @@
+/* The options of each sandbox operation, as cmd/ fills them and core and the providers read
+ * them; a sandbox's lasting configuration is struct sbx_config (core/config.h). */
+#ifndef SBX_CORE_OPTIONS_H
+#define SBX_CORE_OPTIONS_H
+
+#include <stdbool.h>
+
+#include "core/config.h"
+#include "core/store.h"
+
+struct sbx_ctx {
+	struct sbx_store store;
+	bool debug;
+};
+
+struct sbx_create_opts {
+	const char *name;     /* NULL: unnamed */
+	const char *provider; /* NULL: local */
+	struct sbx_config config;
+};
+
+/* sbx preview: open (port > 0, rm false), close (rm) or list (port 0) */
+struct sbx_preview_opts {
+	int port;      /* inside the sandbox */
+	int host_port; /* 0: an ephemeral port */
+	bool public;   /* bind every interface, require a token */
+	bool no_auth;  /* --no-auth: a loopback preview without a token */
+	bool rm;
+};
+
+struct sbx_pause_opts {
+	bool release;	    /* end every process, keep the files and the record */
+	long long grace_ms; /* release: SIGTERM, then SIGKILL after this long */
+};
+
+struct sbx_exec_opts {
+	char **argv;	      /* NULL-terminated */
+	char **env;	      /* "K=V" added for this exec, NULL-terminated */
+	const char *workdir;  /* NULL: the sandbox's default */
+	bool interactive;     /* -i: keep stdin */
+	bool tty;	      /* -t: a pty from the sandbox's devpts */
+	bool detach;	      /* -d: run in the background, output to the sandbox's log */
+	const char *user;     /* -u USER[:GROUP], by name or number; NULL: root */
+	long long timeout_ms; /* 0: none */
+	long *ret_pid;	      /* -d: set to the command's pid inside the sandbox */
+	bool resume;	      /* --resume: a paused, released or stopped sandbox resumes first */
+};
+
+struct sbx_cp_opts {
+	bool follow_links; /* -L: SRC, when it is a symbolic link, is followed (where it lives) */
+	bool archive;	   /* -a: keep the uid/gid of the source files */
+	/* cp_in only: NULL for a tar stream ('-'), unpacked into dest, an existing directory;
+	 * for a path copy, the name every entry starts with ("." for a directory's contents),
+	 * and the provider names the result as docker cp does (sbx_archive_extract) */
+	const char *top;
+};
+
+/* exec statuses beyond the command's own */
+#define SBX_EXIT_TIMEOUT 124
+#define SBX_EXIT_FAILURE 125
+#define SBX_EXIT_NOEXEC 126
+#define SBX_EXIT_NOTFOUND 127
+
+#endif
