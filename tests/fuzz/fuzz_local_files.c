@@ -4,7 +4,7 @@
 #define _GNU_SOURCE
 #include "core/json.h"
 #include "core/store.h"
-#include "providers/local.h"
+#include "providers/local/local.h"
 #include "tests/fuzz/fuzz.h"
 
 static const char *const files[] = { "pids", "previews.json", "cgroups" };

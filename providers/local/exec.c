@@ -1,7 +1,7 @@
 /* The local provider's exec: join the sandbox by setns, then run the command — with a pty
  * (-t), as another user (-u), or detached with its output in the sandbox's log (-d). */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,7 @@
  * and charset conversions were fixed by the CLI before any of this (sbx_confine_prepare), and
  * libarchive runs only its built-in filters: nothing is loaded from the sandbox's files. */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>

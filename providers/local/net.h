@@ -22,7 +22,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #define LOCAL_PROXY_HTTP_PORT 3128
 #define LOCAL_PROXY_SOCKS_PORT 1080

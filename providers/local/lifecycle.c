@@ -1,6 +1,6 @@
 /* The local provider: Linux namespaces on this host, no daemon, no root needed. */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
  * host) and of the control socket sbx preview talks to, all served by one thread's epoll loop
  * (the connections themselves are local-conn.c's). No thread runs while the sandbox is idle. */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * the supervisor): the processes of a sandbox and their start times, joining its namespaces,
  * its activity clock, its image's layers, and freezing it without a cgroup. */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <dirent.h>
 #include <errno.h>

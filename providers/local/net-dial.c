@@ -2,7 +2,7 @@
  * resolver threads' answers, init's sockets of the sandbox's network for previews, and the
  * non-blocking connect, within DIAL_DEADLINE_MS (local-conn.c enforces it). */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

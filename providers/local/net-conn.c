@@ -4,7 +4,7 @@
  * Each kind holds at most its share of the connections; past it a few more are told so
  * (HTTP 503, SOCKS reply 1) and the rest are closed at once. */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

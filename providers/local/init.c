@@ -1,6 +1,6 @@
 /* The local sandbox's supervisor (host side) and init (PID 1 inside): namespaces and mounts. */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <dirent.h>
 #include <errno.h>
