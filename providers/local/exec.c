@@ -148,7 +148,7 @@ static _noreturn_ void child_fail(int fd, int stage)
 
 /* --- the exec trampoline ------------------------------------------------------------------ */
 
-/* providers/trampoline/exec.c, built by the Makefile and embedded here: the command is started
+/* providers/local/trampoline/exec.c, built by the Makefile and embedded here: the command is started
  * by that small program, run from a sealed memfd, so the process that executes the sandbox's
  * file is never the sbx binary (a sandbox making something resolve to /proc/self/exe reaches
  * only the sealed copy: CVE-2019-5736) */

@@ -1,6 +1,6 @@
 /* Dialling for the supervisor's connections: the policy's last word on the addresses, the
  * resolver threads' answers, init's sockets of the sandbox's network for previews, and the
- * non-blocking connect, within DIAL_DEADLINE_MS (local-conn.c enforces it). */
+ * non-blocking connect, within DIAL_DEADLINE_MS (net-conn.c enforces it). */
 #define _GNU_SOURCE
 #include "providers/local/net.h"
 

@@ -10,12 +10,17 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <linux/mount.h>
 #include <time.h>
 
 #include "core/digest.h"
 #include "core/image.h"
 #include "core/json.h"
 
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
 #endif
@@ -120,6 +125,12 @@ int local_write_maps(pid_t pid, bool map_range)
 	snprintf(map, sizeof(map), "0 %u %u\n", map_range ? LOCAL_UID_BASE : (unsigned)getegid(),
 		 map_range ? LOCAL_UID_COUNT : 1u);
 	return sbx_write_file(path, map);
+}
+
+int local_clone_tree(const char *path)
+{
+	return (int)syscall(SYS_open_tree, AT_FDCWD, path,
+			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 }
 
 bool local_net_host(const struct sbx_record *rec)
