@@ -190,7 +190,7 @@ static void loopback_up(void)
 
 	if (fd < 0)
 		init_fail("cannot open a socket to set up loopback");
-	strcpy(ifr.ifr_name, "lo");
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
 	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
 		init_fail("cannot read loopback flags");
 	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
