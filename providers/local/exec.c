@@ -20,6 +20,7 @@
 
 #include "core/confine.h"
 #include "core/json.h"
+#include "core/proc.h"
 #include "core/test-hook.h"
 
 #ifndef CLONE_NEWCGROUP
@@ -463,7 +464,7 @@ static bool pump(int from, int to, bool drain)
  * it left in the pipes, and nothing after */
 static void plain_relay_run(struct plain_relay *r, pid_t pid)
 {
-	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int pfd = sbx_pidfd_open(pid);
 	char buf[4096];
 	size_t have = 0, off = 0;
 
@@ -552,9 +553,9 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	_cleanup_close_ int pidfd = -1;
 	errno = 0;
 	if (local_read_pids(rec->dir, &pids) == 0)
-		pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
-	if (pidfd < 0 || !local_alive(pids.init_pid, pids.init_start) ||
-	    !local_alive(pids.sup_pid, pids.sup_start)) {
+		pidfd = sbx_pidfd_open(pids.init_pid);
+	if (pidfd < 0 || !sbx_proc_alive(pids.init_pid, pids.init_start) ||
+	    !sbx_proc_alive(pids.sup_pid, pids.sup_start)) {
 		/* out of descriptors, sbx cannot tell: it never calls a running sandbox stopped */
 		if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
 			return sbx_err_errno(err, "cannot look at sandbox '%s'", label);

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include "providers/local/local.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -25,6 +24,7 @@
 #include <sys/wait.h>
 
 #include "core/confine.h"
+#include "core/proc.h"
 #include "core/strbuf.h"
 #include "core/test-hook.h"
 
@@ -208,19 +208,15 @@ static void mkdir_p_inside(const char *path)
 /* no process but init left in the pid namespace (exec'd commands are not init's children) */
 static bool alone(void)
 {
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	bool only = true;
+	_cleanup_free_ pid_t *v = NULL;
+	size_t n = 0;
 
-	if (!d)
+	if (sbx_proc_list(&v, &n) < 0)
 		return true;
-	while ((de = readdir(d)))
-		if (de->d_name[0] >= '1' && de->d_name[0] <= '9' && !streq(de->d_name, "1")) {
-			only = false;
-			break;
-		}
-	closedir(d);
-	return only;
+	for (size_t i = 0; i < n; i++)
+		if (v[i] != 1)
+			return false;
+	return true;
 }
 
 /* the supervisor's socket factory: sockets made here belong to the sandbox's network

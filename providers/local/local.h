@@ -79,10 +79,7 @@ struct local_report {
 #define LOCAL_UID_BASE 100000u
 #define LOCAL_UID_COUNT 65536u
 
-int local_starttime(pid_t pid, unsigned long long *ret);
 int local_read_pids(const char *dir, struct local_pids *ret);
-/* 1 alive (same start time), 0 gone */
-int local_alive(pid_t pid, unsigned long long start);
 /* did this sandbox map a range of ids (created by root), or only the caller's uid */
 bool local_map_range_of(const struct sbx_record *rec);
 /* the id maps of a sandbox's user namespace, for its first process pid: run by root, sandbox
@@ -97,8 +94,6 @@ bool local_net_host(const struct sbx_record *rec);
  * the network namespace too, unless it is the host's */
 int local_join(const struct sbx_record *rec, pid_t init_pid, int pidfd, struct sbx_err *err);
 
-/* the state of a process from /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 when gone */
-char local_proc_state(pid_t pid);
 /* marks exec/cp/preview traffic for the idle timeout */
 void local_touch_activity(const char *dir);
 /* the unpacked layer directories of an image sandbox, base first (NULL, 0 for one on the

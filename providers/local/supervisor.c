@@ -15,6 +15,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include "core/proc.h"
 #include "core/store.h"
 #include "core/test-hook.h"
 
@@ -95,7 +96,7 @@ static long long idle_timeout(const struct local_setup *s, pid_t init)
 /* holds the sandbox until init ends, acting on the idle timeout */
 static _noreturn_ void hold(const struct local_setup *s, pid_t init, struct local_net *net)
 {
-	int pidfd = (int)syscall(SYS_pidfd_open, init, 0);
+	int pidfd = sbx_pidfd_open(init);
 	long long wait_ms = -1;
 
 	if (s->ttl_ms > 0 && pidfd >= 0) {
@@ -264,8 +265,8 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	struct local_report r = { .ok = 1 };
 	r.pids.init_pid = pid;
 	r.pids.sup_pid = sup;
-	if (local_starttime(pid, &r.pids.init_start) < 0 ||
-	    local_starttime(sup, &r.pids.sup_start) < 0)
+	if (sbx_proc_starttime(pid, &r.pids.init_start) < 0 ||
+	    sbx_proc_starttime(sup, &r.pids.sup_start) < 0)
 		sup_fail(report_fd, pid, "cannot read process start times");
 	/* the egress proxy and forwarders listen before anyone can exec */
 	char nmsg[300];
