@@ -143,14 +143,14 @@ struct exec_msg {
 static _noreturn_ void child_fail(int fd, int stage)
 {
 	struct exec_msg f = { stage, errno, 0 };
-	(void)!write(fd, &f, sizeof(f));
+	(void)sbx_proc_report(fd, &f, sizeof(f));
 	_exit(SBX_EXIT_FAILURE);
 }
 
 /* --- the exec trampoline ------------------------------------------------------------------ */
 
-/* providers/local/trampoline/exec.c, built by the Makefile and embedded here: the command is started
- * by that small program, run from a sealed memfd, so the process that executes the sandbox's
+/* providers/local/trampoline/exec.c, built by the Makefile and embedded here: the command is
+ * started by that small program, run from a sealed memfd, so the process that executes the sandbox's
  * file is never the sbx binary (a sandbox making something resolve to /proc/self/exe reaches
  * only the sealed copy: CVE-2019-5736) */
 #ifdef SBX_TRAMPOLINE
@@ -749,7 +749,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 				child_fail(ep[1], STAGE_SETUP);
 			if (g > 0) {
 				struct exec_msg m = { STAGE_PID, 0, (long)g };
-				(void)!write(ep[1], &m, sizeof(m));
+				(void)sbx_proc_report(ep[1], &m, sizeof(m));
 				_exit(0);
 			}
 			run_child(&cs);
@@ -780,9 +780,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	long detached_pid = 0;
 	ssize_t n;
 	for (;;) {
-		do
-			n = read(ep[0], &f, sizeof(f));
-		while (n < 0 && errno == EINTR);
+		n = sbx_proc_read_report(ep[0], &f, sizeof(f));
 		if (n == (ssize_t)sizeof(f) && f.stage == STAGE_PID) {
 			detached_pid = f.pid;
 			continue;

@@ -49,7 +49,7 @@ static _noreturn_ _printf_(1, 2) void init_fail(const char *fmt, ...)
 	if (n > 0 && (size_t)n < sizeof(buf) && e)
 		snprintf(buf + n, sizeof(buf) - (size_t)n, ": %s", strerror(e));
 	if (ready_fd >= 0)
-		(void)sbx_write_all(ready_fd, buf, strlen(buf));
+		(void)sbx_proc_report(ready_fd, buf, strlen(buf));
 	_exit(1);
 }
 
@@ -388,7 +388,7 @@ void local_init(const struct local_setup *s, int rootfd, int *volfds, int *layer
 		init_fail("cannot install the seccomp filter");
 
 	sbx_test_hook("init-ready");
-	if (sbx_write_all(ready_fd, "", 1) < 0)
+	if (sbx_proc_report(ready_fd, "", 1) < 0)
 		_exit(1);
 	close(ready_fd);
 	/* nothing of the host stays open in PID 1 but the lifeline */

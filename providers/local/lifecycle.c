@@ -255,18 +255,10 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	close(rp[1]);
 
 	struct local_report r;
-	size_t got = 0;
-	while (got < sizeof(r)) {
-		ssize_t n = read(rp[0], (char *)&r + got, sizeof(r) - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
+	ssize_t got = sbx_proc_read_report(rp[0], &r, sizeof(r));
 	/* the supervisor is detached (setsid); reap the intermediate only if it already died */
 	(void)waitpid(pid, NULL, WNOHANG);
-	if (got != sizeof(r)) {
+	if (got != (ssize_t)sizeof(r)) {
 		close(rp[0]);
 		return sbx_err_set(err, SBX_E_SYSTEM,
 				   "cannot start sandbox: its supervisor exited during set-up");

@@ -26,7 +26,7 @@
 static void report(int fd, struct local_report *r)
 {
 	/* if the creating CLI is gone, nobody will own this sandbox: take it down */
-	if (sbx_write_all(fd, r, sizeof(*r)) < 0 && r->ok) {
+	if (sbx_proc_report(fd, r, sizeof(*r)) < 0 && r->ok) {
 		kill(r->pids.init_pid, SIGKILL);
 		_exit(1);
 	}
@@ -247,11 +247,9 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 			close(volfds_keep[i]);
 	free(volfds_keep);
 
+	/* init's report: "" once it is ready, or why it is not */
 	char msg[400];
-	ssize_t n;
-	do
-		n = read(ready_p[0], msg, sizeof(msg) - 1);
-	while (n < 0 && errno == EINTR);
+	ssize_t n = sbx_proc_read_report(ready_p[0], msg, sizeof(msg) - 1);
 	close(ready_p[0]);
 	if (n != 1 || msg[0] != 0) {
 		errno = 0;
