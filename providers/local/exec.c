@@ -309,6 +309,37 @@ static pid_t start_child(const struct child_setup *c)
 	return pid;
 }
 
+static void set_nonblocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl >= 0)
+		(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* one read from a readable descriptor (a pipe, the pty), or with drain everything it holds
+ * now, to fd; false once it is closed or fd fails */
+static bool pump(int from, int to, bool drain)
+{
+	char buf[16384];
+
+	if (drain)
+		set_nonblocking(from);
+	for (;;) {
+		ssize_t n = read(from, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return true;
+		if (n <= 0)
+			return false;
+		if (sbx_write_all(to, buf, (size_t)n) < 0)
+			return false;
+		if (!drain)
+			return true;
+	}
+}
+
 /* relays the caller's terminal and the pty until the command closes it */
 static void relay(int master, bool input)
 {
@@ -330,16 +361,9 @@ static void relay(int master, bool input)
 				continue;
 			return;
 		}
-		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			ssize_t n = read(master, buf, sizeof(buf));
-			if (n <= 0) {
-				if (n < 0 && errno == EINTR)
-					continue;
-				return; /* EIO: every holder of the pty's other side is gone */
-			}
-			if (sbx_write_all(1, buf, (size_t)n) < 0)
-				return;
-		}
+		/* its end is EIO: every holder of the pty's other side is gone */
+		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && !pump(master, 1, false))
+			return;
 		if (in_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			ssize_t n = read(0, buf, sizeof(buf));
 			if (n < 0 && errno == EINTR)
@@ -368,14 +392,6 @@ struct plain_relay {
 	int out_r, err_r; /* our ends of its stdout, stderr (-1: none) */
 	bool in_done;
 };
-
-static void set_nonblocking(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl >= 0)
-		(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
 
 static bool same_tty(int a, int b)
 {
@@ -435,29 +451,6 @@ static void plain_relay_close(struct plain_relay *r)
 static bool plain_relay_active(const struct plain_relay *r)
 {
 	return r->in_w >= 0 || r->out_r >= 0 || r->err_r >= 0;
-}
-
-/* one read from the pipe (it is readable), or with drain everything it holds now, to fd;
- * false once it is closed or fd fails */
-static bool pump(int from, int to, bool drain)
-{
-	char buf[16384];
-
-	if (drain)
-		set_nonblocking(from);
-	for (;;) {
-		ssize_t n = read(from, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return true;
-		if (n <= 0)
-			return false;
-		if (sbx_write_all(to, buf, (size_t)n) < 0)
-			return false;
-		if (!drain)
-			return true;
-	}
 }
 
 /* until the command ends: the terminal's input to it, its output to the terminal; then what
