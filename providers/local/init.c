@@ -219,6 +219,25 @@ static bool alone(void)
 	return true;
 }
 
+/* sends sock (or, when it is -1, the error e) as the answer */
+static void factory_reply(int fd, int sock, int e)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = &e, .iov_len = sizeof(e) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (sock >= 0) {
+		m.msg_control = cbuf;
+		m.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &sock, sizeof(int));
+	}
+	(void)sendmsg(fd, &m, MSG_NOSIGNAL);
+}
+
 /* the supervisor's socket factory: sockets made here belong to the sandbox's network
  * namespace (the supervisor, outside it, may not be able to enter it) */
 static void serve_factory(int fd)
@@ -241,7 +260,7 @@ static void serve_factory(int fd)
 		if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s, 128) < 0)
 			e = errno;
 	}
-	local_factory_reply(fd, e ? -1 : s, e);
+	factory_reply(fd, e ? -1 : s, e);
 	if (s >= 0)
 		close(s);
 }

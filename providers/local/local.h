@@ -149,13 +149,12 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 char *local_log_path(const struct sbx_record *rec);
 
 /* the supervisor asks init for sockets of the sandbox's network namespace over a
- * SOCK_SEQPACKET pair: op 'S' a plain TCP socket, 'L' one listening on 127.0.0.1:port */
+ * SOCK_SEQPACKET pair: op 'S' a plain TCP socket, 'L' one listening on 127.0.0.1:port; init
+ * answers with an int (0, or an errno) and the socket (SCM_RIGHTS) */
 struct local_factory_req {
 	char op;
 	unsigned short port;
 };
-/* sends sock (or, when it is -1, the error e) as the answer */
-void local_factory_reply(int fd, int sock, int e);
 
 /* the supervisor's network service (net-loop.c): egress proxy, --host-port forwarders,
  * previews and the control socket */

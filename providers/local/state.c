@@ -1,6 +1,6 @@
 /* The local provider's state helpers, below every process that uses them (the CLI, exec, cp,
- * the supervisor): the processes of a sandbox and their start times, joining its namespaces,
- * its activity clock, its image's layers, and freezing it without a cgroup. */
+ * the supervisor, init): the sandbox's pids file, its id maps, joining its namespaces, its
+ * activity clock, its image's layers, and freezing it without a cgroup. */
 #define _GNU_SOURCE
 #include "providers/local/local.h"
 
