@@ -13,7 +13,8 @@
  *   net-ctl.c     the CLI: sbx preview's request to the supervisor, exec's proxy credential
  *   supervisor.c  the supervisor: clones init, writes its id maps, reports to the CLI, holds
  *                 the sandbox (idle timeout)
- *   net-*.c       the supervisor: egress proxy, forwarders, previews (net.h maps them)
+ *   net-*.c       the supervisor (but net-ctl.c): egress proxy, forwarders, previews, the
+ *                 control socket (net.h maps them)
  *   init.c        init: the sandbox's root and mounts, then PID 1 (reaper, socket factory)
  * Below the processes, used by any of them (they call no file above):
  *   state.c       the sandbox's pids file, joining its namespaces, its activity clock, its
