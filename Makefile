@@ -38,7 +38,7 @@ LDFLAGS += -fsanitize=$(SANITIZE)
 endif
 
 CORE_SRC := $(wildcard core/*.c)
-PROV_SRC := $(wildcard providers/*.c)
+PROV_SRC := $(wildcard providers/*.c providers/local/*.c)
 CMD_SRC := $(wildcard cmd/*.c)
 LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC) $(PROV_SRC))
 CMD_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(CMD_SRC))
@@ -63,12 +63,12 @@ TRAMPOLINE_FLAGS := -std=gnu11 -Os -static -nostdlib -nostartfiles -ffreestandin
 	-fno-tree-loop-distribute-patterns -fno-stack-protector -fno-asynchronous-unwind-tables \
 	-fno-unwind-tables -fno-pie -no-pie -Wl,--build-id=none -Wl,-z,noseparate-code \
 	-Wl,-z,noexecstack -s
-$(TRAMPOLINE): providers/trampoline/exec.c
+$(TRAMPOLINE): providers/local/trampoline/exec.c
 	@mkdir -p $(@D)
 	@echo "  CC      $< (static, no libc)"
 	@$(CC) $(TRAMPOLINE_FLAGS) $(WARN) -o $@ $<
-$(BUILD)/providers/local-exec.o: $(TRAMPOLINE)
-$(BUILD)/providers/local-exec.o: DEFS += -DSBX_TRAMPOLINE='"$(TRAMPOLINE)"'
+$(BUILD)/providers/local/exec.o: $(TRAMPOLINE)
+$(BUILD)/providers/local/exec.o: DEFS += -DSBX_TRAMPOLINE='"$(TRAMPOLINE)"'
 
 $(BUILD)/sbx: $(CMD_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(DEPS_LIBS)

@@ -3,8 +3,9 @@
  * The input is the three files, separated by lines "----". */
 #define _GNU_SOURCE
 #include "core/json.h"
+#include "core/proc.h"
 #include "core/store.h"
-#include "providers/local.h"
+#include "providers/local/local.h"
 #include "tests/fuzz/fuzz.h"
 
 static const char *const files[] = { "pids", "previews.json", "cgroups" };
@@ -21,9 +22,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	struct local_pids pids = { 0 };
 	if (local_read_pids(dir, &pids) == 0) {
-		/* a pid the file names is only ever used after local_alive said yes */
+		/* a pid the file names is only ever used after sbx_proc_alive said yes */
 		if (pids.init_pid <= 0)
-			FUZZ_CHECK(!local_alive(pids.init_pid, pids.init_start), "pid %d alive",
+			FUZZ_CHECK(!sbx_proc_alive(pids.init_pid, pids.init_start), "pid %d alive",
 				   (int)pids.init_pid);
 	}
 

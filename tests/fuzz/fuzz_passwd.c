@@ -1,7 +1,7 @@
 /* Fuzzes the reader of a sandbox's /etc/passwd and /etc/group (exec -u): by name and by id,
  * every field it hands back is a string inside the line buffer or "". */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 #include "tests/fuzz/fuzz.h"
 
 static void check(const char *text, const char *name, long long id)

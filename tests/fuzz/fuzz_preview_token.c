@@ -1,7 +1,7 @@
 /* Fuzzes a preview's token check (the X-Sbx-Preview-Token header, a sbx_preview_token* cookie,
  * the sbx_token query parameter and the redirect without it) and the constant-time compare. */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 #include "tests/fuzz/fuzz.h"
 
 static const char token[] = "0123456789abcdef0123456789abcdef";

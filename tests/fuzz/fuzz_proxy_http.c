@@ -2,7 +2,7 @@
  * bytes trickle in), the request line and headers, CONNECT and absolute-URL targets, host:port,
  * Proxy-Authorization Basic, the origin-form head sent upstream, and the log's escaping. */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 #include "tests/fuzz/fuzz.h"
 
 static void check_escaped(const char *host, size_t n)

@@ -1,7 +1,7 @@
 /* Fuzzes the SOCKS5 handshake parser: greeting, user/password, request, as any prefix of them
  * arrives; what it finds must be where the bytes say and no step may come back different. */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 #include "tests/fuzz/fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -5,7 +5,7 @@
 
 #include "core/net.h"
 #include "core/util.h"
-#include "providers/local.h"
+#include "providers/local/local.h"
 #include "tests/unit/harness.h"
 
 static const char *why(const char *addr)

@@ -1,8 +1,8 @@
-/* The local sandbox's supervisor (host side) and init (PID 1 inside): namespaces and mounts. */
+/* The local sandbox's init (PID 1 inside, cloned by supervisor.c): its root, mounts, /dev,
+ * loopback and seccomp filter, then reaping orphans and making sockets of its network. */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 
 #include "core/confine.h"
-#include "core/store.h"
+#include "core/proc.h"
 #include "core/strbuf.h"
 #include "core/test-hook.h"
 
@@ -34,8 +34,6 @@
 #ifndef AT_RECURSIVE
 #define AT_RECURSIVE 0x8000
 #endif
-
-/* --- init: runs inside the new namespaces ------------------------------------------------ */
 
 static int ready_fd = -1;
 
@@ -51,15 +49,8 @@ static _noreturn_ _printf_(1, 2) void init_fail(const char *fmt, ...)
 	if (n > 0 && (size_t)n < sizeof(buf) && e)
 		snprintf(buf + n, sizeof(buf) - (size_t)n, ": %s", strerror(e));
 	if (ready_fd >= 0)
-		(void)sbx_write_all(ready_fd, buf, strlen(buf));
+		(void)sbx_proc_report(ready_fd, buf, strlen(buf));
 	_exit(1);
-}
-
-/* a detached copy of the tree at path (open_tree), to be attached with attach_tree() */
-static int clone_tree(const char *path)
-{
-	return (int)syscall(SYS_open_tree, AT_FDCWD, path,
-			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 }
 
 static int attach_tree(int fd, const char *target)
@@ -131,7 +122,7 @@ static void mount_image_root(const struct local_setup *s, int *fds)
 			snprintf(p, sizeof(p), "%s", s->layers[i]);
 		else
 			snprintf(p, sizeof(p), "%s/fs", s->dir);
-		if ((fds[i] = clone_tree(p)) < 0)
+		if ((fds[i] = local_clone_tree(p)) < 0)
 			init_fail("cannot open '%s'", p);
 	}
 	if (mount("tmpfs", R, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
@@ -199,7 +190,7 @@ static void loopback_up(void)
 
 	if (fd < 0)
 		init_fail("cannot open a socket to set up loopback");
-	strcpy(ifr.ifr_name, "lo");
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
 	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
 		init_fail("cannot read loopback flags");
 	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
@@ -217,19 +208,34 @@ static void mkdir_p_inside(const char *path)
 /* no process but init left in the pid namespace (exec'd commands are not init's children) */
 static bool alone(void)
 {
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	bool only = true;
+	_cleanup_free_ pid_t *v = NULL;
+	size_t n = 0;
 
-	if (!d)
+	if (sbx_proc_list(&v, &n) < 0)
 		return true;
-	while ((de = readdir(d)))
-		if (de->d_name[0] >= '1' && de->d_name[0] <= '9' && !streq(de->d_name, "1")) {
-			only = false;
-			break;
-		}
-	closedir(d);
-	return only;
+	for (size_t i = 0; i < n; i++)
+		if (v[i] != 1)
+			return false;
+	return true;
+}
+
+/* sends sock (or, when it is -1, the error e) as the answer */
+static void factory_reply(int fd, int sock, int e)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = &e, .iov_len = sizeof(e) };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (sock >= 0) {
+		m.msg_control = cbuf;
+		m.msg_controllen = sizeof(cbuf);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &sock, sizeof(int));
+	}
+	(void)sendmsg(fd, &m, MSG_NOSIGNAL);
 }
 
 /* the supervisor's socket factory: sockets made here belong to the sandbox's network
@@ -254,17 +260,21 @@ static void serve_factory(int fd)
 		if (bind(s, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(s, 128) < 0)
 			e = errno;
 	}
-	local_factory_reply(fd, e ? -1 : s, e);
+	factory_reply(fd, e ? -1 : s, e);
 	if (s >= 0)
 		close(s);
 }
 
-static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *volfds,
-				 int *layerfds, int sync_fd)
+void local_init(const struct local_setup *s, int rootfd, int *volfds, int *layerfds, int sync_fd,
+		int report_fd)
 {
 	char c;
 	char p[PATH_MAX];
 
+	ready_fd = report_fd;
+	/* getppid() is 0 in a new pid namespace: a supervisor that died before this point shows
+	 * as EOF on the sync pipe instead */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	prctl(PR_SET_NAME, "sbx-init", 0, 0, 0);
 	if (read(sync_fd, &c, 1) != 1)
 		_exit(1); /* the supervisor went away */
@@ -286,12 +296,12 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 	/* the sandbox's own root directory: run by root, the supervisor cloned it (sandbox root
 	 * cannot traverse root's home); otherwise the path is ours to reach */
 	snprintf(p, sizeof(p), "%s/root", s->dir);
-	if (!s->n_layers && rootfd < 0 && (rootfd = clone_tree(p)) < 0)
+	if (!s->n_layers && rootfd < 0 && (rootfd = local_clone_tree(p)) < 0)
 		init_fail("cannot open the sandbox root '%s'", p);
 	/* volume sources, detached now (before R hides the host's /tmp), attached after the
 	 * pivot */
 	for (size_t i = 0; i < s->n_volumes; i++)
-		if (volfds[i] < 0 && (volfds[i] = clone_tree(s->volumes[i].host)) < 0)
+		if (volfds[i] < 0 && (volfds[i] = local_clone_tree(s->volumes[i].host)) < 0)
 			init_fail("cannot open volume '%s'", s->volumes[i].host);
 	if (s->n_layers) {
 		mount_image_root(s, layerfds);
@@ -397,7 +407,7 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 		init_fail("cannot install the seccomp filter");
 
 	sbx_test_hook("init-ready");
-	if (sbx_write_all(ready_fd, "", 1) < 0)
+	if (sbx_proc_report(ready_fd, "", 1) < 0)
 		_exit(1);
 	close(ready_fd);
 	/* nothing of the host stays open in PID 1 but the lifeline */
@@ -443,291 +453,4 @@ static _noreturn_ void init_main(const struct local_setup *s, int rootfd, int *v
 		if (stopping && alone())
 			_exit(0);
 	}
-}
-
-/* --- supervisor: host side ---------------------------------------------------------------- */
-
-static void report(int fd, struct local_report *r)
-{
-	/* if the creating CLI is gone, nobody will own this sandbox: take it down */
-	if (sbx_write_all(fd, r, sizeof(*r)) < 0 && r->ok) {
-		kill(r->pids.init_pid, SIGKILL);
-		_exit(1);
-	}
-}
-
-static _noreturn_ _printf_(3, 4) void sup_fail(int report_fd, pid_t init, const char *fmt, ...)
-{
-	struct local_report r = { 0 };
-	int e = errno;
-	va_list ap;
-
-	va_start(ap, fmt);
-	int n = vsnprintf(r.msg, sizeof(r.msg), fmt, ap);
-	va_end(ap);
-	if (e && n > 0 && (size_t)n < sizeof(r.msg))
-		snprintf(r.msg + n, sizeof(r.msg) - (size_t)n, ": %s", strerror(e));
-	if (init > 0)
-		kill(init, SIGKILL);
-	report(report_fd, &r);
-	close(report_fd);
-	_exit(1);
-}
-
-/* the idle timeout fired: pause the sandbox, or remove it, under its lock, as the CLI would.
- * Returns the time to sleep before looking again (ms), or -1 once the sandbox is gone. */
-static long long idle_timeout(const struct local_setup *s, pid_t init)
-{
-	struct sbx_store st = { .root = (char *)s->store_root };
-	struct sbx_err err = { 0 };
-	struct sbx_record *rec = NULL;
-	long long left;
-
-	_cleanup_close_ int lk = sbx_store_lock(&st, s->id, true, &err);
-	if (lk < 0 || sbx_store_load(&st, s->id, &rec, &err) < 0) {
-		sbx_record_free(rec);
-		return lk < 0 && err.kind == SBX_E_NOTFOUND ? -1 : s->ttl_ms;
-	}
-	struct local_pids pids;
-	if (local_read_pids(s->dir, &pids) < 0 || pids.init_pid != init) {
-		sbx_record_free(rec);
-		return s->ttl_ms;
-	}
-	/* traffic while we waited for the lock, or paused already: look again later */
-	left = local_idle_deadline(s->dir, s->ttl_ms) - sbx_now_ms();
-	if (left > 0 || local_is_frozen(s->dir, &pids) == 1) {
-		sbx_record_free(rec);
-		return left > 0 ? left : s->ttl_ms;
-	}
-	if (s->ttl_rm) {
-		kill(init, SIGKILL);
-		while (waitpid(init, NULL, 0) < 0 && errno == EINTR)
-			;
-		local_cgroup_leave(getpid());
-		local_cgroup_remove(s->dir);
-		(void)sbx_store_remove(&st, s->id, rec->name, &err);
-		sbx_record_free(rec);
-		return -1;
-	}
-	if (local_freeze(s->dir, &pids, true, &err) == 0) {
-		rec->state = SBX_STATE_PAUSED;
-		(void)sbx_store_save(&st, rec, true, &err);
-	}
-	sbx_record_free(rec);
-	return s->ttl_ms;
-}
-
-/* holds the sandbox until init ends, acting on the idle timeout */
-static _noreturn_ void hold(const struct local_setup *s, pid_t init, struct local_net *net)
-{
-	int pidfd = (int)syscall(SYS_pidfd_open, init, 0);
-	long long wait_ms = -1;
-
-	if (s->ttl_ms > 0 && pidfd >= 0) {
-		wait_ms = local_idle_deadline(s->dir, s->ttl_ms) - sbx_now_ms();
-		if (wait_ms < 0)
-			wait_ms = 0;
-	}
-	for (;;) {
-		/* the proxy, forwarders and previews are served meanwhile */
-		int r = pidfd >= 0 ? local_net_wait(net, pidfd, wait_ms) : 1;
-		if (r != 0)
-			break;
-		wait_ms = idle_timeout(s, init);
-		if (wait_ms < 0)
-			break;
-	}
-	for (;;) {
-		int st;
-		pid_t w = waitpid(init, &st, 0);
-		if (w == init || (w < 0 && errno != EINTR))
-			break;
-	}
-	_exit(0);
-}
-
-void local_supervisor(const struct local_setup *s, int report_fd)
-{
-	int sync_p[2], ready_p[2];
-	char p[PATH_MAX];
-
-	setsid();
-	prctl(PR_SET_NAME, "sbx-supervisor", 0, 0, 0);
-	/* descriptors the caller passed down (a harness's pipes) must not be held open for the
-	 * sandbox's lifetime */
-	if (report_fd > 3)
-		syscall(SYS_close_range, 3, (unsigned)report_fd - 1, 0);
-	syscall(SYS_close_range, (unsigned)report_fd + 1, ~0U, 0);
-	signal(SIGPIPE, SIG_IGN);
-	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(null, 2);
-		close(null);
-	}
-	/* run by root, sandbox root maps to an unprivileged uid that cannot traverse root's
-	 * home: detach copies of the trees it needs here, while we still can */
-	int rootfd = -1;
-	int *volfds = xcalloc(s->n_volumes + 1, sizeof(int));
-	for (size_t i = 0; i < s->n_volumes; i++)
-		volfds[i] = -1;
-	int *layerfds = xcalloc(s->n_layers + 1, sizeof(int));
-	for (size_t i = 0; i <= s->n_layers; i++)
-		layerfds[i] = -1;
-	if (s->disk) {
-		/* --disk: the disk is the sandbox's root (or its fs/ with an image); the lock on it
-		 * is held for as long as the supervisor lives */
-		struct sbx_err derr = { 0 };
-		int disk_lock, m = local_disk_mount(s->dir, &disk_lock, &derr);
-		if (m < 0) {
-			errno = 0;
-			sup_fail(report_fd, 0, "%s", derr.msg);
-		}
-		if (s->n_layers)
-			layerfds[s->n_layers] = m;
-		else
-			rootfd = m;
-	}
-	if (s->map_range) {
-		snprintf(p, sizeof(p), "%s/root", s->dir);
-		if (!s->n_layers && rootfd < 0 && (rootfd = clone_tree(p)) < 0)
-			sup_fail(report_fd, 0, "cannot open '%s'", p);
-		for (size_t i = 0; s->n_layers && i <= s->n_layers; i++) {
-			if (layerfds[i] >= 0)
-				continue;
-			if (i < s->n_layers)
-				snprintf(p, sizeof(p), "%s", s->layers[i]);
-			else
-				snprintf(p, sizeof(p), "%s/fs", s->dir);
-			if ((layerfds[i] = clone_tree(p)) < 0)
-				sup_fail(report_fd, 0, "cannot open '%s'", p);
-		}
-		for (size_t i = 0; i < s->n_volumes; i++)
-			if ((volfds[i] = clone_tree(s->volumes[i].host)) < 0)
-				sup_fail(report_fd, 0, "cannot open volume '%s'",
-					 s->volumes[i].host);
-	}
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync_p) < 0 ||
-	    pipe2(ready_p, O_CLOEXEC) < 0)
-		sup_fail(report_fd, 0, "cannot create pipes");
-	/* its work for the sandbox is the sandbox's: charged to its memory, pids and CPU */
-	if (local_cgroup_enter_supervisor(s->dir, getpid()) < 0)
-		sup_fail(report_fd, 0, "cannot move the supervisor into the sandbox's cgroup");
-
-	pid_t sup = getpid();
-	/* the cgroup namespace comes later: init makes it once it is in the sandbox's cgroups */
-	pid_t pid = (pid_t)syscall(SYS_clone,
-				   CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
-					   (s->net_host ? 0 : CLONE_NEWNET) | CLONE_NEWUTS |
-					   CLONE_NEWIPC | SIGCHLD,
-				   NULL, NULL, NULL, NULL);
-	if (pid < 0)
-		sup_fail(report_fd, 0, "cannot create the sandbox's namespaces");
-	if (pid == 0) {
-		/* getppid() is 0 in a new pid namespace: a supervisor that died before this
-		 * point shows as EOF on the sync pipe instead */
-		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		close(report_fd);
-		close(sync_p[1]);
-		close(ready_p[0]);
-		ready_fd = ready_p[1];
-		init_main(s, rootfd, volfds, layerfds, sync_p[0]);
-	}
-	close(sync_p[0]);
-	close(ready_p[1]);
-	if (rootfd >= 0)
-		close(rootfd);
-	for (size_t i = 0; i <= s->n_layers; i++)
-		if (layerfds[i] >= 0)
-			close(layerfds[i]);
-	free(layerfds);
-	int *volfds_keep = volfds; /* closed once the id maps are in place */
-
-	if (local_write_maps(pid, s->map_range) < 0)
-		sup_fail(report_fd, pid, "cannot write the user namespace's id maps");
-	/* not before: the maps of a child are written through its /proc files, which a process
-	 * that cannot be dumped (and its child) own as root */
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	if (local_cgroup_enter(s->dir, pid) < 0)
-		sup_fail(report_fd, pid, "cannot move the sandbox into its cgroup");
-	/* run by root, volumes are id-mapped through the sandbox's user namespace, so what host
-	 * root owns there, sandbox root owns (podman's :idmap); filesystems without id-mapped
-	 * mounts keep plain ownership */
-	if (s->map_range && s->n_volumes) {
-		char nsp[64];
-		snprintf(nsp, sizeof(nsp), "/proc/%d/ns/user", (int)pid);
-		int nsfd = open(nsp, O_RDONLY | O_CLOEXEC);
-		for (size_t i = 0; nsfd >= 0 && i < s->n_volumes; i++) {
-			struct mount_attr a = { .attr_set = MOUNT_ATTR_IDMAP,
-						.userns_fd = (unsigned)nsfd };
-			(void)syscall(SYS_mount_setattr, volfds_keep[i], "",
-				      AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a));
-		}
-		if (nsfd >= 0)
-			close(nsfd);
-	}
-	if (sbx_write_all(sync_p[1], "", 1) < 0)
-		sup_fail(report_fd, pid, "sandbox init did not start");
-	/* sync_p[1] stays open for our whole life: init's lifeline */
-	for (size_t i = 0; i < s->n_volumes; i++)
-		if (volfds_keep[i] >= 0)
-			close(volfds_keep[i]);
-	free(volfds_keep);
-
-	char msg[400];
-	ssize_t n;
-	do
-		n = read(ready_p[0], msg, sizeof(msg) - 1);
-	while (n < 0 && errno == EINTR);
-	close(ready_p[0]);
-	if (n != 1 || msg[0] != 0) {
-		errno = 0;
-		if (n > 0) {
-			msg[n] = 0;
-			sup_fail(report_fd, pid, "sandbox set-up failed: %s", msg);
-		}
-		sup_fail(report_fd, pid, "sandbox init exited during set-up");
-	}
-
-	struct local_report r = { .ok = 1 };
-	r.pids.init_pid = pid;
-	r.pids.sup_pid = sup;
-	if (local_starttime(pid, &r.pids.init_start) < 0 ||
-	    local_starttime(sup, &r.pids.sup_start) < 0)
-		sup_fail(report_fd, pid, "cannot read process start times");
-	/* the egress proxy and forwarders listen before anyone can exec */
-	char nmsg[300];
-	struct local_net *net = local_net_start(s, sync_p[1], nmsg, sizeof(nmsg));
-	if (!net) {
-		errno = 0;
-		sup_fail(report_fd, pid, "%s", nmsg);
-	}
-	sbx_test_hook("supervisor-ready");
-	/* the CLI takes the sandbox only once it has the report and says so: until then, a CLI
-	 * that dies takes the sandbox down with it, before anything of it looks running (the
-	 * pids file is what says a sandbox runs) */
-	report(report_fd, &r);
-	char ack;
-	ssize_t an;
-	do
-		an = read(report_fd, &ack, 1);
-	while (an < 0 && errno == EINTR);
-	if (an != 1) {
-		kill(pid, SIGKILL);
-		_exit(1);
-	}
-	char text[128];
-	snprintf(text, sizeof(text), "%d %llu %d %llu\n", (int)pid, r.pids.init_start, (int)sup,
-		 r.pids.sup_start);
-	snprintf(p, sizeof(p), "%s/pids", s->dir);
-	struct sbx_err err = { 0 };
-	if (sbx_write_atomic(p, text, strlen(text), false, &err) < 0) {
-		kill(pid, SIGKILL);
-		_exit(1); /* the CLI sees no 'done' and reports */
-	}
-	(void)sbx_write_all(report_fd, "", 1);
-	close(report_fd);
-
-	hold(s, pid, net);
 }

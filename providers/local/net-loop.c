@@ -1,9 +1,9 @@
 /* The supervisor's network service: the listeners of the egress proxy (HTTP with CONNECT, and
  * SOCKS5, inside the sandbox), of the --host-port forwarders (inside), of previews (on the
  * host) and of the control socket sbx preview talks to, all served by one thread's epoll loop
- * (the connections themselves are local-conn.c's). No thread runs while the sandbox is idle. */
+ * (the connections themselves are net-conn.c's). No thread runs while the sandbox is idle. */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

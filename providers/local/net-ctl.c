@@ -2,7 +2,7 @@
  * supervisor's control socket, the proxy credential every sbx exec gets, the egress log's
  * path. */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 
 #include <errno.h>
 #include <fcntl.h>

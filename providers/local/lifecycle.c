@@ -1,6 +1,6 @@
 /* The local provider: Linux namespaces on this host, no daemon, no root needed. */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,6 +23,7 @@
 #include "core/image.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/proc.h"
 #include "core/sandbox.h"
 #include "core/test-hook.h"
 
@@ -236,18 +237,10 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	close(rp[1]);
 
 	struct local_report r;
-	size_t got = 0;
-	while (got < sizeof(r)) {
-		ssize_t n = read(rp[0], (char *)&r + got, sizeof(r) - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
+	ssize_t got = sbx_proc_read_report(rp[0], &r, sizeof(r));
 	/* the supervisor is detached (setsid); reap the intermediate only if it already died */
 	(void)waitpid(pid, NULL, WNOHANG);
-	if (got != sizeof(r)) {
+	if (got != (ssize_t)sizeof(r)) {
 		close(rp[0]);
 		return sbx_err_set(err, SBX_E_SYSTEM,
 				   "cannot start sandbox: its supervisor exited during set-up");
@@ -360,8 +353,8 @@ static enum sbx_state look(const struct sbx_record *rec, struct local_pids *pids
 
 	if (local_read_pids(rec->dir, pids) < 0)
 		return down;
-	if (local_alive(pids->init_pid, pids->init_start) &&
-	    local_alive(pids->sup_pid, pids->sup_start))
+	if (sbx_proc_alive(pids->init_pid, pids->init_start) &&
+	    sbx_proc_alive(pids->sup_pid, pids->sup_start))
 		return local_is_frozen(rec->dir, pids) == 1 ? SBX_STATE_PAUSED : SBX_STATE_RUNNING;
 	return down;
 }
@@ -405,36 +398,25 @@ static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx
 
 /* --- rm, release ---------------------------------------------------------------------------- */
 
-static int wait_gone(int pidfd, int ms)
-{
-	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-	int r;
-
-	do
-		r = poll(&p, 1, ms);
-	while (r < 0 && errno == EINTR);
-	return r > 0 ? 0 : -1;
-}
-
 /* sig to a process we started (checked by start time); then, unless wait_ms is 0, waits up to
  * wait_ms for it to end: 0 gone, 1 still there, -1 error */
 static int signal_checked(pid_t pid, unsigned long long start, int sig, int wait_ms,
 			  const char *what, const char *label, struct sbx_err *err)
 {
-	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int pidfd = sbx_pidfd_open(pid);
 
 	if (pidfd < 0)
 		return 0; /* already gone */
-	if (!local_alive(pid, start)) {
+	if (!sbx_proc_alive(pid, start)) {
 		close(pidfd);
 		return 0; /* gone, or the pid was reused: not ours to signal */
 	}
-	if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0 && errno != ESRCH) {
+	if (sbx_pidfd_signal(pidfd, sig) < 0 && errno != ESRCH) {
 		sbx_err_errno(err, "cannot stop the %s of sandbox '%s'", what, label);
 		close(pidfd);
 		return -1;
 	}
-	int r = wait_ms ? wait_gone(pidfd, wait_ms) : 0;
+	int r = wait_ms ? sbx_pidfd_wait(pidfd, wait_ms) : 0;
 	close(pidfd);
 	return r < 0 ? 1 : 0;
 }
@@ -457,7 +439,7 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 	struct local_pids pids;
 
 	if (local_read_pids(rec->dir, &pids) == 0) {
-		bool alive = local_alive(pids.init_pid, pids.init_start);
+		bool alive = sbx_proc_alive(pids.init_pid, pids.init_start);
 		if (alive && grace_ms > 0) {
 			int r = signal_checked(pids.init_pid, pids.init_start, SIGTERM, 0, "init",
 					       label, err);
@@ -468,15 +450,15 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 				struct sbx_err ignored = { 0 };
 				(void)local_freeze(rec->dir, &pids, false, &ignored);
 			}
-			int pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
+			int pidfd = sbx_pidfd_open(pids.init_pid);
 			if (pidfd >= 0) {
-				(void)wait_gone(pidfd,
-						grace_ms > INT_MAX ? INT_MAX : (int)grace_ms);
+				(void)sbx_pidfd_wait(pidfd,
+						     grace_ms > INT_MAX ? INT_MAX : (int)grace_ms);
 				close(pidfd);
 			}
 		}
 		/* a v1 freezer holds even killed tasks: kill, then thaw, then wait */
-		if (local_alive(pids.init_pid, pids.init_start) &&
+		if (sbx_proc_alive(pids.init_pid, pids.init_start) &&
 		    local_is_frozen(rec->dir, &pids) == 1) {
 			struct sbx_err ignored = { 0 };
 			(void)signal_checked(pids.init_pid, pids.init_start, SIGKILL, 0, "init",

@@ -1,8 +1,8 @@
 /* Dialling for the supervisor's connections: the policy's last word on the addresses, the
  * resolver threads' answers, init's sockets of the sandbox's network for previews, and the
- * non-blocking connect, within DIAL_DEADLINE_MS (local-conn.c enforces it). */
+ * non-blocking connect, within DIAL_DEADLINE_MS (net-conn.c enforces it). */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -187,24 +187,6 @@ static void resolved(struct local_conn *c, struct local_resolve *r)
 }
 
 /* --- sockets inside the sandbox ------------------------------------------------------------ */
-
-void local_factory_reply(int fd, int sock, int e)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	struct iovec iov = { .iov_base = &e, .iov_len = sizeof(e) };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	if (sock >= 0) {
-		m.msg_control = cbuf;
-		m.msg_controllen = sizeof(cbuf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &sock, sizeof(int));
-	}
-	(void)sendmsg(fd, &m, MSG_NOSIGNAL);
-}
 
 /* one answer of init's socket factory: 1 with *ret_fd (or -1 and *ret_err), 0 none yet, -1
  * when the factory is gone */

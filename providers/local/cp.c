@@ -9,7 +9,7 @@
  * and charset conversions were fixed by the CLI before any of this (sbx_confine_prepare), and
  * libarchive runs only its built-in filters: nothing is loaded from the sandbox's files. */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +29,7 @@
 #include "core/image.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/proc.h"
 #include "core/strbuf.h"
 
 #ifndef AT_RECURSIVE
@@ -356,10 +357,10 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 	j->map_range = local_map_range_of(rec);
 	j->sbdir = rec->dir;
 	if (local_read_pids(rec->dir, &pids) == 0) {
-		pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
+		pidfd = sbx_pidfd_open(pids.init_pid);
 		if (pidfd >= 0 &&
-		    (!local_alive(pids.init_pid, pids.init_start) ||
-		     !local_alive(pids.sup_pid, pids.sup_start))) {
+		    (!sbx_proc_alive(pids.init_pid, pids.init_start) ||
+		     !sbx_proc_alive(pids.sup_pid, pids.sup_start))) {
 			close(pidfd);
 			pidfd = -1;
 		}

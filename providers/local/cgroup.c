@@ -11,7 +11,7 @@
  * sandbox (and is what pause freezes); sbx/ID/supervisor holds the supervisor, whose work for
  * the sandbox (its proxy, its previews) is so charged to the sandbox's memory, pids and CPU. */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * client, and the relay: a pipe each way, filled and drained with splice(2) so that the bytes
  * never enter this process, edge-triggered (every socket read to EAGAIN, or its pipe full). */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,21 +1,26 @@
 /* The local provider's state helpers, below every process that uses them (the CLI, exec, cp,
- * the supervisor): the processes of a sandbox and their start times, joining its namespaces,
- * its activity clock, its image's layers, and freezing it without a cgroup. */
+ * the supervisor, init): the sandbox's pids file, its id maps, joining its namespaces, its
+ * activity clock, its image's layers, and freezing it without a cgroup. */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <linux/mount.h>
 #include <time.h>
 
 #include "core/digest.h"
 #include "core/image.h"
 #include "core/json.h"
+#include "core/proc.h"
 
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000
+#endif
 #ifndef CLONE_NEWCGROUP
 #define CLONE_NEWCGROUP 0x02000000
 #endif
@@ -23,66 +28,6 @@
 #define NS_ALL                                                                                     \
 	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC | \
 	 CLONE_NEWCGROUP)
-
-/* /proc/PID/stat from its fourth field on (after "PID (comm) STATE", comm may hold spaces and
- * ')'), with the state in *ret_state; NULL when the process is gone */
-static const char *stat_fields(pid_t pid, char *buf, size_t len, char *ret_state)
-{
-	char path[64];
-
-	if (pid <= 0)
-		return NULL;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return NULL;
-	ssize_t n = read(fd, buf, len - 1);
-	close(fd);
-	if (n <= 0)
-		return NULL;
-	buf[n] = 0;
-	char *s = strrchr(buf, ')');
-	if (!s || s[1] != ' ' || !s[2])
-		return NULL;
-	*ret_state = s[2];
-	return s + 3;
-}
-
-/* field 22 (starttime), counted from the fourth field that stat_fields gives */
-static int starttime_of(const char *f, unsigned long long *ret)
-{
-	for (int field = 4; field <= 22; field++) {
-		f = strchr(f, ' ');
-		if (!f)
-			return -1;
-		f++;
-	}
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(f, &end, 10);
-	if (errno || end == f)
-		return -1;
-	*ret = v;
-	return 0;
-}
-
-int local_starttime(pid_t pid, unsigned long long *ret)
-{
-	char buf[1024], st;
-	const char *f = stat_fields(pid, buf, sizeof(buf), &st);
-
-	return f ? starttime_of(f, ret) : -1;
-}
-
-int local_alive(pid_t pid, unsigned long long start)
-{
-	char buf[1024], st;
-	unsigned long long v;
-	const char *f = stat_fields(pid, buf, sizeof(buf), &st);
-
-	/* a zombie is not alive; another start time is another process on a reused pid */
-	return f && st != 'Z' && st != 'X' && starttime_of(f, &v) == 0 && v == start;
-}
 
 int local_read_pids(const char *dir, struct local_pids *ret)
 {
@@ -125,6 +70,12 @@ int local_write_maps(pid_t pid, bool map_range)
 const char *local_hostname(const struct sbx_record *rec)
 {
 	return rec->config.hostname ? rec->config.hostname : rec->name ? rec->name : rec->id;
+}
+
+int local_clone_tree(const char *path)
+{
+	return (int)syscall(SYS_open_tree, AT_FDCWD, path,
+			    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
 }
 
 bool local_net_host(const struct sbx_record *rec)
@@ -226,20 +177,13 @@ int local_image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, char *
 
 /* --- freezing without a cgroup --------------------------------------------------------- */
 
-char local_proc_state(pid_t pid)
-{
-	char buf[512], st;
-
-	return stat_fields(pid, buf, sizeof(buf), &st) ? st : 0;
-}
-
 int local_is_frozen(const char *dir, const struct local_pids *pids)
 {
 	int f = local_cgroup_frozen(dir);
 
 	if (f >= 0)
 		return f;
-	char st = local_proc_state(pids->init_pid);
+	char st = sbx_proc_state(pids->init_pid);
 	return st == 'T' || st == 't';
 }
 
@@ -248,50 +192,21 @@ static size_t ns_members(pid_t init, pid_t **ret)
 {
 	char p[64];
 	struct stat ns, st;
-	size_t n = 0, cap = 0;
+	size_t n = 0, all = 0;
 	pid_t *v = NULL;
 
 	*ret = NULL;
 	snprintf(p, sizeof(p), "/proc/%d/ns/pid", (int)init);
-	if (stat(p, &ns) < 0)
+	if (stat(p, &ns) < 0 || sbx_proc_list(&v, &all) < 0)
 		return 0;
-	DIR *d = opendir("/proc");
-	if (!d)
-		return 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] < '1' || de->d_name[0] > '9')
-			continue;
-		if (strlen(de->d_name) > 20)
-			continue;
-		snprintf(p, sizeof(p), "/proc/%.20s/ns/pid", de->d_name);
+	for (size_t i = 0; i < all; i++) {
+		snprintf(p, sizeof(p), "/proc/%d/ns/pid", (int)v[i]);
 		if (stat(p, &st) < 0 || st.st_ino != ns.st_ino || st.st_dev != ns.st_dev)
 			continue;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 32;
-			v = xrealloc(v, cap * sizeof(pid_t));
-		}
-		v[n++] = (pid_t)atoi(de->d_name);
+		v[n++] = v[i];
 	}
-	closedir(d);
 	*ret = v;
 	return n;
-}
-
-/* a SIGSTOP waits to be taken (pending to the process or its thread) */
-static bool stop_pending(pid_t pid)
-{
-	char p[64];
-	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
-	_cleanup_free_ char *t = sbx_read_file(p, 1 << 16, NULL);
-	static const char *const keys[] = { "\nSigPnd:", "\nShdPnd:" };
-
-	for (size_t k = 0; t && k < ARRAY_SIZE(keys); k++) {
-		const char *s = strstr(t, keys[k]);
-		if (s && (strtoull(s + strlen(keys[k]), NULL, 16) >> (SIGSTOP - 1)) & 1)
-			return true;
-	}
-	return false;
 }
 
 /* SIGSTOP (or SIGCONT) to every process of the pid namespace until each is stopped: new ones
@@ -309,11 +224,11 @@ static int signal_all(pid_t init, bool stop, struct sbx_err *err)
 		pid_t *v;
 		size_t n = ns_members(init, &v), busy = 0;
 		for (size_t i = 0; i < n; i++) {
-			char st = local_proc_state(v[i]);
+			char st = sbx_proc_state(v[i]);
 			if (stop && (st == 'T' || st == 't' || st == 'Z' || st == 'X' || !st))
 				continue;
 			(void)kill(v[i], stop ? SIGSTOP : SIGCONT);
-			if (stop && st == 'D' && stop_pending(v[i]))
+			if (stop && st == 'D' && sbx_proc_stop_pending(v[i]))
 				continue;
 			busy++;
 		}

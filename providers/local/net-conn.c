@@ -1,10 +1,10 @@
-/* The supervisor's connections as state machines, run by local-net.c's epoll loop: an HTTP
+/* The supervisor's connections as state machines, run by net-loop.c's epoll loop: an HTTP
  * proxy request head or a SOCKS5 handshake (within HEAD_DEADLINE_MS in all), a preview's
- * token, a control request; then local-dial.c dials and local-relay.c relays or answers.
+ * token, a control request; then net-dial.c dials and net-relay.c relays or answers.
  * Each kind holds at most its share of the connections; past it a few more are told so
  * (HTTP 503, SOCKS reply 1) and the rest are closed at once. */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -192,7 +192,7 @@ static int step_ctl(struct local_conn *c)
 
 	if ((c->in_len && memchr(c->in, '\n', c->in_len)) || c->in_len >= CTL_MAX ||
 	    (r < 0 && c->in_len)) {
-		c->state = LOCAL_S_CTL_READY; /* local-net.c answers */
+		c->state = LOCAL_S_CTL_READY; /* net-loop.c answers */
 		c->n->ctl_ready++;
 		return LOCAL_STEP_WAIT;
 	}
@@ -291,7 +291,7 @@ void local_conn_run(struct local_conn *c)
 			r = step_ctl(c);
 			break;
 		default:
-			break; /* waiting on the resolver, the factory, or local-net.c */
+			break; /* waiting on the resolver, the factory, or net-loop.c */
 		}
 		if (r == LOCAL_STEP_YIELD) {
 			local_conn_later(c);

@@ -1,18 +1,21 @@
-/* The local provider's network service, inside: what its files share.
+/* The local provider's network service: what its net-*.c files share. All of them run in the
+ * supervisor but net-ctl.c (the CLI) and net-proxy.c (pure, either).
  *
- * Which file runs where, from the bottom up (no file calls one above it):
- *   local-proxy.c   pure functions over bytes: the HTTP proxy's request head, the SOCKS5
- *                   handshake, a preview's token, address classes, the log's escaping
- *                   (no sockets, no state: fuzzed by tests/fuzz/)
- *   local-netctl.c  the CLI's side: sbx preview's request on the control socket, the proxy
- *                   credential of each sbx exec, the paths of the log
- *   local-egress.c  the supervisor's policy (allow list, --add-host, the addresses no
- *                   sandbox may reach), the egress log, exec credentials, and the resolver
- *                   threads (getaddrinfo blocks; the event loop never does)
- *   local-conn.c    the supervisor's connections, each a state machine: a proxy request or
- *                   SOCKS handshake, a lookup, a dial, the relay, an answer; caps, deadlines
- *   local-net.c     the supervisor's event loop: listeners, previews, the control socket,
- *                   and local_net_start / local_net_wait for local-init.c */
+ * Which file does what, from the bottom up (no file calls one above it):
+ *   net-proxy.c   pure functions over bytes: the HTTP proxy's request head, the SOCKS5
+ *                 handshake, a preview's token, address classes, the log's escaping
+ *                 (no sockets, no state: fuzzed by tests/fuzz/)
+ *   net-ctl.c     the CLI's side: sbx preview's request on the control socket, the proxy
+ *                 credential of each sbx exec, the paths of the log
+ *   net-egress.c  the supervisor's policy (allow list, --add-host, the addresses no
+ *                 sandbox may reach), the egress log, exec credentials, and the resolver
+ *                 threads (getaddrinfo blocks; the event loop never does)
+ *   net-relay.c   a connection's life (answers, closing) and the splice relay both ways
+ *   net-dial.c    dialling: the policy's check, connecting, init's socket factory
+ *   net-conn.c    the supervisor's connections, each a state machine: a proxy request or
+ *                 SOCKS handshake, a lookup, a dial, the relay, an answer; caps, deadlines
+ *   net-loop.c    the supervisor's event loop: listeners, previews, the control socket,
+ *                 and local_net_start / local_net_wait for supervisor.c */
 #ifndef SBX_PROVIDERS_LOCAL_NET_H
 #define SBX_PROVIDERS_LOCAL_NET_H
 
@@ -22,7 +25,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #define LOCAL_PROXY_HTTP_PORT 3128
 #define LOCAL_PROXY_SOCKS_PORT 1080
@@ -30,7 +33,7 @@
 #define LOCAL_HOST_MAX 255   /* a host name, as a client sent it */
 #define LOCAL_TOKEN_LEN 32   /* a preview's token: hexadecimal digits */
 
-/* --- local-proxy.c: parsers ---------------------------------------------------------------- */
+/* --- net-proxy.c: parsers ---------------------------------------------------------------- */
 
 /* the length of the HTTP head at buf[0..len) through its CRLF CRLF, or 0 while it has not
  * ended; from: where to start looking (the length seen before, the search backs up 3) */
@@ -116,7 +119,7 @@ char *local_escape_name(const char *s, size_t n);
 /* valid UTF-8 but control characters kept, every other byte as \xNN (malloc'd) */
 char *local_escape_utf8(const char *s, size_t n);
 
-/* --- local-netctl.c: the CLI's side, and what the supervisor shares with it ----------------- */
+/* --- net-ctl.c: the CLI's side, and what the supervisor shares with it ----------------- */
 
 /* a unix socket address for DIR/ctl, however long DIR is (through /proc/self/fd/DIRFD) */
 socklen_t local_ctl_addr(const char *dir, int dirfd, struct sockaddr_un *a);
@@ -125,7 +128,7 @@ void local_hex(char *out, size_t bytes);
 /* DIR/egress.log + suffix */
 char *local_egress_log_at(const char *dir, const char *suffix);
 
-/* --- local-egress.c: policy, log, credentials, resolver (the supervisor) -------------------- */
+/* --- net-egress.c: policy, log, credentials, resolver (the supervisor) -------------------- */
 
 struct local_egress;
 struct local_egress *local_egress_new(const struct local_setup *s);
@@ -193,7 +196,7 @@ bool local_resolver_starved(struct local_egress *e);
  * limit: they wait until one can be made, or their owner's deadline) */
 void local_resolver_tick(struct local_egress *e);
 
-/* --- local-conn.c and local-net.c: the supervisor's event loop ---------------------------- */
+/* --- net-conn.c and net-loop.c: the supervisor's event loop ---------------------------- */
 
 #define LOCAL_MAX_PREVIEWS 64
 #define LOCAL_FACTORY_QUEUE 64 /* socket requests to init in flight */
@@ -223,7 +226,7 @@ enum local_state {
 	LOCAL_S_REPLY,	   /* sending a final answer */
 	LOCAL_S_LINGER,	   /* answered: reading until the client's end */
 	LOCAL_S_CTL,	   /* reading a control request line */
-	LOCAL_S_CTL_READY, /* ... which local-net.c answers (local_conn_answer) */
+	LOCAL_S_CTL_READY, /* ... which net-loop.c answers (local_conn_answer) */
 };
 /* what an epoll event is about: the first member of what its data points to */
 enum local_ep {
@@ -311,7 +314,7 @@ struct local_net {
 	struct local_conn *conns, *ready, *dead;
 	struct local_listener *dead_l;
 	int pool_cap[LOCAL_P_N], pool_used[LOCAL_P_N], refusing, n_conns;
-	int ctl_ready;		/* control requests waiting for local-net.c's answer */
+	int ctl_ready;		/* control requests waiting for net-loop.c's answer */
 	long long idle_ms, now; /* now: the loop's clock (monotonic, ms) */
 };
 
@@ -322,7 +325,7 @@ static inline struct local_conn *local_conn_of(struct local_ep_tag *ep)
 	return (struct local_conn *)(void *)((char *)ep - off);
 }
 
-/* local-relay.c: a connection's life, its answers, the relay */
+/* net-relay.c: a connection's life, its answers, the relay */
 enum local_step {
 	LOCAL_STEP_WAIT,
 	LOCAL_STEP_AGAIN,
@@ -365,7 +368,7 @@ void local_relay_start(struct local_conn *c);
  * over (LOCAL_STEP_YIELD) */
 int local_relay_pump(struct local_conn *c);
 
-/* local-dial.c: dialling */
+/* net-dial.c: dialling */
 /* the connection to the upstream is made: the policy's check of the peer, then the relay */
 void local_dial_done(struct local_conn *c);
 /* connects to the next of c->addrs; when none is left, the answer saying so */
@@ -375,7 +378,7 @@ void local_dial_proxy(struct local_conn *c);
 /* a preview: a socket of the sandbox's network from init, to 127.0.0.1:PORT inside */
 void local_dial_inside(struct local_conn *c);
 
-/* local-conn.c: the state machines */
+/* net-conn.c: the state machines */
 /* a connection accepted on l (fd non-blocking), counted against its kind's share, or refused
  * (an answer saying so, or closed when even those are too many); NULL when none remains */
 struct local_conn *local_conn_accept(struct local_net *n, struct local_listener *l, int fd);

@@ -2,7 +2,7 @@
  * /etc/group, read by the exec CLI once it has joined the sandbox (never the host's, never
  * through NSS modules a sandbox could plant). */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>

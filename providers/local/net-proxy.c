@@ -2,7 +2,7 @@
  * the SOCKS5 handshake, a preview's token, the classes of addresses the proxy never dials,
  * and the escaping of names for the egress log. No sockets and no state (tests/fuzz/). */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 
 #include <arpa/inet.h>
 #include <strings.h>

@@ -8,7 +8,7 @@
  * clears itself once nothing holds it. A flock on disk.img keeps it mounted once at a time:
  * two mounts of one ext4 would corrupt it. Mounting needs root (CAP_SYS_ADMIN of the host). */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,19 +1,30 @@
-/* Local provider internals. Which file runs in which process:
- *   local.c         the CLI: create, state by looking, pause, resume, rm
- *   local-state.c   any of them: the sandbox's processes, joining it, its activity clock, its
- *                   layers, freezing it without a cgroup
- *   local-exec.c    the CLI, then its child in the sandbox: exec (the command starts through
- *                   trampoline/exec.c, a static program run from a sealed memfd)
- *   local-user.c    the exec CLI, inside: exec -u
- *   local-cp.c      the CLI, then a confined child in (or around) the sandbox: cp
- *   local-cgroup.c  any of them: the sandbox's cgroups
- *   local-disk.c    any of them: --disk, a filesystem of its own in a file
- *   local-init.c    the supervisor (host side) and init (PID 1 inside)
- *   local-net.c     the supervisor: egress proxy, forwarders, previews, with the files
- *                   local-net.h maps (local-netctl.c is the CLI's side of sbx preview)
- * Confinement of helpers (seccomp, capabilities, Landlock) is core/confine.c's. */
-#ifndef SBX_PROVIDERS_LOCAL_H
-#define SBX_PROVIDERS_LOCAL_H
+/* The local provider's internals (providers/local/): Linux namespaces on this host.
+ *
+ * Which file runs in which process. A sandbox has four kinds: the sbx CLI (one call: create,
+ * exec, cp, pause, ...), its supervisor (forked by create, on the host side for the sandbox's
+ * life), its init (PID 1 inside), and short-lived helper children (cp's child, the jail).
+ *   lifecycle.c   the CLI: create (which forks the supervisor), state by looking, pause,
+ *                 resume, rm; the provider's table
+ *   exec.c        the CLI, then its child that joined the sandbox: sbx exec
+ *   trampoline/   the exec trampoline: a static program without libc, run from a sealed memfd,
+ *                 that execs the command (so the sbx binary never runs a sandbox's file)
+ *   user.c        exec's child, inside: exec -u (the sandbox's passwd and group)
+ *   cp.c          the CLI, then a confined helper child in (or around) the sandbox: sbx cp
+ *   net-ctl.c     the CLI: sbx preview's request to the supervisor, exec's proxy credential
+ *   supervisor.c  the supervisor: clones init, writes its id maps, reports to the CLI, holds
+ *                 the sandbox (idle timeout)
+ *   net-*.c       the supervisor (but net-ctl.c): egress proxy, forwarders, previews, the
+ *                 control socket (net.h maps them)
+ *   init.c        init: the sandbox's root and mounts, then PID 1 (reaper, socket factory)
+ * Below the processes, used by any of them (they call no file above):
+ *   state.c       the sandbox's pids file, joining its namespaces, its activity clock, its
+ *                 image's layers, freezing it without a cgroup
+ *   cgroup.c      the sandbox's cgroups (limits, freezer)
+ *   disk.c        --disk: a filesystem of its own in a file
+ * Generic process helpers (/proc/PID/stat, pidfds, a child's report) are core/proc.c's;
+ * confinement of helpers (seccomp, capabilities, Landlock, the jail) is core/confine.c's. */
+#ifndef SBX_PROVIDERS_LOCAL_LOCAL_H
+#define SBX_PROVIDERS_LOCAL_LOCAL_H
 
 #include <sys/types.h>
 
@@ -69,10 +80,7 @@ struct local_report {
 #define LOCAL_UID_BASE 100000u
 #define LOCAL_UID_COUNT 65536u
 
-int local_starttime(pid_t pid, unsigned long long *ret);
 int local_read_pids(const char *dir, struct local_pids *ret);
-/* 1 alive (same start time), 0 gone */
-int local_alive(pid_t pid, unsigned long long start);
 /* did this sandbox map a range of ids (created by root), or only the caller's uid */
 bool local_map_range_of(const struct sbx_record *rec);
 /* the id maps of a sandbox's user namespace, for its first process pid: run by root, sandbox
@@ -80,14 +88,15 @@ bool local_map_range_of(const struct sbx_record *rec);
 int local_write_maps(pid_t pid, bool map_range);
 /* its --hostname, or its name, or its id */
 const char *local_hostname(const struct sbx_record *rec);
+/* a detached copy of the tree at path (open_tree with OPEN_TREE_CLONE, recursive), to be
+ * attached with move_mount; -1 with errno */
+int local_clone_tree(const char *path);
 /* --net host: the sandbox shares the host's network namespace */
 bool local_net_host(const struct sbx_record *rec);
 /* setns into every namespace of the running sandbox whose init is init_pid (pidfd on it);
  * the network namespace too, unless it is the host's */
 int local_join(const struct sbx_record *rec, pid_t init_pid, int pidfd, struct sbx_err *err);
 
-/* the state of a process from /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 when gone */
-char local_proc_state(pid_t pid);
 /* marks exec/cp/preview traffic for the idle timeout */
 void local_touch_activity(const char *dir);
 /* the unpacked layer directories of an image sandbox, base first (NULL, 0 for one on the
@@ -102,7 +111,7 @@ int local_freeze(const char *dir, const struct local_pids *pids, bool freeze, st
 /* 1 when the sandbox's processes are frozen (its cgroup, or a stopped init) */
 int local_is_frozen(const char *dir, const struct local_pids *pids);
 
-/* cgroups (local-cgroup.c): the sandbox's directories are listed in DIR/cgroups */
+/* cgroups (cgroup.c): the sandbox's directories are listed in DIR/cgroups */
 int local_cgroup_setup(const char *sbdir, const char *id, const struct local_limits *lim,
 		       struct sbx_err *err);
 /* moves pid into every cgroup of the sandbox's processes; -1 with errno */
@@ -122,7 +131,7 @@ char *local_cgroup_describe(const char *sbdir);
 /* removes the sandbox's cgroup directories (waiting briefly for the last tasks) */
 void local_cgroup_remove(const char *sbdir);
 
-/* exec -u (local-user.c): SPEC (USER[:GROUP], names or numbers) in the sandbox's /etc/passwd
+/* exec -u (user.c): SPEC (USER[:GROUP], names or numbers) in the sandbox's /etc/passwd
  * and /etc/group, which are the process's own once it joined the sandbox; home is allocated */
 struct local_user {
 	uid_t uid;
@@ -143,15 +152,14 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 char *local_log_path(const struct sbx_record *rec);
 
 /* the supervisor asks init for sockets of the sandbox's network namespace over a
- * SOCK_SEQPACKET pair: op 'S' a plain TCP socket, 'L' one listening on 127.0.0.1:port */
+ * SOCK_SEQPACKET pair: op 'S' a plain TCP socket, 'L' one listening on 127.0.0.1:port; init
+ * answers with an int (0, or an errno) and the socket (SCM_RIGHTS) */
 struct local_factory_req {
 	char op;
 	unsigned short port;
 };
-/* sends sock (or, when it is -1, the error e) as the answer */
-void local_factory_reply(int fd, int sock, int e);
 
-/* the supervisor's network service (local-net.c): egress proxy, --host-port forwarders,
+/* the supervisor's network service (net-loop.c): egress proxy, --host-port forwarders,
  * previews and the control socket */
 struct local_net;
 /* before the supervisor reports: opens the listeners; NULL with msg on failure */
@@ -176,8 +184,14 @@ int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);
+/* runs in the sandbox's init, just cloned by the supervisor into the new namespaces: waits
+ * for a byte on sync_fd (its id maps are written), sets the sandbox up from the trees the
+ * supervisor detached (-1: opened here), says "" (ready) or why not on report_fd, then
+ * serves as PID 1 until sync_fd ends; never returns */
+_noreturn_ void local_init(const struct local_setup *s, int rootfd, int *volfds, int *layerfds,
+			   int sync_fd, int report_fd);
 
-/* --disk (local-disk.c): the size asked for (0: none); whether it can be had here; the
+/* --disk (disk.c): the size asked for (0: none); whether it can be had here; the
  * filesystem made in DIR/disk.img, its root owned by uid:gid; a detached mount of it (a mount
  * fd), with *ret_lock holding it mounted once at a time until closed */
 long long local_disk_size(const struct sbx_record *rec);
@@ -185,7 +199,7 @@ int local_disk_check(struct sbx_err *err);
 int local_disk_make(const char *sbdir, long long bytes, uid_t uid, gid_t gid, struct sbx_err *err);
 int local_disk_mount(const char *sbdir, int *ret_lock, struct sbx_err *err);
 
-/* sbx cp (local-cp.c): in a child that joined the sandbox (or, stopped, entered its files) */
+/* sbx cp (cp.c): in a child that joined the sandbox (or, stopped, entered its files) */
 int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
 		const struct sbx_cp_opts *opts, struct sbx_err *err);
 int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,

@@ -1,7 +1,7 @@
 /* The local provider's exec: join the sandbox by setns, then run the command — with a pty
  * (-t), as another user (-u), or detached with its output in the sandbox's log (-d). */
 #define _GNU_SOURCE
-#include "providers/local.h"
+#include "providers/local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +20,7 @@
 
 #include "core/confine.h"
 #include "core/json.h"
+#include "core/proc.h"
 #include "core/test-hook.h"
 
 #ifndef CLONE_NEWCGROUP
@@ -142,14 +143,14 @@ struct exec_msg {
 static _noreturn_ void child_fail(int fd, int stage)
 {
 	struct exec_msg f = { stage, errno, 0 };
-	(void)!write(fd, &f, sizeof(f));
+	(void)sbx_proc_report(fd, &f, sizeof(f));
 	_exit(SBX_EXIT_FAILURE);
 }
 
 /* --- the exec trampoline ------------------------------------------------------------------ */
 
-/* providers/trampoline/exec.c, built by the Makefile and embedded here: the command is started
- * by that small program, run from a sealed memfd, so the process that executes the sandbox's
+/* providers/local/trampoline/exec.c, built by the Makefile and embedded here: the command is
+ * started by that small program, run from a sealed memfd, so the process that executes the sandbox's
  * file is never the sbx binary (a sandbox making something resolve to /proc/self/exe reaches
  * only the sealed copy: CVE-2019-5736) */
 #ifdef SBX_TRAMPOLINE
@@ -308,6 +309,37 @@ static pid_t start_child(const struct child_setup *c)
 	return pid;
 }
 
+static void set_nonblocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl >= 0)
+		(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* one read from a readable descriptor (a pipe, the pty), or with drain everything it holds
+ * now, to fd; false once it is closed or fd fails */
+static bool pump(int from, int to, bool drain)
+{
+	char buf[16384];
+
+	if (drain)
+		set_nonblocking(from);
+	for (;;) {
+		ssize_t n = read(from, buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return true;
+		if (n <= 0)
+			return false;
+		if (sbx_write_all(to, buf, (size_t)n) < 0)
+			return false;
+		if (!drain)
+			return true;
+	}
+}
+
 /* relays the caller's terminal and the pty until the command closes it */
 static void relay(int master, bool input)
 {
@@ -329,16 +361,9 @@ static void relay(int master, bool input)
 				continue;
 			return;
 		}
-		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-			ssize_t n = read(master, buf, sizeof(buf));
-			if (n <= 0) {
-				if (n < 0 && errno == EINTR)
-					continue;
-				return; /* EIO: every holder of the pty's other side is gone */
-			}
-			if (sbx_write_all(1, buf, (size_t)n) < 0)
-				return;
-		}
+		/* its end is EIO: every holder of the pty's other side is gone */
+		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && !pump(master, 1, false))
+			return;
 		if (in_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			ssize_t n = read(0, buf, sizeof(buf));
 			if (n < 0 && errno == EINTR)
@@ -367,14 +392,6 @@ struct plain_relay {
 	int out_r, err_r; /* our ends of its stdout, stderr (-1: none) */
 	bool in_done;
 };
-
-static void set_nonblocking(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl >= 0)
-		(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
 
 static bool same_tty(int a, int b)
 {
@@ -436,34 +453,11 @@ static bool plain_relay_active(const struct plain_relay *r)
 	return r->in_w >= 0 || r->out_r >= 0 || r->err_r >= 0;
 }
 
-/* one read from the pipe (it is readable), or with drain everything it holds now, to fd;
- * false once it is closed or fd fails */
-static bool pump(int from, int to, bool drain)
-{
-	char buf[16384];
-
-	if (drain)
-		set_nonblocking(from);
-	for (;;) {
-		ssize_t n = read(from, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return true;
-		if (n <= 0)
-			return false;
-		if (sbx_write_all(to, buf, (size_t)n) < 0)
-			return false;
-		if (!drain)
-			return true;
-	}
-}
-
 /* until the command ends: the terminal's input to it, its output to the terminal; then what
  * it left in the pipes, and nothing after */
 static void plain_relay_run(struct plain_relay *r, pid_t pid)
 {
-	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int pfd = sbx_pidfd_open(pid);
 	char buf[4096];
 	size_t have = 0, off = 0;
 
@@ -552,9 +546,9 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	_cleanup_close_ int pidfd = -1;
 	errno = 0;
 	if (local_read_pids(rec->dir, &pids) == 0)
-		pidfd = (int)syscall(SYS_pidfd_open, pids.init_pid, 0);
-	if (pidfd < 0 || !local_alive(pids.init_pid, pids.init_start) ||
-	    !local_alive(pids.sup_pid, pids.sup_start)) {
+		pidfd = sbx_pidfd_open(pids.init_pid);
+	if (pidfd < 0 || !sbx_proc_alive(pids.init_pid, pids.init_start) ||
+	    !sbx_proc_alive(pids.sup_pid, pids.sup_start)) {
 		/* out of descriptors, sbx cannot tell: it never calls a running sandbox stopped */
 		if (errno == EMFILE || errno == ENFILE || errno == ENOMEM)
 			return sbx_err_errno(err, "cannot look at sandbox '%s'", label);
@@ -744,7 +738,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 				child_fail(ep[1], STAGE_SETUP);
 			if (g > 0) {
 				struct exec_msg m = { STAGE_PID, 0, (long)g };
-				(void)!write(ep[1], &m, sizeof(m));
+				(void)sbx_proc_report(ep[1], &m, sizeof(m));
 				_exit(0);
 			}
 			run_child(&cs);
@@ -775,9 +769,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	long detached_pid = 0;
 	ssize_t n;
 	for (;;) {
-		do
-			n = read(ep[0], &f, sizeof(f));
-		while (n < 0 && errno == EINTR);
+		n = sbx_proc_read_report(ep[0], &f, sizeof(f));
 		if (n == (ssize_t)sizeof(f) && f.stage == STAGE_PID) {
 			detached_pid = f.pid;
 			continue;

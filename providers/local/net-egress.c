@@ -3,7 +3,7 @@
  * blocks, so at most RESOLVER_THREADS threads run it, made when a lookup waits and gone
  * after RESOLVER_IDLE_MS without one. */
 #define _GNU_SOURCE
-#include "providers/local-net.h"
+#include "providers/local/net.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,0 +1,40 @@
+/* Process helpers shared by every process sbx runs: a process's state and start time from
+ * /proc/PID/stat, the processes /proc lists, pidfds, and a child's report to its parent. */
+#ifndef SBX_CORE_PROC_H
+#define SBX_CORE_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* the state of a process from /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 when it is gone */
+char sbx_proc_state(pid_t pid);
+/* its start time (field 22 of /proc/PID/stat, clock ticks after boot); -1 when it is gone */
+int sbx_proc_starttime(pid_t pid, unsigned long long *ret);
+/* pid is the process that started at start, and alive: not a zombie, not another process on a
+ * reused pid */
+bool sbx_proc_alive(pid_t pid, unsigned long long start);
+/* a SIGSTOP waits for pid to take it (pending to the process or its thread) */
+bool sbx_proc_stop_pending(pid_t pid);
+/* the pids /proc lists (this pid namespace's, for the /proc mounted), malloc'd; -1 with errno
+ * when /proc cannot be read */
+int sbx_proc_list(pid_t **ret, size_t *ret_n);
+
+/* pidfd_open(2), close-on-exec; -1 with errno */
+int sbx_pidfd_open(pid_t pid);
+/* pidfd_send_signal(2); -1 with errno */
+int sbx_pidfd_signal(int pidfd, int sig);
+/* waits up to ms (-1: forever) for the process to end: 0 it ended, -1 not (yet) */
+int sbx_pidfd_wait(int pidfd, int ms);
+
+/* A child's report to its parent, before it execs or exits: one message of len bytes, written
+ * whole on a close-on-exec pipe (or socket) whose other end only the parent holds; the parent
+ * reads until it has len bytes or the pipe closes, which says the child exec'd or ended
+ * without a word. Every child sbx forks reports this way (an errno and a stage, a line of
+ * text, a struct sbx_err). */
+/* -1 with errno when the parent is gone */
+int sbx_proc_report(int fd, const void *msg, size_t len);
+/* the bytes read (len: a whole report; 0: none, the pipe closed), -1 with errno */
+ssize_t sbx_proc_read_report(int fd, void *buf, size_t len);
+
+#endif
