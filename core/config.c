@@ -189,7 +189,8 @@ json_t *sbx_config_to_json(const struct sbx_config *c)
 	json_object_set_new(j, "labels", labels);
 	if (c->ttl_ms)
 		json_object_set_new(j, "ttl_action", json_string(c->ttl_rm ? "rm" : "pause"));
-	if (c->net.set)
+	/* a policy, or a companion flag given without --net */
+	if (c->net.set || c->net.n_add_hosts || c->net.n_host_ports || c->net.allow_private)
 		json_object_set_new(j, "net", net_json(&c->net));
 	if (c->image.ref)
 		json_object_set_new(j, "image", image_json(&c->image));

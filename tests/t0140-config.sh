@@ -97,7 +97,14 @@ test_expect_success 'control: the local provider takes every one of those option
 	# shellcheck disable=SC2086
 	sbx create --name all $limits --volume /tmp:/x --ttl 1h \
 		--add-host a.test:10.0.0.5 --host-port "$(free_port)" --hostname h1 --net allow=a.test >/dev/null &&
-	test "$(sbx inspect all | "$TEST_PYTHON" -c "import json,sys; print(json.load(sys.stdin)[\"state\"])")" = running &&
+	sbx inspect all >j &&
+	json_assert j "
+o = r[\"options\"]
+assert r[\"state\"] == \"running\" and o[\"hostname\"] == \"h1\" and o[\"ttl_ms\"] == 3600000, r
+assert len(o[\"volumes\"]) == 1 and len(o[\"net\"][\"host_ports\"]) == 1, r
+assert o[\"net\"][\"add_hosts\"] == [{\"name\": \"a.test\", \"addr\": \"10.0.0.5\"}], r
+assert o[\"net\"][\"allow\"] == [\"a.test\"] and o[\"net\"][\"preset\"] is True, r
+" &&
 	sbx rm -f all >/dev/null && no_sandbox_left
 '
 

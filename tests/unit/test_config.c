@@ -79,6 +79,18 @@ void test_config(void)
 		      sbx_config_supported(&c, 0, "p", &err) < 0 && strstr(err.msg, "--net none"),
 	      "--net none needs net-none: %s", err.msg);
 
+	/* companions of --net given without it are kept, under the default policy */
+	sbx_config_release(&c);
+	sbx_config_init(&c);
+	CHECK(sbx_net_host_port_arg(&c.net, "5432", msg, sizeof(msg)) == 0 && !c.net.set,
+	      "--host-port alone");
+	json_t *hp = sbx_config_to_json(&c);
+	CHECK(sbx_config_from_json(hp, &d, &err) == 0 && d.net.n_host_ports == 1 &&
+		      d.net.mode == SBX_NET_ALLOW && d.net.preset,
+	      "--host-port without --net survives the record");
+	json_decref(hp);
+	sbx_config_release(&d);
+
 	/* a later layout is refused, an older record (no version) read */
 	json_object_set_new(j, "version", json_integer(SBX_CONFIG_VERSION + 1));
 	CHECK(sbx_config_from_json(j, &d, &err) < 0 && err.kind == SBX_E_CONFIG,
