@@ -6,6 +6,7 @@
 #include <stdarg.h>
 
 #include "core/log.h"
+#include "core/strbuf.h"
 
 #ifndef SBX_VERSION
 #define SBX_VERSION "0.1.0"
@@ -191,22 +192,92 @@ int cmd_usage_error(const char *cmd, const char *fmt, ...)
 	return 125;
 }
 
+/* whether the short option ch of a command's --help text takes a value: "-e, --env K=V" and
+ * "-c STRING" do, "-q, --quiet   print ..." does not */
+static bool help_short_takes_value(const char *help, int ch)
+{
+	for (const char *l = help; l && *l;) {
+		const char *p = l + strspn(l, " ");
+		const char *eol = strchrnul(l, '\n');
+		l = *eol ? eol + 1 : eol;
+		if (p[0] != '-' || p[1] != ch || p[1] == '-')
+			continue;
+		p += 2;
+		if (*p == ',') { /* ", --long" */
+			p += strspn(p, ", ");
+			p += strcspn(p, " \n");
+		}
+		return p[0] == ' ' && p[1] != ' ' && p[1] != '\n' && p[1];
+	}
+	return false;
+}
+
+/* the long options in the option column of a command's --help text that start with prefix
+ * ("--net-"), but skip, into sb separated by ", "; how many there are */
+static int help_long_matches(const char *help, const char *prefix, size_t plen, const char *skip,
+			     struct strbuf *sb)
+{
+	int n = 0;
+
+	for (const char *l = help; l && *l;) {
+		const char *eol = strchrnul(l, '\n'), *line = l;
+		l = *eol ? eol + 1 : eol;
+		if (line[strspn(line, " ")] != '-')
+			continue;
+		for (const char *p = line; p < eol && p - line < 24; p++) {
+			if (strncmp(p, "--", 2) || (p > line && p[-1] != ' '))
+				continue;
+			size_t len = strcspn(p, " ,=\n");
+			if (len >= plen && !strncmp(p, prefix, plen) &&
+			    !(skip && strlen(skip) == len && !strncmp(p, skip, len))) {
+				if (n++)
+					strbuf_addstr(sb, ", ");
+				strbuf_add(sb, p, len);
+			}
+			p += len;
+		}
+	}
+	return n;
+}
+
 int cmd_bad_option(const char *cmd, int argc, char **argv)
 {
+	const struct sbx_command *c = cmd_find(cmd);
+	/* run takes every create option */
+	const struct sbx_command *also = c && streq(c->name, "run") ? cmd_find("create") : NULL;
 	const char *arg = optind - 1 < argc && optind > 0 ? argv[optind - 1] : "?";
+	/* "sbx ls"; a subcommand's argv[0] is its own name: "sbx image pull" */
+	_cleanup_free_ char *who = argc > 0 && startswith(argv[0], "sbx ")
+		? xstrdup(argv[0])
+		: xasprintf("sbx %s %s", cmd, argc > 0 ? argv[0] : "");
 
-	if (optopt && strchr("ewvcu", optopt) && arg[0] == '-' && arg[1] == optopt && !arg[2])
-		return cmd_usage_error(cmd, "option '%s' needs a value", arg);
 	if (startswith(arg, "--")) {
-		/* getopt_long reports both unknown options and missing values here */
+		/* getopt_long says '?' for an unknown option (optopt 0), a missing value and a
+		 * value given to an option that takes none (optopt: the option's code) */
 		const char *eq = strchr(arg, '=');
-		if (!eq && optopt)
+		size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+		if (optopt && eq)
+			return cmd_usage_error(cmd, "option '%.*s' takes no value", (int)len, arg);
+		if (optopt)
 			return cmd_usage_error(cmd, "option '%s' needs a value", arg);
-		return cmd_usage_error(cmd, "unknown option '%s'", arg);
+		struct strbuf sb = STRBUF_INIT;
+		int n = c ? help_long_matches(c->help, arg, len, NULL, &sb) : 0;
+		n += also ? help_long_matches(also->help, arg, len, "--json", &sb) : 0;
+		int r = n > 1 ? cmd_usage_error(cmd, "option '%.*s' is ambiguous for '%s' (%s)",
+						(int)len, arg, who, strbuf_str(&sb))
+			      : cmd_usage_error(cmd, "unknown option '%.*s' for '%s'", (int)len,
+						arg, who);
+		strbuf_release(&sb);
+		return r;
 	}
-	if (optopt)
-		return cmd_usage_error(cmd, "unknown option '-%c'", optopt);
-	return cmd_usage_error(cmd, "unknown option '%s'", arg);
+	if (!optopt)
+		return cmd_usage_error(cmd, "unknown option '%s' for '%s'", arg, who);
+	/* getopt says '?' both for a short option the command does not have and for one that
+	 * takes a value and came last with none: only the help text tells them apart */
+	if ((c && help_short_takes_value(c->help, optopt)) ||
+	    (also && help_short_takes_value(also->help, optopt)))
+		return cmd_usage_error(cmd, "option '-%c' needs a value", optopt);
+	return cmd_usage_error(cmd, "unknown option '-%c' for '%s'", optopt, who);
 }
 
 int cmd_print_help(const char *cmd)

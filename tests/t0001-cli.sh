@@ -117,4 +117,65 @@ test_expect_success '__complete answers commands and providers' '
 	sbx __complete providers >out && grep -qx local out
 '
 
+# expect_one_error_line_first FILE PATTERN: FILE's first line matches PATTERN (grep -E) and is the
+# only "sbx: error:" line
+expect_one_error_line_first() {
+	head -n 1 "$1" | grep -Eq -- "$2" && test "$(grep -c "^sbx: error:" "$1")" = 1 || {
+		say "stderr does not start with '$2':" >&2
+		cat "$1" >&2
+		return 1
+	}
+}
+
+test_expect_success 'an option a command does not have is unknown for it, not missing a value' '
+	expect_code 125 sbx ls -c 2>err &&
+	grep -qx "sbx: error: unknown option .-c. for .sbx ls." err &&
+	grep -qx "Usage: sbx ls \[OPTIONS\]" err && grep -q "^Run .sbx ls --help." err &&
+	test "$(wc -l <err)" = 3 &&
+	expect_code 125 sbx run -c true 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-c. for .sbx run.$" &&
+	expect_code 125 sbx rm -u x 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-u. for .sbx rm.$" &&
+	expect_code 125 sbx pause -e x 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-e. for .sbx pause.$" &&
+	expect_code 125 sbx preview -w x 1 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-w. for .sbx preview.$" &&
+	expect_code 125 sbx ls -qc 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-c. for .sbx ls.$" &&
+	expect_code 125 sbx image ls -f 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-f. for .sbx image ls.$" &&
+	grep -q "^Run .sbx image --help." err
+'
+
+test_expect_success 'unknown long options name the command; a value where none is taken is said' '
+	expect_code 125 sbx ls --bogus 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .--bogus. for .sbx ls.$" &&
+	grep -q "^Run .sbx ls --help." err &&
+	expect_code 125 sbx logs --bogus=1 x 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .--bogus. for .sbx logs.$" &&
+	expect_code 125 sbx image pull --json x 2>err &&
+	expect_one_error_line_first err \
+		"^sbx: error: unknown option .--json. for .sbx image pull.$" &&
+	expect_code 125 sbx run --json -- true 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .--json. for .sbx run.$" &&
+	expect_code 125 sbx ls --json=yes 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .--json. takes no value$" &&
+	expect_code 125 sbx create --net- 2>err &&
+	expect_one_error_line_first err \
+		"^sbx: error: option .--net-. is ambiguous for .sbx create. \(--net-preset, --net-allow-private\)$"
+'
+
+test_expect_success 'an option that takes a value and has none still says so' '
+	expect_code 125 sbx exec box -c 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .-c. needs a value$" &&
+	expect_code 125 sbx exec -ic 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .-c. needs a value$" &&
+	expect_code 125 sbx exec -u 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .-u. needs a value$" &&
+	expect_code 125 sbx run -e 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .-e. needs a value$" &&
+	expect_code 125 sbx pause --grace 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .--grace. needs a value$"
+'
+
 test_done
