@@ -81,7 +81,9 @@ const struct sbx_command sbx_commands[] = {
 	{ "ls", cmd_ls, "List sandboxes", "sbx ls [OPTIONS]",
 	  "      --json             print a JSON array of records\n"
 	  "  -q, --quiet            print ids only\n" },
-	{ "inspect", cmd_inspect, "Show a sandbox's record as JSON", "sbx inspect SB", "" },
+	{ "inspect", cmd_inspect, "Show the records of sandboxes as JSON",
+	  "sbx inspect [--json] SB...",
+	  "      --json             no effect: the output is JSON already (as with ls --json)\n" },
 	{ "pause", cmd_pause, "Freeze sandboxes, or release their processes",
 	  "sbx pause [--release [--grace DUR]] SB...",
 	  "      --release          end every process (SIGTERM, then SIGKILL); keep the files\n"

@@ -117,9 +117,9 @@ _sbx()
 		return 0
 	fi
 	case $cmd in
-	exec | inspect | logs | preview)
+	exec | logs | preview)
 		[ "$dashdash" -eq 0 ] && [ "$npos" -eq 0 ] || return 0 ;;
-	rm | pause | resume)
+	inspect | rm | pause | resume)
 		[ "$dashdash" -eq 0 ] || return 0 ;;
 	cp)
 		# SB: (a sandbox name and its colon) or a host path

@@ -64,15 +64,15 @@ function __sbx_sub_at
     test (count $argv) -eq 2; or contains -- (count $args) $argv[3..-1]
 end
 
-# SB wanted here: exec, inspect, logs and preview take one, rm, pause and resume any number
+# SB wanted here: exec, logs and preview take one, inspect, rm, pause and resume any number
 function __sbx_wants_sandbox
     set -l cmd (__sbx_cmd); or return 1
     set -l args (__sbx_args); or return 1
     contains -- (commandline -opc)[-1] $__sbx_value_opts; and return 1
     switch $cmd
-        case exec inspect logs preview
+        case exec logs preview
             test (count $args) -eq 0
-        case rm pause resume
+        case inspect rm pause resume
             return 0
         case '*'
             return 1

@@ -178,4 +178,34 @@ test_expect_success 'an option that takes a value and has none still says so' '
 	expect_one_error_line_first err "^sbx: error: option .--grace. needs a value$"
 '
 
+test_expect_success 'inspect takes --json (a no-op) and several sandboxes, each missing one said' '
+	sbx inspect --help >out && grep -q "^Usage: sbx inspect \[--json\] SB\.\.\.$" out &&
+	grep -q "^      --json " out &&
+	expect_code 125 sbx inspect --json nope >out 2>err && test ! -s out &&
+	expect_one_error_line err "^sbx: error: no such sandbox: .nope." &&
+	expect_code 125 sbx inspect nope1 nope2 >out 2>err &&
+	test "$(tr -d " \n" <out)" = "[]" &&
+	test "$(wc -l <err)" = 2 &&
+	head -n 1 err | grep -q "^sbx: error: no such sandbox: .nope1." &&
+	tail -n 1 err | grep -q "^sbx: error: no such sandbox: .nope2."
+'
+
+if test_have_prereq USERNS; then
+	test_expect_success 'inspect of several sandboxes: an array in the order given, the found ones' '
+		sbx create --name t1a >ida && sbx create --name t1b >idb &&
+		sbx inspect t1a >one && sbx inspect --json t1a >one-json && cmp one one-json &&
+		json_assert one "assert r[\"name\"] == \"t1a\" and r[\"state\"] == \"running\"" &&
+		sbx inspect t1b t1a >two &&
+		json_assert two "assert [x[\"name\"] for x in r] == [\"t1b\", \"t1a\"]" &&
+		json_assert two "assert r[1][\"id\"] == \"$(cat ida)\"" &&
+		expect_code 125 sbx inspect --json t1a nope t1b >some 2>err &&
+		json_assert some "assert [x[\"name\"] for x in r] == [\"t1a\", \"t1b\"]" &&
+		expect_one_error_line err "^sbx: error: no such sandbox: .nope." &&
+		sbx rm -f t1a t1b >/dev/null
+	'
+else
+	test_skip 'inspect of several sandboxes: an array in the order given, the found ones' \
+		'needs user namespaces'
+fi
+
 test_done
