@@ -47,7 +47,10 @@ function __sbx_options
     # image' and 'sbx provider' take them after their subcommand
     if contains -- $cmd image provider; and test (count $args) -eq 0
         printf '%s\n' -h --help
-    else if test (count $args) -eq 0; or contains -- $cmd rm logs preview image provider
+    else if contains -- $cmd image provider
+        # 'sbx image pull -': pull's own options
+        sbx __complete options $cmd $args[1] 2>/dev/null
+    else if test (count $args) -eq 0; or contains -- $cmd rm logs preview
         sbx __complete options $cmd 2>/dev/null
     end
 end
