@@ -328,6 +328,17 @@ if test_have_prereq USERNS; then
 		sbx rm -f t0900cp >/dev/null
 	'
 
+	test_expect_success 'fish completion of cp: SB: or host paths, nothing after SB:' '
+		test_have_prereq fish || exit 0
+		sbx create --name t0900fc >/dev/null && mkdir fc && cd fc && : >t0900host &&
+		PATH="$TRASH/bin:$PATH" fish --no-config -c "source \"$COMP/sbx.fish\"; \
+			complete -C \"sbx cp t0900\"" >out &&
+		sort out >got && printf "%s\n" t0900fc: t0900host >want && diff -u want got &&
+		PATH="$TRASH/bin:$PATH" fish --no-config -c "source \"$COMP/sbx.fish\"; \
+			complete -C \"sbx cp t0900fc:/t\"" >out && test ! -s out &&
+		sbx rm -f t0900fc >/dev/null
+	'
+
 	test_expect_success 'inspect completes one sandbox after another' '
 		sbx create --name t0900i1 >/dev/null && sbx create --name t0900i2 >/dev/null &&
 		bash_complete sbx inspect t0900i1 t0900i >out && sort out >sorted &&
@@ -338,6 +349,8 @@ if test_have_prereq USERNS; then
 	'
 else
 	test_skip 'bash completion of cp: SB: unescaped, host paths quoted, nothing after SB:' \
+		'needs user namespaces'
+	test_skip 'fish completion of cp: SB: or host paths, nothing after SB:' \
 		'needs user namespaces'
 	test_skip 'inspect completes one sandbox after another' 'needs user namespaces'
 fi
