@@ -77,7 +77,8 @@ const struct sbx_command sbx_commands[] = {
 	  "      --public           listen on every interface (requests need the URL's token)\n"
 	  "      --no-auth          no token: any local user may use the loopback URL\n"
 	  "      --rm               close the preview of PORT\n"
-	  "      --json             print {url, port, host_port, token} (with SB only: a list)\n" },
+	  "      --json             print {url, port, host_port, public, auth, token} (with SB\n"
+	  "                         only: a list of them)\n" },
 	{ "ls", cmd_ls, "List sandboxes", "sbx ls [OPTIONS]",
 	  "      --json             print a JSON array of records\n"
 	  "  -q, --quiet            print ids only\n" },
@@ -101,7 +102,7 @@ const struct sbx_command sbx_commands[] = {
 	  "  image's Entrypoint and Cmd run\n" },
 	{ "image", cmd_image, "Pull, import, list and remove OCI images",
 	  "sbx image pull [--platform OS/ARCH] [--insecure] [-q] REF\n"
-	  "       sbx image import FILE\n"
+	  "       sbx image import FILE|-\n"
 	  "       sbx image import --rootfs DIR|TAR NAME[:TAG]\n"
 	  "       sbx image ls [--json] [-q]\n"
 	  "       sbx image rm [-f] REF...\n"

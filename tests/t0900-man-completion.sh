@@ -355,4 +355,16 @@ else
 	test_skip 'inspect completes one sandbox after another' 'needs user namespaces'
 fi
 
+test_expect_success 'image --help shows import from stdin; preview --help names every JSON key' '
+	sbx image --help >out && grep -q "^       sbx image import FILE|-$" out &&
+	grep -qF "*sbx image import* FILE|-++" "$MAN/sbx-image.1.scd" &&
+	sbx preview --help >out &&
+	for k in url port host_port public auth token; do
+		tr -s " \n" " " <out | grep -q "{[a-z_, ]*\<$k\>[a-z_, ]*}" ||
+			{ echo "preview --help: no $k"; exit 1; }
+		sed -n "/^\*--json\*/,/^$/p" "$MAN/sbx-preview.1.scd" | grep -q "\*$k\*" ||
+			{ echo "sbx-preview.1.scd --json: no $k"; exit 1; }
+	done
+'
+
 test_done
