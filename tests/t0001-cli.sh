@@ -208,4 +208,17 @@ else
 		'needs user namespaces'
 fi
 
+if test_have_prereq USERNS; then
+	test_expect_success 'exec -t without a terminal runs nothing: one line, 125' '
+		sbx create --name t1tty >/dev/null &&
+		expect_code 125 sbx exec -t t1tty touch /workspace/ran </dev/null >out 2>err &&
+		test ! -s out &&
+		expect_one_error_line err "^sbx: error: the input device is not a TTY: drop -t" &&
+		expect_code 1 sbx exec t1tty test -e /workspace/ran &&
+		sbx rm -f t1tty >/dev/null
+	'
+else
+	test_skip 'exec -t without a terminal runs nothing: one line, 125' 'needs user namespaces'
+fi
+
 test_done
