@@ -35,30 +35,80 @@ static void print_images(struct sbx_ctx *ctx)
 	json_decref(a);
 }
 
-/* long and short options of a command, from its help text */
-static void print_options(const struct sbx_command *c)
+/* the options in the option column of one line of a help text ("  -q, --quiet   ..."), into
+ * opts; how many */
+static size_t line_options(const char *line, char *opts[], size_t max)
+{
+	size_t n = 0;
+
+	for (const char *p = line; *p && p - line <= 24 && n < max; p++) {
+		if (p[0] == '-' && (p == line || p[-1] == ' ' || p[-1] == ',') &&
+		    ((p[1] == '-' && p[2] && p[2] != ' ') ||
+		     (p[1] && p[1] != '-' && p[1] != ' '))) {
+			size_t len = strcspn(p, " ,=");
+			opts[n++] = xstrndup(p, len);
+			p += len - 1;
+		}
+	}
+	return n;
+}
+
+/* whether opt is among the options of the usage lines of 'sbx CMD SUB' ("[-q]", "[--json]") */
+static bool sub_usage_has(const struct sbx_command *c, const char *sub, const char *opt)
+{
+	_cleanup_free_ char *head = xasprintf("sbx %s %s", c->name, sub);
+	size_t hl = strlen(head), ol = strlen(opt);
+
+	for (const char *l = c->usage; l && *l;) {
+		const char *eol = strchrnul(l, '\n'), *p = l + strspn(l, " ");
+		l = *eol ? eol + 1 : eol;
+		if (strncmp(p, head, hl) || (p[hl] != ' ' && p + hl != eol))
+			continue;
+		for (p += hl; p < eol; p++)
+			if ((p[-1] == ' ' || p[-1] == '[' || p[-1] == '|') &&
+			    !strncmp(p, opt, ol) && strchr(" ]|\n", p[ol]))
+				return true;
+	}
+	return false;
+}
+
+/* whether the usage of 'sbx CMD' has a line for the subcommand sub */
+static bool has_sub_usage(const struct sbx_command *c, const char *sub)
+{
+	_cleanup_free_ char *head = xasprintf("sbx %s %s", c->name, sub);
+	size_t hl = strlen(head);
+
+	for (const char *l = c->usage; l && *l;) {
+		const char *eol = strchrnul(l, '\n'), *p = l + strspn(l, " ");
+		l = *eol ? eol + 1 : eol;
+		if (!strncmp(p, head, hl) && (p[hl] == ' ' || p + hl == eol))
+			return true;
+	}
+	return false;
+}
+
+/* long and short options of a command, from its help text; with sub ('sbx image pull'), only
+ * the lines of the options that the usage of 'sbx CMD SUB' shows, with their other spellings
+ * (-q gives --quiet too) */
+static void print_options(const struct sbx_command *c, const char *sub)
 {
 	_cleanup_free_ char *help = cmd_help_text(c);
 	const char *h = help;
 
 	while (h && *h) {
-		const char *eol = strchr(h, '\n');
-		size_t len = eol ? (size_t)(eol - h) : strlen(h);
-		_cleanup_free_ char *line = xstrndup(h, len);
-		for (char *p = line; *p; p++) {
-			if (p[0] == '-' && (p == line || p[-1] == ' ' || p[-1] == ',') &&
-			    ((p[1] == '-' && p[2] && p[2] != ' ') ||
-			     (p[1] && p[1] != '-' && p[1] != ' '))) {
-				char *e = p;
-				while (*e && *e != ' ' && *e != ',' && *e != '=')
-					e++;
-				printf("%.*s\n", (int)(e - p), p);
-				p = e - 1;
-			}
-			if (p - line > 24)
-				break; /* past the option column */
+		const char *eol = strchrnul(h, '\n');
+		_cleanup_free_ char *line = xstrndup(h, (size_t)(eol - h));
+		char *opts[4];
+		size_t n = line_options(line, opts, ARRAY_SIZE(opts));
+		bool show = !sub;
+		for (size_t i = 0; i < n && !show; i++)
+			show = sub_usage_has(c, sub, opts[i]);
+		for (size_t i = 0; i < n; i++) {
+			if (show)
+				printf("%s\n", opts[i]);
+			free(opts[i]);
 		}
-		h += len + (eol ? 1 : 0);
+		h = *eol ? eol + 1 : eol;
 	}
 	if (c->summary)
 		printf("-h\n--help\n");
@@ -102,7 +152,13 @@ int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx)
 		const struct sbx_command *c = cmd_find(argv[2]);
 		if (!c)
 			return 0;
-		print_options(c);
+		/* 'options image pull': pull's own; a word that is no subcommand: all of them */
+		const char *sub = argc > 3 ? argv[3] : NULL;
+		if (sub && streq(c->name, "image") && streq(sub, "list"))
+			sub = "ls";
+		if (sub && !has_sub_usage(c, sub))
+			sub = NULL;
+		print_options(c, sub);
 	} else {
 		return cmd_usage_error("__complete", "unknown word kind '%s'", what);
 	}

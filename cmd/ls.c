@@ -115,33 +115,47 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 	return 0;
 }
 
+/* one sandbox: its record, an object; several: an array of the records found, in the order
+ * given, each that cannot be shown reported on stderr (docker inspect's way) */
 int cmd_inspect(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
+		{ "json", no_argument, NULL, OPT_JSON },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct sbx_err err = { 0 };
-	struct sbx_record *rec;
-	int c;
+	int c, ret = 0;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
 		if (c == 'h')
 			return cmd_print_help("inspect");
-		return cmd_bad_option("inspect", argc, argv);
+		if (c != OPT_JSON) /* JSON is all inspect prints: --json changes nothing */
+			return cmd_bad_option("inspect", argc, argv);
 	}
 	if (optind >= argc)
 		return cmd_usage_error("inspect", "missing sandbox");
-	if (optind + 1 < argc)
-		return cmd_usage_error("inspect", "unexpected argument '%s'", argv[optind + 1]);
-	if (sbx_sandbox_get(ctx, argv[optind], &rec, &err) < 0)
-		return cmd_report(&err);
-	json_t *j = cmd_record_view(rec);
-	char *s = sbx_json_dump(j, true);
-	puts(s);
-	free(s);
-	json_decref(j);
-	sbx_record_free(rec);
-	return 0;
+	bool many = argc - optind > 1;
+	json_t *out = many ? json_array() : NULL;
+	for (int i = optind; i < argc; i++) {
+		struct sbx_err err = { 0 };
+		struct sbx_record *rec;
+		if (sbx_sandbox_get(ctx, argv[i], &rec, &err) < 0) {
+			ret = cmd_report(&err);
+			continue;
+		}
+		json_t *j = cmd_record_view(rec);
+		sbx_record_free(rec);
+		if (many)
+			json_array_append_new(out, j);
+		else
+			out = j;
+	}
+	if (out) {
+		char *s = sbx_json_dump(out, true);
+		puts(s);
+		free(s);
+		json_decref(out);
+	}
+	return ret;
 }

@@ -49,11 +49,14 @@ const struct sbx_command sbx_commands[] = {
 	  "      --public           listen on every interface (requests need the URL's token)\n"
 	  "      --no-auth          no token: any local user may use the loopback URL\n"
 	  "      --rm               close the preview of PORT\n"
-	  "      --json             print {url, port, host_port, token} (with SB only: a list)\n" },
+	  "      --json             print {url, port, host_port, public, auth, token} (with SB\n"
+	  "                         only: a list of them)\n" },
 	{ "ls", cmd_ls, "List sandboxes", "sbx ls [OPTIONS]",
 	  "      --json             print a JSON array of records\n"
 	  "  -q, --quiet            print ids only\n" },
-	{ "inspect", cmd_inspect, "Show a sandbox's record as JSON", "sbx inspect SB", "" },
+	{ "inspect", cmd_inspect, "Show the records of sandboxes as JSON",
+	  "sbx inspect [--json] SB...",
+	  "      --json             no effect: the output is JSON already (as with ls --json)\n" },
 	{ "pause", cmd_pause, "Freeze sandboxes, or release their processes",
 	  "sbx pause [--release [--grace DUR]] SB...",
 	  "      --release          end every process (SIGTERM, then SIGKILL); keep the files\n"
@@ -72,7 +75,7 @@ const struct sbx_command sbx_commands[] = {
 	  true },
 	{ "image", cmd_image, "Pull, import, list and remove OCI images",
 	  "sbx image pull [--platform OS/ARCH] [--insecure] [-q] REF\n"
-	  "       sbx image import FILE\n"
+	  "       sbx image import FILE|-\n"
 	  "       sbx image import --rootfs DIR|TAR NAME[:TAG]\n"
 	  "       sbx image ls [--json] [-q]\n"
 	  "       sbx image rm [-f] REF...\n"
@@ -92,7 +95,7 @@ const struct sbx_command sbx_commands[] = {
 	{ "version", cmd_version, "Show which sbx this is", "sbx version", "" },
 	{ "help", cmd_help, "Show help for a command", "sbx help [COMMAND]", "" },
 	{ "__complete", cmd_complete, NULL,
-	  "sbx __complete commands|sandboxes|providers|images|options CMD", "" },
+	  "sbx __complete commands|sandboxes|providers|images|options CMD [SUB]", "" },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
 
@@ -165,22 +168,88 @@ int cmd_usage_error(const char *cmd, const char *fmt, ...)
 	return 125;
 }
 
+/* whether the short option ch of a command's --help text takes a value: "-e, --env K=V" and
+ * "-c STRING" do, "-q, --quiet   print ..." does not */
+static bool help_short_takes_value(const char *help, int ch)
+{
+	for (const char *l = help; l && *l;) {
+		const char *p = l + strspn(l, " ");
+		const char *eol = strchrnul(l, '\n');
+		l = *eol ? eol + 1 : eol;
+		if (p[0] != '-' || p[1] != ch || p[1] == '-')
+			continue;
+		p += 2;
+		if (*p == ',') { /* ", --long" */
+			p += strspn(p, ", ");
+			p += strcspn(p, " \n");
+		}
+		return p[0] == ' ' && p[1] != ' ' && p[1] != '\n' && p[1];
+	}
+	return false;
+}
+
+/* the long options in the option column of a command's --help text that start with prefix
+ * ("--net-"), into sb separated by ", "; how many there are */
+static int help_long_matches(const char *help, const char *prefix, size_t plen, struct strbuf *sb)
+{
+	int n = 0;
+
+	for (const char *l = help; l && *l;) {
+		const char *eol = strchrnul(l, '\n'), *line = l;
+		l = *eol ? eol + 1 : eol;
+		if (line[strspn(line, " ")] != '-')
+			continue;
+		for (const char *p = line; p < eol && p - line < 24; p++) {
+			if (strncmp(p, "--", 2) || (p > line && p[-1] != ' '))
+				continue;
+			size_t len = strcspn(p, " ,=\n");
+			if (len >= plen && !strncmp(p, prefix, plen)) {
+				if (n++)
+					strbuf_addstr(sb, ", ");
+				strbuf_add(sb, p, len);
+			}
+			p += len;
+		}
+	}
+	return n;
+}
+
 int cmd_bad_option(const char *cmd, int argc, char **argv)
 {
+	const struct sbx_command *c = cmd_find(cmd);
+	/* its options, create's too for create and run */
+	_cleanup_free_ char *help = c ? cmd_help_text(c) : NULL;
 	const char *arg = optind - 1 < argc && optind > 0 ? argv[optind - 1] : "?";
+	/* "sbx ls"; a subcommand's argv[0] is its own name: "sbx image pull" */
+	_cleanup_free_ char *who = argc > 0 && startswith(argv[0], "sbx ")
+		? xstrdup(argv[0])
+		: xasprintf("sbx %s %s", cmd, argc > 0 ? argv[0] : "");
 
-	if (optopt && strchr("ewvcu", optopt) && arg[0] == '-' && arg[1] == optopt && !arg[2])
-		return cmd_usage_error(cmd, "option '%s' needs a value", arg);
 	if (startswith(arg, "--")) {
-		/* getopt_long reports both unknown options and missing values here */
+		/* getopt_long says '?' for an unknown option (optopt 0), a missing value and a
+		 * value given to an option that takes none (optopt: the option's code) */
 		const char *eq = strchr(arg, '=');
-		if (!eq && optopt)
+		size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+		if (optopt && eq)
+			return cmd_usage_error(cmd, "option '%.*s' takes no value", (int)len, arg);
+		if (optopt)
 			return cmd_usage_error(cmd, "option '%s' needs a value", arg);
-		return cmd_usage_error(cmd, "unknown option '%s'", arg);
+		struct strbuf sb = STRBUF_INIT;
+		int n = help_long_matches(help, arg, len, &sb);
+		int r = n > 1 ? cmd_usage_error(cmd, "option '%.*s' is ambiguous for '%s' (%s)",
+						(int)len, arg, who, strbuf_str(&sb))
+			      : cmd_usage_error(cmd, "unknown option '%.*s' for '%s'", (int)len,
+						arg, who);
+		strbuf_release(&sb);
+		return r;
 	}
-	if (optopt)
-		return cmd_usage_error(cmd, "unknown option '-%c'", optopt);
-	return cmd_usage_error(cmd, "unknown option '%s'", arg);
+	if (!optopt)
+		return cmd_usage_error(cmd, "unknown option '%s' for '%s'", arg, who);
+	/* getopt says '?' both for a short option the command does not have and for one that
+	 * takes a value and came last with none: only the help text tells them apart */
+	if (help_short_takes_value(help, optopt))
+		return cmd_usage_error(cmd, "option '-%c' needs a value", optopt);
+	return cmd_usage_error(cmd, "unknown option '-%c' for '%s'", optopt, who);
 }
 
 char *cmd_help_text(const struct sbx_command *c)

@@ -28,6 +28,32 @@ _sbx_images()
 	[ ${#COMPREPLY[@]} -eq 0 ] || COMPREPLY=("${COMPREPLY[@]#"$pre"}")
 }
 
+# an argument of cp: SB: (a sandbox name and its colon) or a host path; nothing for the PATH of
+# SB:PATH, which is inside the sandbox
+_sbx_cp()
+{
+	local -a sbs files
+	local f q
+	[[ $_sbx_word == *:* ]] && return 0
+	mapfile -t sbs < <("$1" __complete sandboxes 2>/dev/null)
+	mapfile -t COMPREPLY < <(compgen -W "${sbs[*]/%/:}" -- "$_sbx_word")
+	mapfile -t files < <(compgen -f -- "$_sbx_word")
+	if [ ${#COMPREPLY[@]} -eq 0 ]; then
+		# host paths alone: readline quotes them and ends a directory with /
+		compopt -o filenames 2>/dev/null
+		COMPREPLY=("${files[@]}")
+		return 0
+	fi
+	# readline would quote the ':' of SB: as a file name's (web\:), so no -o filenames: the
+	# host paths are quoted here, a directory ends with /, and no space follows SB: or DIR/
+	compopt -o nospace 2>/dev/null
+	for f in "${files[@]}"; do
+		printf -v q %q "$f"
+		[ -d "$f" ] && q+=/
+		COMPREPLY+=("$q")
+	done
+}
+
 _sbx()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev='' sbx=${COMP_WORDS[0]} cmd='' sub='' i w
@@ -113,20 +139,19 @@ _sbx()
 	fi
 	if [ "$dashdash" -eq 0 ] && [[ $cur == -* ]] &&
 		{ [[ " rm logs preview image provider " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
-		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete options "$cmd" 2>/dev/null)" -- "$cur")
+		# 'sbx image pull -': pull's own options
+		local -a subw=()
+		[[ " image provider " == *" $cmd "* ]] && subw=("$sub")
+		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete options "$cmd" "${subw[@]}" 2>/dev/null)" -- "$cur")
 		return 0
 	fi
 	case $cmd in
-	exec | inspect | logs | preview)
+	exec | logs | preview)
 		[ "$dashdash" -eq 0 ] && [ "$npos" -eq 0 ] || return 0 ;;
-	rm | pause | resume)
+	inspect | rm | pause | resume)
 		[ "$dashdash" -eq 0 ] || return 0 ;;
 	cp)
-		# SB: (a sandbox name and its colon) or a host path
-		local -a sbs
-		mapfile -t sbs < <("$sbx" __complete sandboxes 2>/dev/null)
-		compopt -o nospace -o filenames 2>/dev/null
-		mapfile -t COMPREPLY < <(compgen -W "${sbs[*]/%/:}" -- "$cur"; compgen -f -- "$cur")
+		_sbx_cp "$sbx"
 		return 0 ;;
 	image)
 		case $npos:$sub in

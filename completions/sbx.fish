@@ -47,7 +47,10 @@ function __sbx_options
     # image' and 'sbx provider' take them after their subcommand
     if contains -- $cmd image provider; and test (count $args) -eq 0
         printf '%s\n' -h --help
-    else if test (count $args) -eq 0; or contains -- $cmd rm logs preview image provider
+    else if contains -- $cmd image provider
+        # 'sbx image pull -': pull's own options
+        sbx __complete options $cmd $args[1] 2>/dev/null
+    else if test (count $args) -eq 0; or contains -- $cmd rm logs preview
         sbx __complete options $cmd 2>/dev/null
     end
 end
@@ -64,15 +67,15 @@ function __sbx_sub_at
     test (count $argv) -eq 2; or contains -- (count $args) $argv[3..-1]
 end
 
-# SB wanted here: exec, inspect, logs and preview take one, rm, pause and resume any number
+# SB wanted here: exec, logs and preview take one, inspect, rm, pause and resume any number
 function __sbx_wants_sandbox
     set -l cmd (__sbx_cmd); or return 1
     set -l args (__sbx_args); or return 1
     contains -- (commandline -opc)[-1] $__sbx_value_opts; and return 1
     switch $cmd
-        case exec inspect logs preview
+        case exec logs preview
             test (count $args) -eq 0
-        case rm pause resume
+        case inspect rm pause resume
             return 0
         case '*'
             return 1
@@ -91,7 +94,8 @@ complete -c sbx -n 'not __sbx_cmd' -a '(sbx __complete commands 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and string match -q -- "-*" (commandline -ct)' -a '(__sbx_options)'
 complete -c sbx -n '__sbx_wants_sandbox' -a '(sbx __complete sandboxes 2>/dev/null)'
 complete -c sbx -n 'test "$(__sbx_cmd)" = help; and test (count (__sbx_args)) -eq 0' -a '(sbx __complete commands 2>/dev/null)'
-complete -c sbx -n 'test "$(__sbx_cmd)" = cp; and not string match -q -- "-*" (commandline -ct)' -F -a '(for s in (sbx __complete sandboxes 2>/dev/null); echo $s:; end)'
+# cp: SB: or a host path; nothing for the PATH of SB:PATH, which is inside the sandbox
+complete -c sbx -n 'test "$(__sbx_cmd)" = cp; and not string match -q -- "-*" (commandline -ct); and not string match -q -- "*:*" (commandline -ct)' -F -a '(for s in (sbx __complete sandboxes 2>/dev/null); echo $s:; end)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --provider' -a '(sbx __complete providers 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --image' -a '(sbx __complete images 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at image "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'pull import ls rm prune'

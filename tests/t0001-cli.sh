@@ -117,4 +117,108 @@ test_expect_success '__complete answers commands and providers' '
 	sbx __complete providers >out && grep -qx local out
 '
 
+# expect_one_error_line_first FILE PATTERN: FILE's first line matches PATTERN (grep -E) and is the
+# only "sbx: error:" line
+expect_one_error_line_first() {
+	head -n 1 "$1" | grep -Eq -- "$2" && test "$(grep -c "^sbx: error:" "$1")" = 1 || {
+		say "stderr does not start with '$2':" >&2
+		cat "$1" >&2
+		return 1
+	}
+}
+
+test_expect_success 'an option a command does not have is unknown for it, not missing a value' '
+	expect_code 125 sbx ls -c 2>err &&
+	grep -qx "sbx: error: unknown option .-c. for .sbx ls." err &&
+	grep -qx "Usage: sbx ls \[OPTIONS\]" err && grep -q "^Run .sbx ls --help." err &&
+	test "$(wc -l <err)" = 3 &&
+	expect_code 125 sbx run -c true 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-c. for .sbx run.$" &&
+	expect_code 125 sbx rm -u x 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-u. for .sbx rm.$" &&
+	expect_code 125 sbx pause -e x 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-e. for .sbx pause.$" &&
+	expect_code 125 sbx preview -w x 1 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-w. for .sbx preview.$" &&
+	expect_code 125 sbx ls -qc 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-c. for .sbx ls.$" &&
+	expect_code 125 sbx image ls -f 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .-f. for .sbx image ls.$" &&
+	grep -q "^Run .sbx image --help." err
+'
+
+test_expect_success 'unknown long options name the command; a value where none is taken is said' '
+	expect_code 125 sbx ls --bogus 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .--bogus. for .sbx ls.$" &&
+	grep -q "^Run .sbx ls --help." err &&
+	expect_code 125 sbx logs --bogus=1 x 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .--bogus. for .sbx logs.$" &&
+	expect_code 125 sbx image pull --json x 2>err &&
+	expect_one_error_line_first err \
+		"^sbx: error: unknown option .--json. for .sbx image pull.$" &&
+	expect_code 125 sbx run --json -- true 2>err &&
+	expect_one_error_line_first err "^sbx: error: unknown option .--json. for .sbx run.$" &&
+	expect_code 125 sbx ls --json=yes 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .--json. takes no value$" &&
+	expect_code 125 sbx create --net- 2>err &&
+	expect_one_error_line_first err \
+		"^sbx: error: option .--net-. is ambiguous for .sbx create. \(--net-preset, --net-allow-private\)$"
+'
+
+test_expect_success 'an option that takes a value and has none still says so' '
+	expect_code 125 sbx exec box -c 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .-c. needs a value$" &&
+	expect_code 125 sbx exec -ic 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .-c. needs a value$" &&
+	expect_code 125 sbx exec -u 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .-u. needs a value$" &&
+	expect_code 125 sbx run -e 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .-e. needs a value$" &&
+	expect_code 125 sbx pause --grace 2>err &&
+	expect_one_error_line_first err "^sbx: error: option .--grace. needs a value$"
+'
+
+test_expect_success 'inspect takes --json (a no-op) and several sandboxes, each missing one said' '
+	sbx inspect --help >out && grep -q "^Usage: sbx inspect \[--json\] SB\.\.\.$" out &&
+	grep -q "^      --json " out &&
+	expect_code 125 sbx inspect --json nope >out 2>err && test ! -s out &&
+	expect_one_error_line err "^sbx: error: no such sandbox: .nope." &&
+	expect_code 125 sbx inspect nope1 nope2 >out 2>err &&
+	test "$(tr -d " \n" <out)" = "[]" &&
+	test "$(wc -l <err)" = 2 &&
+	head -n 1 err | grep -q "^sbx: error: no such sandbox: .nope1." &&
+	tail -n 1 err | grep -q "^sbx: error: no such sandbox: .nope2."
+'
+
+if test_have_prereq USERNS; then
+	test_expect_success 'inspect of several sandboxes: an array in the order given, the found ones' '
+		sbx create --name t1a >ida && sbx create --name t1b >idb &&
+		sbx inspect t1a >one && sbx inspect --json t1a >one-json && cmp one one-json &&
+		json_assert one "assert r[\"name\"] == \"t1a\" and r[\"state\"] == \"running\"" &&
+		sbx inspect t1b t1a >two &&
+		json_assert two "assert [x[\"name\"] for x in r] == [\"t1b\", \"t1a\"]" &&
+		json_assert two "assert r[1][\"id\"] == \"$(cat ida)\"" &&
+		expect_code 125 sbx inspect --json t1a nope t1b >some 2>err &&
+		json_assert some "assert [x[\"name\"] for x in r] == [\"t1a\", \"t1b\"]" &&
+		expect_one_error_line err "^sbx: error: no such sandbox: .nope." &&
+		sbx rm -f t1a t1b >/dev/null
+	'
+else
+	test_skip 'inspect of several sandboxes: an array in the order given, the found ones' \
+		'needs user namespaces'
+fi
+
+if test_have_prereq USERNS; then
+	test_expect_success 'exec -t without a terminal runs nothing: one line, 125' '
+		sbx create --name t1tty >/dev/null &&
+		expect_code 125 sbx exec -t t1tty touch /workspace/ran </dev/null >out 2>err &&
+		test ! -s out &&
+		expect_one_error_line err "^sbx: error: the input device is not a TTY: drop -t" &&
+		expect_code 1 sbx exec t1tty test -e /workspace/ran &&
+		sbx rm -f t1tty >/dev/null
+	'
+else
+	test_skip 'exec -t without a terminal runs nothing: one line, 125' 'needs user namespaces'
+fi
+
 test_done

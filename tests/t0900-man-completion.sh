@@ -239,4 +239,132 @@ else
 	test_skip 'man -l renders every page without a warning' 'man missing'
 fi
 
+test_expect_success 'sbx __complete options image SUB: that subcommand'"'"'s options only' '
+	sbx __complete options image pull >out &&
+	printf "%s\n" --platform --insecure -q --quiet -h --help >want && diff -u want out &&
+	sbx __complete options image import >out &&
+	printf "%s\n" --rootfs -h --help >want && diff -u want out &&
+	sbx __complete options image ls >out &&
+	printf "%s\n" -q --quiet --json -h --help >want && diff -u want out &&
+	sbx __complete options image list >out2 && diff -u want out2 &&
+	sbx __complete options image rm >out &&
+	printf "%s\n" -f --force -h --help >want && diff -u want out &&
+	sbx __complete options image prune >out && printf "%s\n" -h --help >want &&
+	diff -u want out &&
+	sbx __complete options provider ls >out && printf "%s\n" --json -h --help >want &&
+	diff -u want out &&
+	sbx __complete options image >all && sbx __complete options image nosuch >out &&
+	diff -u all out && grep -qx -- --rootfs all && grep -qx -- --force all
+'
+
+# zsh_complete LINE...: what _sbx hands compadd for "LINE" (last word = the cursor's), with
+# compadd, _call_program and _files stubbed: only a completion widget may call the real ones
+zsh_complete() {
+	mkdir -p "$TRASH/bin" && ln -sf "$SBX" "$TRASH/bin/sbx" &&
+	PATH="$TRASH/bin:$PATH" zsh -f -c '
+		compadd() { print -r -- "compadd $*"; }
+		_call_program() { shift; "$@"; }
+		_files() { print -r -- _files; }
+		compdef() { :; }
+		source "$1" || exit 1
+		shift
+		words=("$@")
+		CURRENT=$#
+		PREFIX=${words[-1]}
+		_sbx
+	' zsh "$COMP/_sbx" "$@"
+}
+
+test_expect_success 'bash, zsh and fish completions offer image pull only its own options' '
+	bash_complete sbx image pull - >out &&
+	sbx __complete options image pull >want && diff -u want out &&
+	bash_complete sbx image pull --platform linux/arm64 -- >out &&
+	printf "%s\n" --platform --insecure --quiet --help >want && diff -u want out &&
+	bash_complete sbx image ls -- >out &&
+	printf "%s\n" --quiet --json --help >want && diff -u want out &&
+	bash_complete sbx provider ls -- >out &&
+	printf "%s\n" --json --help >want && diff -u want out &&
+	if command -v zsh >/dev/null; then
+		zsh_complete sbx image pull -- >out &&
+		echo "compadd -- --platform --insecure -q --quiet -h --help" >want &&
+		diff -u want out
+	fi &&
+	if command -v fish >/dev/null; then
+		PATH="$TRASH/bin:$PATH" fish --no-config -c "source \"$COMP/sbx.fish\"; \
+			complete -C \"sbx image pull -\"" >out &&
+		grep -q "^--platform" out && ! grep -q -e "^--rootfs" -e "^--json" -e "^--force" out
+	fi
+'
+
+# bash_complete_opts LINE...: as bash_complete, and the compopt calls go to the file compopt
+bash_complete_opts() {
+	: >"$TRASH/compopt" &&
+	PATH="$TRASH/bin:$PATH" bash --norc --noprofile -c '
+		compopt() { echo "$*" >>"$TRASH/compopt"; }
+		. "$1" || exit 1
+		shift
+		COMP_WORDS=("$@")
+		COMP_CWORD=$(($# - 1))
+		COMPREPLY=()
+		_sbx || exit 1
+		[ ${#COMPREPLY[@]} -eq 0 ] || printf "%s\n" "${COMPREPLY[@]}"
+	' bash "$COMP/sbx.bash" "$@"
+}
+
+if test_have_prereq USERNS; then
+	test_expect_success 'bash completion of cp: SB: unescaped, host paths quoted, nothing after SB:' '
+		export TRASH &&
+		sbx create --name t0900cp >/dev/null && mkdir t0900dir && : >"t0900 file" &&
+		bash_complete_opts sbx cp t0900 >out && sort out >sorted &&
+		printf "%s\n" "t0900\\ file" t0900cp: t0900dir/ >want && diff -u want sorted &&
+		! grep -q filenames compopt && grep -qx -- "-o nospace" compopt &&
+		bash_complete_opts sbx cp t0900c >out && echo t0900cp: >want && diff -u want out &&
+		bash_complete_opts sbx cp t0900cp : "" >out && test ! -s out &&
+		bash_complete_opts sbx cp t0900cp : /tm >out && test ! -s out &&
+		bash_complete_opts sbx cp t0900cp : /tmp/x t0900cp >out && echo t0900cp: >want &&
+		diff -u want out &&
+		bash_complete_opts sbx cp "t0900 f" >out && echo "t0900 file" >want &&
+		diff -u want out && grep -qx -- "-o filenames" compopt &&
+		sbx rm -f t0900cp >/dev/null
+	'
+
+	test_expect_success 'fish completion of cp: SB: or host paths, nothing after SB:' '
+		test_have_prereq fish || exit 0
+		sbx create --name t0900fc >/dev/null && mkdir fc && cd fc && : >t0900host &&
+		PATH="$TRASH/bin:$PATH" fish --no-config -c "source \"$COMP/sbx.fish\"; \
+			complete -C \"sbx cp t0900\"" >out &&
+		sort out >got && printf "%s\n" t0900fc: t0900host >want && diff -u want got &&
+		PATH="$TRASH/bin:$PATH" fish --no-config -c "source \"$COMP/sbx.fish\"; \
+			complete -C \"sbx cp t0900fc:/t\"" >out && test ! -s out &&
+		sbx rm -f t0900fc >/dev/null
+	'
+
+	test_expect_success 'inspect completes one sandbox after another' '
+		sbx create --name t0900i1 >/dev/null && sbx create --name t0900i2 >/dev/null &&
+		bash_complete sbx inspect t0900i1 t0900i >out && sort out >sorted &&
+		printf "%s\n" t0900i1 t0900i2 >want && diff -u want sorted &&
+		bash_complete sbx inspect --json t0900i1 t0900i2 t0900 >out && sort out >sorted &&
+		diff -u want sorted &&
+		sbx rm -f t0900i1 t0900i2 >/dev/null
+	'
+else
+	test_skip 'bash completion of cp: SB: unescaped, host paths quoted, nothing after SB:' \
+		'needs user namespaces'
+	test_skip 'fish completion of cp: SB: or host paths, nothing after SB:' \
+		'needs user namespaces'
+	test_skip 'inspect completes one sandbox after another' 'needs user namespaces'
+fi
+
+test_expect_success 'image --help shows import from stdin; preview --help names every JSON key' '
+	sbx image --help >out && grep -q "^       sbx image import FILE|-$" out &&
+	grep -qF "*sbx image import* FILE|-++" "$MAN/sbx-image.1.scd" &&
+	sbx preview --help >out &&
+	for k in url port host_port public auth token; do
+		tr -s " \n" " " <out | grep -q "{[a-z_, ]*\<$k\>[a-z_, ]*}" ||
+			{ echo "preview --help: no $k"; exit 1; }
+		sed -n "/^\*--json\*/,/^$/p" "$MAN/sbx-preview.1.scd" | grep -q "\*$k\*" ||
+			{ echo "sbx-preview.1.scd --json: no $k"; exit 1; }
+	done
+'
+
 test_done
