@@ -7,6 +7,7 @@
 
 #include "core/image.h"
 #include "core/json.h"
+#include "core/strbuf.h"
 
 /* the images of the store, as people type them: REPOSITORY:TAG (REPOSITORY@DIGEST for a ref
  * by digest); nothing at all when the store has none or cannot be read */
@@ -51,6 +52,38 @@ static size_t line_options(const char *line, char *opts[], size_t max)
 		}
 	}
 	return n;
+}
+
+/* every option of every command that takes the next word as its value ("-e, --env K=V": the
+ * option column names a value after it), once each */
+static void print_value_options(void)
+{
+	struct strbuf seen = STRBUF_INIT;
+
+	strbuf_addch(&seen, ' ');
+	for (const struct sbx_command *c = sbx_commands; c->name; c++) {
+		_cleanup_free_ char *help = cmd_help_text(c);
+		for (const char *l = help; *l;) {
+			const char *eol = strchrnul(l, '\n');
+			_cleanup_free_ char *line = xstrndup(l, (size_t)(eol - l));
+			l = *eol ? eol + 1 : eol;
+			char *opts[4];
+			size_t n = line_options(line, opts, ARRAY_SIZE(opts));
+			/* what follows the last option: " VALUE" takes one, "   text" does not */
+			const char *after = n ? strstr(line, opts[n - 1]) + strlen(opts[n - 1])
+					      : "";
+			bool value = after[0] == ' ' && after[1] && after[1] != ' ';
+			for (size_t i = 0; i < n; i++) {
+				_cleanup_free_ char *key = xasprintf(" %s ", opts[i]);
+				if (value && !strstr(strbuf_str(&seen), key)) {
+					puts(opts[i]);
+					strbuf_addstr(&seen, key + 1);
+				}
+				free(opts[i]);
+			}
+		}
+	}
+	strbuf_release(&seen);
 }
 
 /* whether opt is among the options of the usage lines of 'sbx CMD SUB' ("[-q]", "[--json]") */
@@ -146,6 +179,8 @@ int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx)
 		sbx_strv_free(ids);
 	} else if (streq(what, "images")) {
 		print_images(ctx);
+	} else if (streq(what, "value-options")) {
+		print_value_options();
 	} else if (streq(what, "options")) {
 		if (argc < 3)
 			return cmd_usage_error("__complete", "missing command");

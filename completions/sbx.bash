@@ -2,8 +2,8 @@
 # so new commands, options, sandboxes and providers need no change here.
 # Install as /usr/share/bash-completion/completions/sbx, or source it from ~/.bashrc.
 
-# options whose value is the next word
-_sbx_value_opts=' -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user --cpus --memory --pids-limit --disk --ttl --ttl-action --grace --net --net-preset --add-host --host-port --image --platform '
+# options whose value is the next word: asked of the binary once ('sbx __complete value-options')
+_sbx_value_opts=''
 
 # the word at the cursor, with the pieces COMP_WORDBREAKS split off at ':' joined again
 # (tiny:1, localhost:5000/app:v2), into _sbx_word; the index of its first piece into _sbx_word_at
@@ -63,6 +63,8 @@ _sbx()
 	[ "$COMP_CWORD" -gt 0 ] && prev=${COMP_WORDS[COMP_CWORD - 1]}
 	# shellcheck disable=SC2088 # a literal ~/ typed on the command line
 	[[ $sbx == '~/'* ]] && sbx=$HOME/${sbx#'~/'}
+	[ -n "$_sbx_value_opts" ] ||
+		_sbx_value_opts=" $("$sbx" __complete value-options 2>/dev/null | tr '\n' ' ') "
 
 	# the command: the first word that is not a global option
 	for ((i = 1; i < COMP_CWORD; i++)); do

@@ -2,10 +2,8 @@
 # so new commands, options, sandboxes and providers need no change here.
 # Install as sbx.fish in a directory of $fish_complete_path (e.g. /usr/share/fish/vendor_completions.d).
 
-# options whose value is the next word
-set -g __sbx_value_opts -e --env --env-file -w --workdir -v --volume --name --label --provider --timeout -c -u --user \
-    --cpus --memory --pids-limit --disk --ttl --ttl-action --grace --net --net-preset --add-host --host-port \
-    --image --platform
+# options whose value is the next word, asked of the binary once
+set -g __sbx_value_opts (command sbx __complete value-options 2>/dev/null)
 
 # the command: the first word after 'sbx' that is not a global option
 function __sbx_cmd

@@ -145,4 +145,13 @@ test_expect_success 'create/run -h with anything else is an error naming --hostn
 	no_sandbox_left
 '
 
+test_expect_success 'a create option is known to help, completion and the value-taking list from its table alone' '
+	sbx create --help >h && grep -q -- "--hostname NAME" h &&
+	sbx run --help >h && grep -q -- "--hostname NAME" h &&
+	sbx __complete options create >o && grep -qx -- --hostname o &&
+	sbx __complete options run >o && grep -qx -- --hostname o && ! grep -qx -- --json o &&
+	sbx __complete value-options >v && grep -qx -- --hostname v && grep -qx -- -e v &&
+	! grep -qx -- --net-allow-private v && ! grep -qx -- --json v
+'
+
 test_done
