@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <stdarg.h>
-#include <sys/wait.h>
 
 int sbx_err_set(struct sbx_err *err, enum sbx_errkind kind, const char *fmt, ...)
 {
@@ -60,41 +59,3 @@ void sbx_err_clear(struct sbx_err *err)
 }
 
 /* --- children's outcomes -------------------------------------------------------------------- */
-
-void sbx_err_send(int fd, const struct sbx_err *err)
-{
-	struct sbx_err ok = { 0 };
-
-	(void)sbx_write_all(fd, err ? err : &ok, sizeof(ok));
-}
-
-int sbx_err_recv(int fd, pid_t pid, const char *what, struct sbx_err *err)
-{
-	struct sbx_err got;
-	size_t have = 0;
-	int st = 0;
-
-	while (waitpid(pid, &st, 0) < 0) {
-		if (errno != EINTR)
-			return sbx_err_errno(err, "cannot wait for the %s process", what);
-	}
-	while (have < sizeof(got)) {
-		ssize_t n = read(fd, (char *)&got + have, sizeof(got) - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		have += (size_t)n;
-	}
-	if (have == sizeof(got) && got.kind != SBX_E_NONE) {
-		got.msg[sizeof(got.msg) - 1] = 0;
-		*err = got;
-		return -1;
-	}
-	if (have == sizeof(got) && WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return 0;
-	if (WIFSIGNALED(st))
-		return sbx_err_set(err, SBX_E_SYSTEM, "the %s process was killed by signal %d",
-				   what, WTERMSIG(st));
-	return sbx_err_set(err, SBX_E_SYSTEM, "the %s process exited without a report", what);
-}

@@ -36,7 +36,8 @@ _printf_(2, 3) int sbx_err_prefix(struct sbx_err *err, const char *fmt, ...);
 void sbx_err_clear(struct sbx_err *err);
 
 /* a forked child's outcome: the child sends err (NULL: success) on fd once; the parent waits
- * for pid, then reads it (a child that died without a word is an error naming what) */
+ * for pid, then reads it (a child that died without a word is an error naming what); a report
+ * as every child's (core/proc.c) */
 void sbx_err_send(int fd, const struct sbx_err *err);
 int sbx_err_recv(int fd, pid_t pid, const char *what, struct sbx_err *err);
 

@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/err.h"
 #include "core/util.h"
 
 /* /proc/PID/stat from its fourth field on (after "PID (comm) STATE", comm may hold spaces and
@@ -177,4 +179,37 @@ ssize_t sbx_proc_read_report(int fd, void *buf, size_t len)
 		got += (size_t)n;
 	}
 	return (ssize_t)got;
+}
+
+/* struct sbx_err as a report (core/err.h): the outcome of a forked child */
+void sbx_err_send(int fd, const struct sbx_err *err)
+{
+	struct sbx_err ok = { 0 };
+
+	(void)sbx_proc_report(fd, err ? err : &ok, sizeof(ok));
+}
+
+int sbx_err_recv(int fd, pid_t pid, const char *what, struct sbx_err *err)
+{
+	struct sbx_err got;
+	size_t have = 0;
+	int st = 0;
+
+	while (waitpid(pid, &st, 0) < 0) {
+		if (errno != EINTR)
+			return sbx_err_errno(err, "cannot wait for the %s process", what);
+	}
+	ssize_t n = sbx_proc_read_report(fd, &got, sizeof(got));
+	have = n > 0 ? (size_t)n : 0;
+	if (have == sizeof(got) && got.kind != SBX_E_NONE) {
+		got.msg[sizeof(got.msg) - 1] = 0;
+		*err = got;
+		return -1;
+	}
+	if (have == sizeof(got) && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	if (WIFSIGNALED(st))
+		return sbx_err_set(err, SBX_E_SYSTEM, "the %s process was killed by signal %d",
+				   what, WTERMSIG(st));
+	return sbx_err_set(err, SBX_E_SYSTEM, "the %s process exited without a report", what);
 }
