@@ -26,6 +26,7 @@
 #include <termios.h>
 
 #include "core/log.h"
+#include "core/proc.h"
 #include "core/store.h"
 
 /* syscalls refused with EPERM: kernel keyring, BPF, kexec, modules, accounting, swap, reboot,
@@ -358,14 +359,6 @@ int sbx_confine_finish(const int *keep, size_t n_keep, int null_fd, const void *
 
 #define JAIL_AT "/tmp" /* where the jail's root is assembled, in its own mount namespace */
 
-static int write_proc(pid_t pid, const char *file, const char *text)
-{
-	char p[64];
-
-	snprintf(p, sizeof(p), "/proc/%d/%s", (int)pid, file);
-	return sbx_write_file(p, text);
-}
-
 bool sbx_ids_mapped(unsigned long base, unsigned long count)
 {
 	_cleanup_free_ char *t = NULL;
@@ -394,20 +387,7 @@ static bool all_ids(void)
 /* root: every id as itself; otherwise the caller's ids as 0 */
 static int jail_maps(pid_t pid, bool all)
 {
-	char m[64];
-
-	if (all)
-		return write_proc(pid, "uid_map", "0 0 4294967295\n") < 0 ||
-				write_proc(pid, "gid_map", "0 0 4294967295\n") < 0
-			? -1
-			: 0;
-	if (write_proc(pid, "setgroups", "deny") < 0 && errno != ENOENT)
-		return -1;
-	snprintf(m, sizeof(m), "0 %u 1\n", (unsigned)geteuid());
-	if (write_proc(pid, "uid_map", m) < 0)
-		return -1;
-	snprintf(m, sizeof(m), "0 %u 1\n", (unsigned)getegid());
-	return write_proc(pid, "gid_map", m);
+	return sbx_proc_write_id_maps(pid, 0, all ? 4294967295ul : 0);
 }
 
 static int jail_maps_of(pid_t pid, void *all)

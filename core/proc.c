@@ -213,3 +213,30 @@ int sbx_err_recv(int fd, pid_t pid, const char *what, struct sbx_err *err)
 				   what, WTERMSIG(st));
 	return sbx_err_set(err, SBX_E_SYSTEM, "the %s process exited without a report", what);
 }
+
+int sbx_proc_write(pid_t pid, const char *file, const char *text)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	return sbx_write_file(path, text);
+}
+
+int sbx_proc_write_id_maps(pid_t pid, unsigned long base, unsigned long count)
+{
+	char m[64];
+
+	if (count == 0) {
+		if (sbx_proc_write(pid, "setgroups", "deny") < 0 && errno != ENOENT)
+			return -1;
+		snprintf(m, sizeof(m), "0 %u 1\n", (unsigned)geteuid());
+		if (sbx_proc_write(pid, "uid_map", m) < 0)
+			return -1;
+		snprintf(m, sizeof(m), "0 %u 1\n", (unsigned)getegid());
+		return sbx_proc_write(pid, "gid_map", m);
+	}
+	snprintf(m, sizeof(m), "0 %lu %lu\n", base, count);
+	if (sbx_proc_write(pid, "uid_map", m) < 0)
+		return -1;
+	return sbx_proc_write(pid, "gid_map", m);
+}

@@ -37,4 +37,11 @@ int sbx_proc_report(int fd, const void *msg, size_t len);
 /* the bytes read (len: a whole report; 0: none, the pipe closed), -1 with errno */
 ssize_t sbx_proc_read_report(int fd, void *buf, size_t len);
 
+/* writes text to /proc/PID/FILE; -1 with errno */
+int sbx_proc_write(pid_t pid, const char *file, const char *text);
+/* the id maps of pid's new user namespace, uids and gids alike: 0..count-1 inside as base..
+ * outside; count 0: the caller's own uid and gid alone, as 0 (setgroups denied first, as the
+ * kernel asks of a writer without CAP_SETGID outside); -1 with errno */
+int sbx_proc_write_id_maps(pid_t pid, unsigned long base, unsigned long count);
+
 #endif

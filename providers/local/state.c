@@ -51,20 +51,8 @@ int local_read_pids(const char *dir, struct local_pids *ret)
 
 int local_write_maps(pid_t pid, bool map_range)
 {
-	char path[64], map[64];
-
-	snprintf(path, sizeof(path), "/proc/%d/setgroups", (int)pid);
-	if (!map_range && sbx_write_file(path, "deny") < 0 && errno != ENOENT)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
-	snprintf(map, sizeof(map), "0 %u %u\n", map_range ? LOCAL_UID_BASE : (unsigned)geteuid(),
-		 map_range ? LOCAL_UID_COUNT : 1u);
-	if (sbx_write_file(path, map) < 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
-	snprintf(map, sizeof(map), "0 %u %u\n", map_range ? LOCAL_UID_BASE : (unsigned)getegid(),
-		 map_range ? LOCAL_UID_COUNT : 1u);
-	return sbx_write_file(path, map);
+	return map_range ? sbx_proc_write_id_maps(pid, LOCAL_UID_BASE, LOCAL_UID_COUNT)
+			 : sbx_proc_write_id_maps(pid, 0, 0);
 }
 
 const char *local_hostname(const struct sbx_record *rec)
