@@ -1,8 +1,8 @@
-/* What the archive files share. Which file does what (each calls only archive-lib.c):
- *   archive.c          cp: packing a host path into a tar stream
+/* What the archive files share. Which file does what (each calls only archive.c):
  *   archive-extract.c  cp: unpacking a tar stream under a destination, never outside it
  *   archive-layer.c    image layers: unpacking with OCI whiteouts made overlay's
- *   archive-lib.c      libarchive's functions (dlopen'ed), its errors in words, name sets */
+ *   archive.c          libarchive's functions (dlopen'ed), its errors in words, name sets; and
+ *                      cp: packing a host path into a tar stream */
 #ifndef SBX_CORE_ARCHIVE_INT_H
 #define SBX_CORE_ARCHIVE_INT_H
 
