@@ -6,6 +6,8 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <strings.h>
 
 #include "core/lazy.h"
@@ -179,6 +181,9 @@ void sbx_url_escape(struct strbuf *sb, const char *s)
 
 /* --- one request -------------------------------------------------------------------------- */
 
+#define WRITEBACK (2LL << 20)
+#define MAX_REDIRS 5
+
 struct xfer {
 	const struct sbx_http_req *req;
 	struct sbx_http_resp *resp;
@@ -196,36 +201,55 @@ static bool ok_status(const struct xfer *x)
 	return code >= 200 && code < 300;
 }
 
+/* the most 2xx body bytes taken */
+static long long body_cap(const struct sbx_http_req *q)
+{
+	bool mem = !q->on_data && q->out_fd < 0;
+	long long cap = q->max_body > 0 ? q->max_body : LLONG_MAX;
+
+	return mem && cap > BODY_MAX ? BODY_MAX : cap;
+}
+
 static size_t on_write(char *p, size_t size, size_t n, void *u)
 {
 	struct xfer *x = u;
 	const struct sbx_http_req *q = x->req;
+	struct sbx_http_resp *r = x->resp;
 	size_t len = size * n;
 
 	x->tdata = sbx_now_ms();
 	if (!ok_status(x)) {
-		size_t have = x->resp->body.len;
+		size_t have = r->body.len;
 		size_t room = have < EBODY_MAX ? EBODY_MAX - have : 0;
-		strbuf_add(&x->resp->body, p, len < room ? len : room);
+		strbuf_add(&r->body, p, len < room ? len : room);
 		return len;
+	}
+	if (r->got + (long long)len > body_cap(q)) {
+		r->too_big = true;
+		return 0;
 	}
 	if (q->on_data) {
 		if (!q->on_data(p, len, q->arg)) {
-			x->resp->aborted = true;
+			r->aborted = true;
 			return 0;
 		}
 	} else if (q->out_fd >= 0) {
 		if (sbx_write_all(q->out_fd, p, len) < 0) {
-			x->resp->write_errno = errno;
+			r->write_errno = errno;
 			return 0;
 		}
+		if (q->sha)
+			sbx_sha256_update(q->sha, p, len);
+		long long from = r->got / WRITEBACK * WRITEBACK;
+		long long to = (r->got + (long long)len) / WRITEBACK * WRITEBACK;
+		if (q->writeback && to > from)
+			(void)sync_file_range(q->out_fd, from, to - from, SYNC_FILE_RANGE_WRITE);
 	} else {
-		if (x->resp->body.len + len > BODY_MAX) {
-			x->resp->aborted = true;
-			return 0;
-		}
-		strbuf_add(&x->resp->body, p, len);
+		strbuf_add(&r->body, p, len);
 	}
+	r->got += (long long)len;
+	if (q->on_progress)
+		q->on_progress(r->got, q->arg);
 	return len;
 }
 
@@ -238,6 +262,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *u)
 	if (len >= 5 && !strncmp(p, "HTTP/", 5)) {
 		/* a new response (after a 100 or a redirect): only the last one's headers count */
 		json_object_clear(x->resp->headers);
+		json_array_clear(x->resp->header_list);
 		return len;
 	}
 	const char *colon = memchr(p, ':', len);
@@ -251,11 +276,14 @@ static size_t on_header(char *p, size_t size, size_t n, void *u)
 	while (e > b && strchr(" \t\r\n", e[-1]))
 		*--e = 0;
 	json_object_set_new(x->resp->headers, name, json_string(b));
+	json_array_append_new(x->resp->header_list, json_pack("[ss]", name, b));
 	free(name);
 	free(v);
 	return len;
 }
 
+/* about once a second even when nothing arrives: the exact stall check (curl's own low-speed
+ * check averages over several seconds), cancel, and progress that goes on moving */
 static int on_xferinfo(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
 		       curl_off_t ulnow)
 {
@@ -269,6 +297,8 @@ static int on_xferinfo(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t
 		x->stalled = true;
 		return 1;
 	}
+	if (x->req->on_progress && ok_status(x))
+		x->req->on_progress(x->resp->got, x->req->arg);
 	return 0;
 }
 
@@ -297,7 +327,8 @@ void sbx_http_resp_release(struct sbx_http_resp *r)
 {
 	strbuf_release(&r->body);
 	json_decref(r->headers);
-	r->headers = NULL;
+	json_decref(r->header_list);
+	r->headers = r->header_list = NULL;
 }
 
 const char *sbx_http_header(const struct sbx_http_resp *r, const char *lower_name)
@@ -305,21 +336,46 @@ const char *sbx_http_header(const struct sbx_http_resp *r, const char *lower_nam
 	return json_string_value(json_object_get(r->headers, lower_name));
 }
 
-static int transport_error(const struct sbx_http_req *q, struct xfer *x, CURLcode c,
+void sbx_http_session_release(struct sbx_http_session *s)
+{
+	if (s->h)
+		sbx_curl.easy_cleanup(s->h);
+	s->h = NULL;
+}
+
+/* a transport failure in words: what failed first, the host (never the path), what to do */
+static int transport_error(const struct sbx_http_req *q, struct xfer *x, CURLcode c, bool plain,
 			   const char *errbuf, const char *what, struct sbx_err *err)
 {
-	_cleanup_free_ char *host = sbx_url_host(q->url);
+	char *eff = NULL;
+	(void)sbx_curl.easy_getinfo(x->h, CURLINFO_EFFECTIVE_URL, &eff);
+	_cleanup_free_ char *host = sbx_url_host(eff ? eff : q->url);
 	const char *why = errbuf[0] ? errbuf : sbx_curl.easy_strerror(c);
+	const char *f = q->fetching, *while_ = f ? " while fetching " : "";
+	struct sbx_http_resp *r = x->resp;
 
-	if (x->resp->write_errno) {
-		errno = x->resp->write_errno;
+	if (!f)
+		f = "";
+	r->transient = sbx_curl_transient(c) && !r->too_big && !r->write_errno;
+	if (r->too_big) {
+		if (*f)
+			return sbx_err_set(err, SBX_E_REMOTE, "%s is larger than %lld bytes", f,
+					   body_cap(q));
+		return sbx_err_set(err, SBX_E_REMOTE, "%s (%s) sent an answer larger than %lld MiB",
+				   what, host, body_cap(q) >> 20);
+	}
+	if (r->write_errno) {
+		errno = r->write_errno;
+		if (*f)
+			return sbx_err_errno(err, "cannot save %s", f);
 		return sbx_err_errno(err, "cannot write what %s sent", what);
 	}
 	if (x->stalled)
-		return sbx_err_set(err, SBX_E_NETWORK, "%s (%s) stalled: nothing for %ld seconds",
-				   what, host, x->stall_s);
+		return sbx_err_set(err, SBX_E_NETWORK,
+				   "%s (%s) stalled: nothing for %ld seconds%s%s", what, host,
+				   x->stall_s, while_, f);
 	if (c == CURLE_OPERATION_TIMEDOUT) {
-		x->resp->timed_out = true;
+		r->timed_out = true;
 		return sbx_err_set(err, SBX_E_NETWORK, "%s (%s) did not answer in time: %s", what,
 				   host, why);
 	}
@@ -332,8 +388,20 @@ static int transport_error(const struct sbx_http_req *q, struct xfer *x, CURLcod
 		return sbx_err_set(err, SBX_E_NETWORK, "cannot connect to %s at %s: %s", what, host,
 				   why);
 	if (sbx_curl_tls_error(c))
-		return sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s at %s: %s", what,
-				   host, why);
+		return sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s at %s: %s%s",
+				   what, host, why, q->tls_hint ? q->tls_hint : "");
+	if (c == CURLE_TOO_MANY_REDIRECTS)
+		return sbx_err_set(err, SBX_E_REMOTE, "%s (%s) redirected more than %d times%s%s",
+				   what, host, MAX_REDIRS, while_, f);
+	long redirects = 0;
+	(void)sbx_curl.easy_getinfo(x->h, CURLINFO_REDIRECT_COUNT, &redirects);
+	if (c == CURLE_UNSUPPORTED_PROTOCOL && q->follow &&
+	    (redirects > 0 || (eff && !streq(eff, q->url)))) {
+		_cleanup_free_ char *first = sbx_url_host(q->url);
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "%s (%s) redirected %s to a URL that is not %s", what, first,
+				   *f ? f : "a request", plain ? "http or https" : "https");
+	}
 	if (c == CURLE_UNSUPPORTED_PROTOCOL)
 		return sbx_err_set(err, SBX_E_CONFIG,
 				   "refusing '%s': %s is reached over https only "
@@ -350,6 +418,17 @@ static size_t mime_read(char *buf, size_t size, size_t n, void *u)
 	return on_read(buf, size, n, u);
 }
 
+/* a transfer handle: the session's, reset, or a new one */
+static CURL *handle(const struct sbx_http_req *q)
+{
+	if (!q->session)
+		return sbx_curl.easy_init();
+	if (!q->session->h)
+		return q->session->h = sbx_curl.easy_init();
+	sbx_curl.easy_reset(q->session->h);
+	return q->session->h;
+}
+
 int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, const char *what,
 		     struct sbx_err *err)
 {
@@ -360,9 +439,10 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 
 	memset(resp, 0, sizeof(*resp));
 	resp->headers = json_object();
+	resp->header_list = json_array();
 	if (sbx_curl_load(err) < 0)
 		return -1;
-	CURL *h = cu->easy_init();
+	CURL *h = handle(q);
 	if (!h)
 		return sbx_err_set(err, SBX_E_SYSTEM, "cannot start a libcurl transfer");
 	struct xfer x = { .req = q,
@@ -371,6 +451,7 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 			  .tdata = sbx_now_ms(),
 			  .stall_s = q->stall_s > 0 ? q->stall_s : 30 };
 	const char *method = q->method ? q->method : (q->body || q->body_fd >= 0 ? "POST" : "GET");
+	bool plain = q->insecure || sbx_url_is_loopback(q->url);
 
 	(void)cu->easy_setopt(h, CURLOPT_URL, q->url);
 	(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
@@ -380,8 +461,14 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 	(void)cu->easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	if (q->timeout_ms > 0)
 		(void)cu->easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)q->timeout_ms);
-	if (sbx_curl_protocols(h, sbx_url_is_loopback(q->url)) < 0) {
-		cu->easy_cleanup(h);
+	if (q->follow) {
+		(void)cu->easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+		(void)cu->easy_setopt(h, CURLOPT_MAXREDIRS, (long)MAX_REDIRS);
+		(void)cu->easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 0L);
+	}
+	if (sbx_curl_protocols(h, plain) < 0) {
+		if (!q->session)
+			cu->easy_cleanup(h);
 		return sbx_err_set(err, SBX_E_SYSTEM, "libcurl refuses to limit its protocols");
 	}
 	for (const char *const *p = q->headers; p && *p; p++)
@@ -424,16 +511,18 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 	sbx_debug("%s %s: %s in %lld ms", method, q->url,
 		  c == CURLE_OK ? "answered" : cu->easy_strerror(c), sbx_now_ms() - t0);
 	int r = 0;
-	if (c == CURLE_WRITE_ERROR && resp->aborted && !q->on_data) {
-		_cleanup_free_ char *host = sbx_url_host(q->url);
-		r = sbx_err_set(err, SBX_E_REMOTE, "%s (%s) sent an answer larger than %d MiB",
-				what, host, BODY_MAX >> 20);
-	} else if (c == CURLE_OK || (c == CURLE_WRITE_ERROR && resp->aborted) ||
-		   (c == CURLE_ABORTED_BY_CALLBACK && resp->aborted))
+	if (c == CURLE_OK || (c == CURLE_WRITE_ERROR && resp->aborted) ||
+	    (c == CURLE_ABORTED_BY_CALLBACK && resp->aborted))
 		(void)cu->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	else
-		r = transport_error(q, &x, c, errbuf, what, err);
-	cu->easy_cleanup(h);
+		r = transport_error(q, &x, c, plain, errbuf, what, err);
+	/* the session's handle outlives errbuf and x: nothing of them stays set on it */
+	if (q->session) {
+		(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+		(void)cu->easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	} else {
+		cu->easy_cleanup(h);
+	}
 	if (mime)
 		cu->mime_free(mime);
 	cu->slist_free_all(hdrs);

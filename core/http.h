@@ -10,6 +10,7 @@
 #define CURL_DISABLE_DEPRECATION 1
 #include <curl/curl.h>
 
+#include "core/digest.h"
 #include "core/err.h"
 #include "core/strbuf.h"
 
@@ -47,6 +48,12 @@ int sbx_curl_protocols(CURL *h, bool plain);
 
 /* --- one request -------------------------------------------------------------------------- */
 
+/* a connection kept between the requests of one caller (one thread), e.g. one image pull */
+struct sbx_http_session {
+	CURL *h;
+};
+void sbx_http_session_release(struct sbx_http_session *s);
+
 struct sbx_http_req {
 	const char *method;	    /* NULL: GET, or POST with a body */
 	const char *url;	    /* http:// only to a loopback host */
@@ -64,6 +71,18 @@ struct sbx_http_req {
 	long long timeout_ms;	       /* the whole exchange (0: none) */
 	long stall_s;		       /* no byte for this long: fail (0: 30) */
 	volatile sig_atomic_t *cancel; /* non-zero: stop (checked about once a second) */
+	struct sbx_http_session *session; /* NULL: a connection for this request alone */
+	bool follow;	/* follow up to 5 redirects (a custom Authorization stays with the first host) */
+	bool insecure;	/* plain http to any host, not only to loopback (the user asked for it) */
+	long long max_body; /* a longer 2xx body fails (0: none; in memory at most 16 MiB anyway) */
+	/* with out_fd, a file being filled: fed each byte written (a verified download), and
+	 * written back every 2 MiB as it goes, so that an fsync at the end has little left to do */
+	struct sbx_sha256 *sha;
+	bool writeback;
+	/* the 2xx body bytes so far, after each piece and about once a second (gets arg) */
+	void (*on_progress)(long long got, void *arg);
+	const char *fetching; /* what the request fetches ("the manifest"), for messages, or NULL */
+	const char *tls_hint; /* appended to the message of a TLS failure */
 };
 
 #define SBX_HTTP_REQ_INIT                   \
@@ -78,14 +97,19 @@ struct sbx_http_resp {
 	bool timed_out;	    /* timeout_ms passed */
 	bool aborted;	    /* on_data said stop, or cancel was set */
 	int write_errno;    /* out_fd failed */
+	long long got;	    /* bytes of a 2xx body */
+	bool too_big;	    /* the body passed max_body (or 16 MiB in memory) */
+	bool transient;	    /* a transport failure worth another attempt of an idempotent request */
+	json_t *header_list; /* every header of the last response, in order: [lowercase name, value] */
 };
 
 void sbx_http_resp_release(struct sbx_http_resp *r);
 const char *sbx_http_header(const struct sbx_http_resp *r, const char *lower_name);
 
 /* performs req: 0 when an answer came (any status, resp->status set), -1 with err for a
- * transport failure (SBX_E_NETWORK: connect, TLS, timeout; names the host, never the path).
- * what: "E2B" or "Daytona", for messages. */
+ * transport failure (SBX_E_NETWORK: connect, TLS, timeout; names the host, never the path;
+ * SBX_E_REMOTE: a body over its cap, a redirect refused). what: who answers, for messages
+ * ("E2B", "Daytona", "registry"). The one place that sets libcurl's options and words its errors. */
 int sbx_http_perform(const struct sbx_http_req *req, struct sbx_http_resp *resp, const char *what,
 		     struct sbx_err *err);
 
