@@ -67,13 +67,13 @@ struct sbx_http_req {
 	 * out_fd, or kept in resp->body (at most 16 MiB) */
 	bool (*on_data)(const char *p, size_t n, void *arg);
 	void *arg;
-	int out_fd;		       /* -1: none */
-	long long timeout_ms;	       /* the whole exchange (0: none) */
-	long stall_s;		       /* no byte for this long: fail (0: 30) */
-	volatile sig_atomic_t *cancel; /* non-zero: stop (checked about once a second) */
+	int out_fd;			  /* -1: none */
+	long long timeout_ms;		  /* the whole exchange (0: none) */
+	long stall_s;			  /* no byte for this long: fail (0: 30) */
+	volatile sig_atomic_t *cancel;	  /* non-zero: stop (checked about once a second) */
 	struct sbx_http_session *session; /* NULL: a connection for this request alone */
-	bool follow;	/* follow up to 5 redirects (a custom Authorization stays with the first host) */
-	bool insecure;	/* plain http to any host, not only to loopback (the user asked for it) */
+	bool follow; /* follow up to 5 redirects (a custom Authorization stays with the first host) */
+	bool insecure; /* plain http to any host, not only to loopback (the user asked for it) */
 	long long max_body; /* a longer 2xx body fails (0: none; in memory at most 16 MiB anyway) */
 	/* with out_fd, a file being filled: fed each byte written (a verified download), and
 	 * written back every 2 MiB as it goes, so that an fsync at the end has little left to do */
