@@ -14,7 +14,7 @@
 /* the layout written; a record of a later one is refused, not misread */
 #define SBX_CONFIG_VERSION 1
 
-/* what a provider can honour (struct sbx_provider.caps); sbx_caps_names() names them */
+/* what a provider can honour (struct sbx_provider.caps); sbx_cap_names names them */
 enum sbx_cap {
 	SBX_CAP_EXEC_STDIN = 1u << 0,	/* exec -i */
 	SBX_CAP_EXEC_TTY = 1u << 1,	/* exec -t */

@@ -11,6 +11,7 @@
 #include "core/archive.h"
 #include "core/confine.h"
 #include "core/log.h"
+#include "providers/provider.h"
 
 /* SB's record and provider, with the sandbox's lock held (shared, as exec holds it) for the
  * whole copy: a pause, a release, a resume or an rm waits for the copy to end, and the copy

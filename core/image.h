@@ -8,7 +8,7 @@
 #include "core/store.h"
 
 /* run by root, layers are unpacked with their owners moved up by this much: the id range every
- * root-run local sandbox maps (providers/local.h LOCAL_UID_BASE); run by anyone else, every file
+ * root-run local sandbox maps (providers/local/local.h LOCAL_UID_BASE); run by anyone else, every file
  * of a layer belongs to the caller */
 #define SBX_IMAGE_ID_SHIFT 100000L
 

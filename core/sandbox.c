@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/net.h"
 #include "core/test-hook.h"
+#include "providers/provider.h"
 
 /* "K=V" entries: a later K replaces an earlier one in place */
 static void env_merge(char ***env, const char *kv)

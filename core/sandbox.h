@@ -2,8 +2,12 @@
 #ifndef SBX_CORE_SANDBOX_H
 #define SBX_CORE_SANDBOX_H
 
+#include <jansson.h>
+
 #include "core/options.h"
-#include "providers/provider.h"
+
+/* cmd/ sees providers only through these calls */
+struct sbx_provider;
 
 int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *opts,
 		       struct sbx_record **ret_rec, struct sbx_err *err);
