@@ -23,13 +23,15 @@ int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_image(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_provider(int argc, char **argv, struct sbx_ctx *ctx);
 
+struct strbuf;
 struct sbx_command {
 	const char *name;
 	int (*fn)(int, char **, struct sbx_ctx *);
 	const char *summary; /* NULL: hidden */
 	const char *usage;   /* the SYNOPSIS line(s), without "Usage: " */
 	const char *help;    /* the options, as printed by --help */
-	bool create_options; /* create's options follow its own (cmd/create.c's table) */
+	/* appends more of the options (create's, for create and run: cmd/create.c's table) */
+	void (*more_help)(struct strbuf *sb);
 };
 extern const struct sbx_command sbx_commands[];
 const struct sbx_command *cmd_find(const char *name);
@@ -67,7 +69,6 @@ int create_parse_opt(struct create_args *a, int c, const char *arg, const char *
 int create_args_finish(struct create_args *a, const char *cmd);
 void create_args_release(struct create_args *a);
 /* create's options as --help prints them, appended to sb */
-struct strbuf;
 void create_help(struct strbuf *sb);
 /* -h met: help when alone, else a usage error (docker's -h is --hostname) */
 int create_help_or_hostname(int argc, char **argv, const char *cmd);

@@ -18,7 +18,7 @@
 
 const struct sbx_command sbx_commands[] = {
 	{ "create", cmd_create, "Create a sandbox and print its id", "sbx create [OPTIONS]",
-	  "      --json             print the record as JSON instead of the id\n", true },
+	  "      --json             print the record as JSON instead of the id\n", create_help },
 	{ "exec", cmd_exec, "Run a command in a sandbox",
 	  "sbx exec [OPTIONS] SB [--] CMD [ARG...]\n       sbx exec [OPTIONS] SB -c 'SHELL STRING'",
 	  "  -i, --interactive      keep stdin open to the command (default: /dev/null)\n"
@@ -72,7 +72,7 @@ const struct sbx_command sbx_commands[] = {
 	  "      --timeout DUR      kill the command after DUR (exit 124)\n"
 	  "  and the options of 'sbx create' but --json (with --image and no CMD, the\n"
 	  "  image's Entrypoint and Cmd run):\n",
-	  true },
+	  create_help },
 	{ "image", cmd_image, "Pull, import, list and remove OCI images",
 	  "sbx image pull [--platform OS/ARCH] [--insecure] [-q] REF\n"
 	  "       sbx image import FILE|-\n"
@@ -258,8 +258,8 @@ char *cmd_help_text(const struct sbx_command *c)
 	struct strbuf sb = STRBUF_INIT;
 
 	strbuf_addstr(&sb, c->help ? c->help : "");
-	if (c->create_options)
-		create_help(&sb);
+	if (c->more_help)
+		c->more_help(&sb);
 	return strbuf_detach(&sb);
 }
 
@@ -390,10 +390,10 @@ int main(int argc, char **argv)
 	int sub_argc = argc - optind;
 	char **sub_argv = argv + optind;
 	/* --help works even where the store cannot be opened */
-	/* (create's and run's -h is help only alone: see create_help_or_hostname) */
+	/* (where create's options are taken, -h is help only alone: create_help_or_hostname) */
 	if (sub_argc > 1 &&
 	    (streq(sub_argv[1], "--help") ||
-	     (streq(sub_argv[1], "-h") && (sub_argc == 2 || !cmd->create_options))) &&
+	     (streq(sub_argv[1], "-h") && (sub_argc == 2 || !cmd->more_help))) &&
 	    cmd->summary)
 		return finish(cmd_print_help(cmd->name));
 	if (needs_store) {

@@ -7,7 +7,6 @@
 
 #include "core/json.h"
 #include "core/net.h"
-#include "core/store.h"
 #include "core/util.h"
 
 const char *const sbx_cap_names[] = {

@@ -229,15 +229,6 @@ static bool sandbox_exists(const struct sbx_store *st, const char *id)
 	return access(d, F_OK) == 0;
 }
 
-void sbx_strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);

@@ -83,11 +83,6 @@ int sbx_store_save(struct sbx_store *st, const struct sbx_record *rec, bool dura
 int sbx_store_remove(struct sbx_store *st, const char *id, const char *name, struct sbx_err *err);
 /* ids of every sandbox directory, sorted */
 int sbx_store_list_ids(struct sbx_store *st, char ***ret_ids, size_t *ret_n, struct sbx_err *err);
-void sbx_strv_free(char **v);
-static inline void strv_freep(char ***v)
-{
-	sbx_strv_free(*v);
-}
 
 /* flock on the sandbox's lock file; returns the fd (close to unlock) or -1.
  * Fails with NOTFOUND when the sandbox went away while waiting. */

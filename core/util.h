@@ -105,4 +105,11 @@ size_t sbx_utf8_seq_len(const unsigned char *s, size_t n);
 char *sbx_time_rfc3339(long long unix_sec);
 long long sbx_now_ms(void);
 
+/* a NULL-terminated array of strings, each freed, then the array */
+void sbx_strv_free(char **v);
+static inline void strv_freep(char ***v)
+{
+	sbx_strv_free(*v);
+}
+
 #endif
