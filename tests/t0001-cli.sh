@@ -1,5 +1,7 @@
 #!/bin/bash
 # The command line: help, version, usage errors, exit statuses of sbx itself.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 test_expect_success 'sbx --help lists the commands and exits 0' '

@@ -1,5 +1,7 @@
 #!/bin/bash
 # The local provider's lifecycle: create, ls, inspect, prefixes, names, rm, nothing left behind.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS
 

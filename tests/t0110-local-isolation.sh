@@ -1,6 +1,8 @@
 #!/bin/bash
 # What a local sandbox can and cannot see: the caller's home, environment, processes, host
 # filesystem, network; its own hostname and users.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS
 

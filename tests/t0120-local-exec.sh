@@ -1,5 +1,7 @@
 #!/bin/bash
 # sbx exec: exit statuses, signals, timeouts, stdin, -c, and the libraries it loads.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS
 

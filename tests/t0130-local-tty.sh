@@ -1,5 +1,7 @@
 #!/bin/bash
 # exec -t / -it under a real terminal (tmux), -u, -d with sbx logs.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS
 
@@ -9,8 +11,8 @@ tm() { tmux -L "$sock" "$@"; }
 # the pane's text, without trailing blank lines
 screen() { tm capture-pane -p -t t0130 | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}'; }
 wait_screen() { # PATTERN: bounded wait for the pane to show it
-	local i
-	for i in $(seq 100); do screen | grep -q "$1" && return 0; sleep 0.1; done
+	local _
+	for _ in $(seq 100); do screen | grep -q "$1" && return 0; sleep 0.1; done
 	say "screen never showed '$1':" >&2
 	screen >&2
 	return 1

@@ -193,11 +193,13 @@ setup() {
 	done
 	registry_push oci busybox "$REG/test/moving:latest" || return 1
 	# a layer small as a blob (compressed) and 8 MiB unpacked: for a full disk
-	printf '%s' '{"layers": [{"compression": "gzip", "entries": [{"type": "busybox"},
-		{"type": "file", "path": "zeros", "size": 8388608}]}]}' >bomb.json &&
-	"${MKIMAGE[@]}" --out oci --tag bomb --spec bomb.json >info/bomb.json &&
-	"${MKIMAGE[@]}" --out bomb.tar --format docker-archive --name bomb:1 --spec bomb.json \
-		>/dev/null || { echo "mkimage bomb failed"; return 1; }
+	{
+		printf '%s' '{"layers": [{"compression": "gzip", "entries": [{"type": "busybox"},
+			{"type": "file", "path": "zeros", "size": 8388608}]}]}' >bomb.json &&
+			"${MKIMAGE[@]}" --out oci --tag bomb --spec bomb.json >info/bomb.json &&
+			"${MKIMAGE[@]}" --out bomb.tar --format docker-archive --name bomb:1 \
+				--spec bomb.json >/dev/null
+	} || { echo "mkimage bomb failed"; return 1; }
 	registry_push oci bomb "$REG/test/bomb:latest" || return 1
 	for p in escape abs symlink symlink-rel hardlink hardlink-abs device setuid bigowner; do
 		registry_push oci "$p" "$REG/hostile/$p:latest" || { echo "push $p failed"; return 1; }

@@ -29,6 +29,7 @@ wait_screen() { # PATTERN
 test_atexit 'tm kill-server'
 
 # where this host's glibc looks for charset conversion modules
+# shellcheck disable=SC2012 # fixed system paths, sorted as one list: ls is right here
 GCONV_DIR=$(dirname "$(ls /usr/lib/*/gconv/gconv-modules* /usr/lib*/gconv/gconv-modules* 2>/dev/null | head -n 1)")
 
 # a glibc charset module whose constructor leaves a mark in its working directory (or /tmp)
