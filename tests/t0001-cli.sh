@@ -4,6 +4,23 @@
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 
+test_expect_success 'a failed check of lib.sh says what it expected and what it got' '
+	q="\047" &&
+	expect_code 1 test_eq "one two" "one three" "the answer" 2>out &&
+	printf "check failed: the answer\nexpected: ${q}one two${q}\nactual:   ${q}one three${q}\n" >want &&
+	cmp want out &&
+	expect_code 1 test_ne same same 2>out && grep -q "^expected anything but: .same.$" out &&
+	expect_code 1 test_match "^a+$" aab 2>out && grep -q "^actual: .aab.$" out &&
+	expect_code 1 test_contains needle haystack 2>out && grep -q "^actual: .haystack.$" out &&
+	printf "one\ntwo\n" >f && printf "one\nthree\n" >g &&
+	expect_code 1 test_file_eq f g 2>out && grep -q "^+three$" out && grep -q "^-two$" out &&
+	printf "ab\n" | expect_code 1 test_grep -x a 2>out &&
+	grep -q "expected a line matching .a. (grep -x)" out && grep -q "^  ab$" out &&
+	expect_code 1 test_grep ! two f 2>out && grep -q "^  two$" out &&
+	test_eq x x && test_ne x y && test_match "^a+$" aa && test_contains ee needle &&
+	test_file_eq f f && test_grep -x two f && test_grep ! three f && printf "ab\n" | test_grep b
+'
+
 test_expect_success 'sbx --help lists the commands and exits 0' '
 	sbx --help >out &&
 	grep -q "^Usage: sbx" out &&
