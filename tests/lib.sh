@@ -88,9 +88,10 @@ test_file_eq() {
 
 # test_grep [!] [GREP-OPTIONS] PATTERN [FILE...]: grep -q with the same arguments succeeds
 # (with !: fails, as '! grep -q' would); else it says the pattern and the text searched.
-# Options take no argument, but for -e PATTERN. Without FILE it reads stdin: 'sbx ls | test_grep box'.
+# Options take no argument, but -e PATTERN (one or more). Without FILE it reads stdin:
+# 'sbx ls | test_grep box'.
 test_grep() {
-	local neg='' flags=() pat='' have_pat='' files=() f rc in=''
+	local neg='' flags=() pats=() pat files=() f rc in=''
 	if [ "${1:-}" = "!" ]; then
 		neg=1
 		shift
@@ -98,22 +99,25 @@ test_grep() {
 	while [ "$#" -gt 0 ]; do
 		case "$1" in
 		--) shift; break ;;
-		-e) pat=$2; have_pat=1; shift 2 ;;
+		-e) pats+=(-e "$2"); shift 2 ;;
 		-?*) flags+=("$1"); shift ;;
 		*) break ;;
 		esac
 	done
-	if [ -z "$have_pat" ]; then
-		pat=$1
+	if [ "${#pats[@]}" -eq 0 ]; then
+		pats=(-e "$1")
 		shift
 	fi
+	pat="${pats[*]}"
+	pat=${pat#-e }
+	pat=${pat// -e /' or '}
 	files=("$@")
 	if [ "${#files[@]}" -eq 0 ]; then
 		in=$(mktemp "$TRASH/.test_grep.XXXXXX") || return 1
 		cat >"$in"
 		files=("$in")
 	fi
-	grep -q "${flags[@]}" -e "$pat" -- "${files[@]}"
+	grep -q "${flags[@]}" "${pats[@]}" -- "${files[@]}"
 	rc=$?
 	if { [ -z "$neg" ] && [ "$rc" -eq 0 ]; } || { [ -n "$neg" ] && [ "$rc" -ne 0 ]; }; then
 		[ -z "$in" ] || rm -f "$in"
@@ -121,7 +125,7 @@ test_grep() {
 	fi
 	if [ -n "$neg" ]; then
 		say "check failed: expected no line matching '$pat'${flags[*]:+ (grep ${flags[*]})}, found:" >&2
-		grep "${flags[@]}" -e "$pat" -- "${files[@]}" 2>&1 | head -n 20 | sed -e 's/^/  /' >&2
+		grep "${flags[@]}" "${pats[@]}" -- "${files[@]}" 2>&1 | head -n 20 | sed -e 's/^/  /' >&2
 	else
 		say "check failed: expected a line matching '$pat'${flags[*]:+ (grep ${flags[*]})}, in:" >&2
 		for f in "${files[@]}"; do
