@@ -47,7 +47,8 @@ UNIT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(UNIT_SRC))
 MAN_SRC := $(wildcard man/*.scd)
 MAN_OUT := $(MAN_SRC:.scd=)
 
-.PHONY: all test check-san man install uninstall lint clean demo bench
+.PHONY: all test check-san man install uninstall lint lint-tools lint-format lint-banned lint-shell clean \
+	demo bench
 
 all: $(BUILD)/sbx $(BUILD)/unit
 
@@ -110,10 +111,29 @@ uninstall:
 		$(DESTDIR)$(FISHCOMPDIR)/sbx.fish
 	for m in $(MAN_OUT); do rm -f $(DESTDIR)$(MANDIR)/man$${m##*.}/$${m##*/}; done
 
-lint:
-	shellcheck -x tests/*.sh tests/run.sh scripts/install-deps scripts/demo scripts/demo-net scripts/demo-image \
-		bench/run bench/lifecycle bench/net bench/image bench/remote .ci/run
-	clang-format --dry-run $(CORE_SRC) $(PROV_SRC) $(CMD_SRC) 2>&1 | head -n 50
+# every C source and header, wherever it sits below these folders; every shell script
+LINT_C := $(shell find core providers cmd tests/unit tests/fuzz -name '*.[ch]' 2>/dev/null | sort)
+LINT_SH := tests/*.sh tests/fuzz/run.sh tests/helpers/*.sh scripts/* bench/* .ci/run completions/sbx.bash
+
+# lint fails on any finding: a layout other than .clang-format's, a banned call (STYLE.md §7),
+# a shellcheck note; 'make -k lint' reports all three kinds at once
+lint: lint-format lint-banned lint-shell
+
+# clang-format and shellcheck come with scripts/install-deps, like the tests' tools
+lint-tools:
+	@command -v clang-format >/dev/null && command -v shellcheck >/dev/null || scripts/install-deps
+
+lint-format: lint-tools
+	@echo "  FORMAT  $(words $(LINT_C)) C files"
+	@clang-format --dry-run --Werror $(LINT_C)
+
+lint-banned: lint-tools
+	@echo "  BANNED  $(words $(LINT_C)) C files"
+	@scripts/lint-banned $(LINT_C)
+
+lint-shell: lint-tools
+	@echo "  SHCHECK $(words $(wildcard $(LINT_SH))) shell scripts"
+	@shellcheck -x $(LINT_SH)
 
 clean:
 	rm -rf build build-san

@@ -3,6 +3,10 @@
 #   expect_code N cmd...                       exact exit status (never a bare '! cmd')
 #   test_skip_unless PREREQ                    skips the rest of the file, counted, with a reason
 #   test_done                                  prints "# tNNNN-name.sh: X ok, Y not ok, Z skipped"
+# A check says what it expected and what it got when it fails (below, after expect_code):
+#   test_eq EXPECTED ACTUAL [WHAT]   test_ne UNWANTED ACTUAL [WHAT]
+#   test_match ERE ACTUAL [WHAT]     test_contains TEXT ACTUAL [WHAT]
+#   test_grep [!] [GREP-OPTIONS] PATTERN [FILE...]   test_file_eq EXPECTED-FILE ACTUAL-FILE
 # Environment from tests/run.sh: SBX (the binary), TEST_USER_LABEL (root or uid N).
 # shellcheck shell=bash
 
@@ -38,6 +42,99 @@ expect_code() {
 		return 1
 	fi
 	return 0
+}
+
+# test_mismatch WHAT LINE...: the report of a failed check, on stderr; returns 1
+test_mismatch() {
+	local what=$1
+	shift
+	say "check failed${what:+: $what}" >&2
+	printf '%s\n' "$@" >&2
+	return 1
+}
+
+# test_eq EXPECTED ACTUAL [WHAT]: the two strings are equal (test "$ACTUAL" = "$EXPECTED")
+test_eq() {
+	[ "$2" = "$1" ] && return 0
+	test_mismatch "${3:-}" "expected: '$1'" "actual:   '$2'"
+}
+
+# test_ne UNWANTED ACTUAL [WHAT]: the two strings differ (test "$ACTUAL" != "$UNWANTED")
+test_ne() {
+	[ "$2" != "$1" ] && return 0
+	test_mismatch "${3:-}" "expected anything but: '$1'" "actual:                '$2'"
+}
+
+# test_match ERE ACTUAL [WHAT]: ACTUAL matches the extended regular expression (bash's =~,
+# anywhere in the string unless anchored)
+test_match() {
+	[[ $2 =~ $1 ]] && return 0
+	test_mismatch "${3:-}" "expected a match of: $1" "actual: '$2'"
+}
+
+# test_contains TEXT ACTUAL [WHAT]: ACTUAL holds TEXT (a plain string, no pattern)
+test_contains() {
+	[[ $2 == *"$1"* ]] && return 0
+	test_mismatch "${3:-}" "expected to contain: '$1'" "actual: '$2'"
+}
+
+# test_file_eq EXPECTED-FILE ACTUAL-FILE: same bytes (cmp); else the difference (diff -u)
+test_file_eq() {
+	cmp -s -- "$1" "$2" && return 0
+	say "check failed: '$2' differs from '$1'" >&2
+	diff -u -- "$1" "$2" 2>&1 | head -n 40 >&2
+	return 1
+}
+
+# test_grep [!] [GREP-OPTIONS] PATTERN [FILE...]: grep -q with the same arguments succeeds
+# (with !: fails, as '! grep -q' would); else it says the pattern and the text searched.
+# Options take no argument, but -e PATTERN (one or more). Without FILE it reads stdin:
+# 'sbx ls | test_grep box'.
+test_grep() {
+	local neg='' flags=() pats=() pat files=() f rc in=''
+	if [ "${1:-}" = "!" ]; then
+		neg=1
+		shift
+	fi
+	while [ "$#" -gt 0 ]; do
+		case "$1" in
+		--) shift; break ;;
+		-e) pats+=(-e "$2"); shift 2 ;;
+		-?*) flags+=("$1"); shift ;;
+		*) break ;;
+		esac
+	done
+	if [ "${#pats[@]}" -eq 0 ]; then
+		pats=(-e "$1")
+		shift
+	fi
+	pat="${pats[*]}"
+	pat=${pat#-e }
+	pat=${pat// -e /' or '}
+	files=("$@")
+	if [ "${#files[@]}" -eq 0 ]; then
+		in=$(mktemp "$TRASH/.test_grep.XXXXXX") || return 1
+		cat >"$in"
+		files=("$in")
+	fi
+	grep -q "${flags[@]}" "${pats[@]}" -- "${files[@]}"
+	rc=$?
+	if { [ -z "$neg" ] && [ "$rc" -eq 0 ]; } || { [ -n "$neg" ] && [ "$rc" -ne 0 ]; }; then
+		[ -z "$in" ] || rm -f "$in"
+		return 0
+	fi
+	if [ -n "$neg" ]; then
+		say "check failed: expected no line matching '$pat'${flags[*]:+ (grep ${flags[*]})}, found:" >&2
+		grep "${flags[@]}" "${pats[@]}" -- "${files[@]}" 2>&1 | head -n 20 | sed -e 's/^/  /' >&2
+	else
+		say "check failed: expected a line matching '$pat'${flags[*]:+ (grep ${flags[*]})}, in:" >&2
+		for f in "${files[@]}"; do
+			[ -n "$in" ] || say " $f:" >&2
+			head -n 20 -- "$f" 2>&1 | sed -e 's/^/  /' >&2
+		done
+	fi
+	[ -z "$in" ] || rm -f "$in"
+	return 1
 }
 
 # expect_stderr_line PATTERN FILE: FILE is exactly one line matching PATTERN (grep -E)

@@ -1,6 +1,8 @@
 #!/bin/bash
 # What a local sandbox can and cannot see: the caller's home, environment, processes, host
 # filesystem, network; its own hostname and users.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS
 
@@ -11,51 +13,51 @@ test_expect_success 'set-up: a sandbox named iso' '
 test_expect_success 'a secret in the caller home is invisible inside' '
 	mkdir -p "$HOME/.ssh" && echo TOPSECRET >"$HOME/.ssh/id_rsa" &&
 	sbx exec iso -- sh -c "ls -A /home /root; cat \"$HOME/.ssh/id_rsa\" 2>&1; grep -r TOPSECRET /home /root /tmp /var /run 2>/dev/null" >out 2>&1;
-	! grep -q TOPSECRET out &&
+	test_grep ! TOPSECRET out &&
 	expect_code 1 sbx exec iso -- test -e "$HOME" &&
 	expect_code 1 sbx exec iso -- test -e "$TRASH"
 '
 
 test_expect_success 'the caller environment is invisible; -e and create -e pass values in' '
 	SBX_SECRET_TOKEN=s3cr3t sbx exec iso -- env >out &&
-	! grep -q s3cr3t out && ! grep -q SBX_SECRET_TOKEN out &&
-	grep -qx "HOME=/root" out && grep -q "^PATH=" out &&
-	sbx exec -e A=1 -e B=two iso -- env >out && grep -qx A=1 out && grep -qx B=two out &&
-	PASSME=yes sbx exec -e PASSME iso -- env >out && grep -qx PASSME=yes out &&
-	sbx exec -e NOTSET_SBX_X iso -- env >out && ! grep -q NOTSET_SBX_X out &&
+	test_grep ! s3cr3t out && test_grep ! SBX_SECRET_TOKEN out &&
+	test_grep -x "HOME=/root" out && test_grep "^PATH=" out &&
+	sbx exec -e A=1 -e B=two iso -- env >out && test_grep -x A=1 out && test_grep -x B=two out &&
+	PASSME=yes sbx exec -e PASSME iso -- env >out && test_grep -x PASSME=yes out &&
+	sbx exec -e NOTSET_SBX_X iso -- env >out && test_grep ! NOTSET_SBX_X out &&
 	printf "# comment\nF1=x y\n\nF2=2\n" >envf &&
-	sbx exec --env-file envf iso -- env >out && grep -qx "F1=x y" out && grep -qx F2=2 out &&
+	sbx exec --env-file envf iso -- env >out && test_grep -x "F1=x y" out && test_grep -x F2=2 out &&
 	sbx create --name envbox -e CREATED=1 -e OVER=a >/dev/null &&
-	sbx exec -e OVER=b envbox -- env >out && grep -qx CREATED=1 out && grep -qx OVER=b out &&
+	sbx exec -e OVER=b envbox -- env >out && test_grep -x CREATED=1 out && test_grep -x OVER=b out &&
 	sbx rm -f envbox >/dev/null
 '
 
 test_expect_success 'host processes are invisible; init is PID 1' '
 	sleep 300 & sp=$! &&
 	sbx exec iso -- ps -eo pid,comm >out; kill $sp;
-	! grep -q sleep out &&
-	grep -Eq "^ +1 " out &&
+	test_grep ! sleep out &&
+	test_grep -E "^ +1 " out &&
 	test "$(grep -cv PID out)" -le 3
 '
 
 test_expect_success 'the hostname is the sandbox name (or id), in /etc/hostname and /etc/hosts too' '
-	test "$(sbx exec iso hostname)" = iso &&
-	test "$(sbx exec iso cat /etc/hostname)" = iso &&
+	test_eq iso "$(sbx exec iso hostname)" &&
+	test_eq iso "$(sbx exec iso cat /etc/hostname)" &&
 	sbx exec iso grep -q "127.0.1.1.*iso" /etc/hosts &&
 	sbx exec iso grep -q "localhost" /etc/hosts &&
-	id=$(sbx create) && test "$(sbx exec "$id" hostname)" = "$id" && sbx rm -f "$id" >/dev/null
+	id=$(sbx create) && test_eq "$id" "$(sbx exec "$id" hostname)" && sbx rm -f "$id" >/dev/null
 '
 
 test_expect_success 'id -u is 0 inside; the host sees an unprivileged uid' '
-	test "$(sbx exec iso id -u)" = 0 &&
+	test_eq 0 "$(sbx exec iso id -u)" &&
 	pid=$(sbx inspect iso | python3 -c "import json,sys; print(json.load(sys.stdin)[\"pid\"])") &&
 	huid=$(awk "/^Uid:/ {print \$2}" /proc/$pid/status) &&
-	test "$huid" != 0 &&
+	test_ne 0 "$huid" &&
 	if [ "$(id -u)" -ne 0 ]; then test "$huid" = "$(id -u)"; fi &&
 	sbx exec iso -c "sleep 30 & echo \$!" >/dev/null &&
 	for p in $(pgrep -x sleep); do
 		if grep -q "^NSpid:.*[[:space:]]" /proc/$p/status && [ "$(readlink /proc/$p/ns/pid)" = "$(readlink /proc/$pid/ns/pid)" ]; then
-			test "$(awk "/^Uid:/ {print \$2}" /proc/$p/status)" != 0 || exit 1
+			test_ne 0 "$(awk "/^Uid:/ {print \$2}" /proc/$p/status)" || exit 1
 		fi
 	done
 '
@@ -64,7 +66,7 @@ test_expect_success 'no capability of the host namespace reaches inside' '
 	sbx exec iso -- grep CapEff /proc/self/status >out &&
 	# docker default set only: no CAP_SYS_ADMIN (bit 21), no CAP_NET_ADMIN (bit 12)
 	eff=$(awk "{print \$2}" out) &&
-	test $(( 0x$eff & (1 << 21) )) = 0 && test $(( 0x$eff & (1 << 12) )) = 0 &&
+	test_eq 0 $(( 0x$eff & (1 << 21) )) && test_eq 0 $(( 0x$eff & (1 << 12) )) &&
 	expect_code 32 sbx exec iso -- sh -c "mount -t tmpfs t /mnt 2>/dev/null" &&
 	sbx exec iso -- grep -q "NoNewPrivs:[[:space:]]*1" /proc/self/status &&
 	sbx exec iso -- grep -q "Seccomp:[[:space:]]*2" /proc/self/status
@@ -77,8 +79,8 @@ test_expect_success 'the seccomp profile refuses new user namespaces and keyctl'
 
 test_expect_success 'a file written inside persists across exec calls, not on the host root' '
 	sbx exec iso -c "echo hello >/workspace/note; echo t >/tmp/tmpnote; echo r >/root/rootnote" &&
-	test "$(sbx exec iso cat /workspace/note)" = hello &&
-	test "$(sbx exec iso cat /tmp/tmpnote)" = t &&
+	test_eq hello "$(sbx exec iso cat /workspace/note)" &&
+	test_eq t "$(sbx exec iso cat /tmp/tmpnote)" &&
 	! test -e /workspace/note && ! test -e /tmp/tmpnote &&
 	id=$(sbx inspect iso | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])") &&
 	test -f "$SBX_HOME/sandboxes/$id/root/workspace/note"
@@ -92,9 +94,9 @@ test_expect_success 'the host system is read-only inside; the root is writable' 
 '
 
 test_expect_success 'the working directory is /workspace; -w and create -w change it' '
-	test "$(sbx exec iso pwd)" = /workspace &&
-	test "$(sbx exec -w /tmp iso pwd)" = /tmp &&
-	sbx create --name wd -w /srv/app >/dev/null && test "$(sbx exec wd pwd)" = /srv/app &&
+	test_eq /workspace "$(sbx exec iso pwd)" &&
+	test_eq /tmp "$(sbx exec -w /tmp iso pwd)" &&
+	sbx create --name wd -w /srv/app >/dev/null && test_eq /srv/app "$(sbx exec wd pwd)" &&
 	sbx rm -f wd >/dev/null &&
 	expect_code 125 sbx exec -w /nonexistent iso pwd 2>err &&
 	expect_one_error_line err "cannot change to directory ./nonexistent."
@@ -102,31 +104,31 @@ test_expect_success 'the working directory is /workspace; -w and create -w chang
 
 test_expect_success 'only loopback in the network namespace; the host loopback is unreachable' '
 	sbx exec iso -- cat /proc/net/dev >out &&
-	test "$(grep -c : out)" = 1 && grep -q "lo:" out &&
+	test_eq 1 "$(grep -c : out)" && test_grep "lo:" out &&
 	: >srv.log && (python3 -u -m http.server --bind 127.0.0.1 0 >srv.log 2>&1 & echo $! >srv.pid) &&
 	for i in $(seq 50); do port=$(sed -n "s/.*port \([0-9]*\).*/\1/p" srv.log); [ -n "$port" ] && break; sleep 0.1; done;
-	test -n "$port" && bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" &&
+	test_ne "" "$port" && bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" &&
 	expect_code 1 sbx exec iso -- bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null; r=$?;
-	kill "$(cat srv.pid)"; test $r = 0
+	kill "$(cat srv.pid)"; test_eq 0 $r
 '
 
 test_expect_success 'volumes: -v HOST:DEST and :ro' '
 	mkdir -p share && echo shared >share/f && echo file >single &&
 	sbx create --name vol -v "$PWD/share:/data" -v "$PWD/single:/etc-like/single:ro" -v "$PWD/share:/ro:ro" >/dev/null &&
-	test "$(sbx exec vol cat /data/f)" = shared &&
-	sbx exec vol sh -c "echo back >/data/g" && test "$(cat share/g)" = back &&
-	test "$(sbx exec vol cat /etc-like/single)" = file &&
+	test_eq shared "$(sbx exec vol cat /data/f)" &&
+	sbx exec vol sh -c "echo back >/data/g" && test_eq back "$(cat share/g)" &&
+	test_eq file "$(sbx exec vol cat /etc-like/single)" &&
 	expect_code 2 sbx exec vol sh -c "echo x >/ro/h" 2>/dev/null && ! test -e share/h &&
-	test "$(stat -c %u share/g)" = "$(id -u)" &&
+	test_eq "$(id -u)" "$(stat -c %u share/g)" &&
 	sbx rm -f vol >/dev/null
 '
 
 test_expect_success 'the sandbox has its own /dev and /proc' '
 	sbx exec iso -- sh -c "echo x >/dev/null && head -c 4 /dev/urandom | wc -c" >out &&
-	test "$(cat out)" = 4 &&
+	test_eq 4 "$(cat out)" &&
 	sbx exec iso -- ls /dev >out &&
-	for n in null zero full random urandom tty pts ptmx shm; do grep -qx $n out || exit 1; done &&
-	! grep -qx sda out && ! grep -qx vda out && ! grep -qx kmsg out
+	for n in null zero full random urandom tty pts ptmx shm; do test_grep -x $n out || exit 1; done &&
+	test_grep ! -x sda out && test_grep ! -x vda out && test_grep ! -x kmsg out
 '
 
 test_done

@@ -1,5 +1,7 @@
 #!/bin/bash
 # sbx exec: exit statuses, signals, timeouts, stdin, -c, and the libraries it loads.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS
 
@@ -34,9 +36,9 @@ test_expect_success 'not executable: 126 with one line' '
 
 test_expect_success '--timeout kills the whole process group and exits 124' '
 	expect_code 124 sbx exec --timeout 0.5s ex -- sh -c "sleep 100 & sleep 100; echo not-reached" >out &&
-	! grep -q not-reached out &&
+	test_grep ! not-reached out &&
 	sleep 0.3 &&
-	test "$(sbx exec ex -- sh -c "ps -eo comm | grep -c ^sleep")" = 0 &&
+	test_eq 0 "$(sbx exec ex -- sh -c "ps -eo comm | grep -c ^sleep")" &&
 	expect_code 0 sbx exec --timeout 10s ex -- true
 '
 
@@ -49,56 +51,56 @@ test_expect_success 'SIGTERM and SIGINT to sbx exec reach the command' '
 		kill -$sig $p
 		wait $p
 		rc=$?
-		grep -q got-$sig out && test $rc = 7 || exit 1
+		test_grep got-$sig out && test_eq 7 $rc || exit 1
 	done
 '
 
 test_expect_success 'stdin is /dev/null without -i; -i passes it through' '
 	echo from-host | sbx exec ex -- cat >out && test ! -s out &&
-	echo from-host | sbx exec -i ex -- cat >out && test "$(cat out)" = from-host &&
+	echo from-host | sbx exec -i ex -- cat >out && test_eq from-host "$(cat out)" &&
 	head -c 1000000 /dev/urandom >big && sbx exec -i ex -- cat <big >big.out && cmp big big.out
 '
 
 test_expect_success 'stdout and stderr stay separate' '
 	sbx exec ex -- sh -c "echo out; echo err >&2" >o 2>e &&
-	test "$(cat o)" = out && test "$(cat e)" = err
+	test_eq out "$(cat o)" && test_eq err "$(cat e)"
 '
 
 test_expect_success 'exec -c runs a shell string; arguments after SB belong to the command' '
-	test "$(sbx exec ex -c "echo \$((6*7))")" = 42 &&
-	test "$(sbx exec ex echo -c x)" = "-c x" &&
-	test "$(sbx exec ex -- ls -d /workspace)" = /workspace &&
-	test "$(sbx exec ex ls -d /workspace)" = /workspace &&
-	expect_code 125 sbx exec ex -c 2>err && grep -q "needs a value" err &&
-	expect_code 125 sbx exec ex 2>err && grep -q "missing command" err
+	test_eq 42 "$(sbx exec ex -c "echo \$((6*7))")" &&
+	test_eq "-c x" "$(sbx exec ex echo -c x)" &&
+	test_eq /workspace "$(sbx exec ex -- ls -d /workspace)" &&
+	test_eq /workspace "$(sbx exec ex ls -d /workspace)" &&
+	expect_code 125 sbx exec ex -c 2>err && test_grep "needs a value" err &&
+	expect_code 125 sbx exec ex 2>err && test_grep "missing command" err
 '
 
 test_expect_success 'the command runs in a new session: it has no controlling terminal' '
 	sbx exec ex -- sh -c "ps -o sid= -p \$\$; echo \$\$" >out &&
-	test "$(sed -n 1p out | tr -d " ")" = "$(sed -n 2p out)"
+	test_eq "$(sed -n 2p out)" "$(sed -n 1p out | tr -d " ")"
 '
 
 test_expect_success 'descriptors of the caller do not leak into the sandbox' '
 	exec 7>leak.txt &&
 	sbx exec ex -- sh -c "ls /proc/self/fd" >out &&
-	! grep -qx 7 out
+	test_grep ! -x 7 out
 '
 
 test_expect_success 'sbx exec loads neither libcurl nor libarchive (LD_DEBUG=libs)' '
 	LD_DEBUG=libs sbx exec ex -- true 2>ld.log &&
-	grep -q "calling init" ld.log &&
-	! grep -Eq "libcurl|libarchive" ld.log &&
-	LD_DEBUG=libs sbx ls 2>ld.log >/dev/null && ! grep -Eq "libcurl|libarchive" ld.log &&
-	! ldd "$SBX" | grep -Eq "libcurl|libarchive" &&
-	ldd "$SBX" | grep -q libjansson && ldd "$SBX" | grep -q libseccomp
+	test_grep "calling init" ld.log &&
+	test_grep ! -E "libcurl|libarchive" ld.log &&
+	LD_DEBUG=libs sbx ls 2>ld.log >/dev/null && test_grep ! -E "libcurl|libarchive" ld.log &&
+	ldd "$SBX" | test_grep ! -E "libcurl|libarchive" &&
+	ldd "$SBX" | test_grep libjansson && ldd "$SBX" | test_grep libseccomp
 '
 
 test_expect_success 'run: create, exec and rm in one call, status passes through' '
-	test "$(sbx run -- hostname | wc -c)" = 13 &&
+	test_eq 13 "$(sbx run -- hostname | wc -c)" &&
 	expect_code 3 sbx run -- sh -c "exit 3" &&
 	expect_code 127 sbx run -- no-such-command-sbx 2>/dev/null &&
-	test "$(sbx run -e X=5 -- sh -c "echo \$X")" = 5 &&
-	test -z "$(sbx ls -q | grep -v "$(sbx inspect ex | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])")")"
+	test_eq 5 "$(sbx run -e X=5 -- sh -c "echo \$X")" &&
+	test_eq "" "$(sbx ls -q | grep -v "$(sbx inspect ex | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])")")"
 '
 
 test_expect_success 'SIGTERM to sbx run reaches the command, and the sandbox is still removed' '
@@ -109,13 +111,13 @@ test_expect_success 'SIGTERM to sbx run reaches the command, and the sandbox is 
 	kill -TERM $p
 	wait $p
 	rc=$?
-	test $rc = 9 && grep -q got-term out &&
-	test "$(sbx ls -q | wc -l)" = "$before"
+	test_eq 9 $rc && test_grep got-term out &&
+	test_eq "$before" "$(sbx ls -q | wc -l)"
 '
 
 test_expect_success '50 parallel execs into one sandbox all succeed' '
 	for i in $(seq 50); do (sbx exec ex -- sh -c "echo $i" >p.$i) & done; wait &&
-	for i in $(seq 50); do test "$(cat p.$i)" = $i || exit 1; done
+	for i in $(seq 50); do test_eq $i "$(cat p.$i)" || exit 1; done
 '
 
 test_expect_success 'exec -u reads the sandbox'"'"'s passwd safely: short entries, a FIFO, huge ids' '
@@ -124,10 +126,10 @@ test_expect_success 'exec -u reads the sandbox'"'"'s passwd safely: short entrie
 	sbx create --name pw -v "$PWD/passwd:/etc/passwd:ro" >/dev/null &&
 	: "control: a whole entry resolves, by name and by number" &&
 	if [ "$(id -u)" -eq 0 ]; then
-		test "$(sbx exec -u ann pw sh -c "id -u; id -g; echo \$HOME")" = "$(printf "1001\n1001\n/home/ann")" &&
-		test "$(sbx exec -u 1000 pw sh -c "id -u; id -g; echo \$HOME")" = "$(printf "1000\n1000\n/")"
+		test_eq "$(printf "1001\n1001\n/home/ann")" "$(sbx exec -u ann pw sh -c "id -u; id -g; echo \$HOME")" &&
+		test_eq "$(printf "1000\n1000\n/")" "$(sbx exec -u 1000 pw sh -c "id -u; id -g; echo \$HOME")"
 	else
-		expect_code 125 sbx exec -u ann pw true 2>err && grep -q "sbx maps only uid 0" err
+		expect_code 125 sbx exec -u ann pw true 2>err && test_grep "sbx maps only uid 0" err
 	fi &&
 	: "an entry without its gid field, or with an id past any uid: no such user, 125" &&
 	expect_code 125 sbx exec -u bob pw true 2>err && expect_one_error_line err "no user .bob." &&

@@ -1,5 +1,7 @@
 #!/bin/bash
 # exec -t / -it under a real terminal (tmux), -u, -d with sbx logs.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS
 
@@ -9,8 +11,8 @@ tm() { tmux -L "$sock" "$@"; }
 # the pane's text, without trailing blank lines
 screen() { tm capture-pane -p -t t0130 | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}'; }
 wait_screen() { # PATTERN: bounded wait for the pane to show it
-	local i
-	for i in $(seq 100); do screen | grep -q "$1" && return 0; sleep 0.1; done
+	local _
+	for _ in $(seq 100); do screen | grep -q "$1" && return 0; sleep 0.1; done
 	say "screen never showed '$1':" >&2
 	screen >&2
 	return 1
@@ -34,15 +36,15 @@ test_expect_success 'exec -it gives a working shell in a pty; status and termina
 	tm send-keys -t t0130 "stty size" Enter && wait_screen "^40 120" &&
 	tm send-keys -t t0130 "test -t 0 && echo stdin-is-a-tty; exit 5" Enter &&
 	for i in $(seq 100); do test -s after && break; sleep 0.1; done &&
-	test "$(cat rc)" = rc=5 && screen | grep -q stdin-is-a-tty &&
-	test "$(cat before)" = icanon && test "$(cat after)" = icanon
+	test_eq rc=5 "$(cat rc)" && screen | test_grep stdin-is-a-tty &&
+	test_eq icanon "$(cat before)" && test_eq icanon "$(cat after)"
 '
 
 test_expect_success 'exec -it: Ctrl-C reaches the command, not sbx' '
 	tm send-keys -t t0130 "\"$SBX\" exec -it tty sh -c \"trap \\\"echo caught-int\\\" INT; echo armed; sleep 5; echo done\"; echo rc2=\$?" Enter &&
 	wait_screen "armed" &&
 	tm send-keys -t t0130 C-c &&
-	wait_screen "rc2=" && screen | grep -q caught-int
+	wait_screen "rc2=" && screen | test_grep caught-int
 '
 else
 	test_skip 'exec -it under tmux' 'tmux is not installed'
@@ -58,13 +60,13 @@ test_expect_success 'exec -u by name and by number, with a group' '
 		# run by an ordinary user without subordinate ids, only uid 0 exists inside
 		expect_code 125 sbx exec -u nobody tty id 2>err &&
 		expect_one_error_line err "sbx maps only uid 0" &&
-		test "$(sbx exec -u 0 tty id -u)" = 0 && test "$(sbx exec -u root tty id -un)" = root
+		test_eq 0 "$(sbx exec -u 0 tty id -u)" && test_eq root "$(sbx exec -u root tty id -un)"
 	else
-		test "$(sbx exec -u nobody tty id -un)" = nobody &&
-		test "$(sbx exec -u 1234 tty id -u)" = 1234 &&
-		test "$(sbx exec -u 1234:4321 tty id -g)" = 4321 &&
-		test "$(sbx exec -u nobody:nogroup tty id -gn)" = nogroup &&
-		test "$(sbx exec -u nobody tty sh -c "echo \$HOME")" = /nonexistent &&
+		test_eq nobody "$(sbx exec -u nobody tty id -un)" &&
+		test_eq 1234 "$(sbx exec -u 1234 tty id -u)" &&
+		test_eq 4321 "$(sbx exec -u 1234:4321 tty id -g)" &&
+		test_eq nogroup "$(sbx exec -u nobody:nogroup tty id -gn)" &&
+		test_eq /nonexistent "$(sbx exec -u nobody tty sh -c "echo \$HOME")" &&
 		expect_code 2 sbx exec -u nobody tty sh -c "echo x >/root/x" 2>/dev/null &&
 		sbx exec -u nobody tty grep -q "CapEff:[[:space:]]*0000000000000000" /proc/self/status
 	fi &&
@@ -76,17 +78,17 @@ test_expect_success 'exec -u by name and by number, with a group' '
 
 test_expect_success 'exec -d runs in the background, prints its pid; sbx logs shows the output' '
 	sbx exec -d tty sh -c "echo first; echo to-stderr >&2; sleep 0.5; echo second" >pid &&
-	grep -Eqx "[0-9]+" pid &&
+	test_grep -Ex "[0-9]+" pid &&
 	sbx exec tty sh -c "test -d /proc/$(cat pid)" &&
 	for i in $(seq 50); do sbx logs tty | grep -q second && break; sleep 0.1; done &&
-	sbx logs tty >out && grep -qx first out && grep -qx to-stderr out && grep -qx second out
+	sbx logs tty >out && test_grep -x first out && test_grep -x to-stderr out && test_grep -x second out
 '
 
 test_expect_success 'exec -d errors: missing command 127, flags that do not mix 125' '
 	expect_code 127 sbx exec -d tty no-such-command-sbx 2>err &&
 	expect_one_error_line err "command not found" &&
-	expect_code 125 sbx exec -d -i tty true 2>err && grep -q "cannot take" err &&
-	expect_code 125 sbx exec -d --timeout 1s tty true 2>err && grep -q "does not apply" err
+	expect_code 125 sbx exec -d -i tty true 2>err && test_grep "cannot take" err &&
+	expect_code 125 sbx exec -d --timeout 1s tty true 2>err && test_grep "does not apply" err
 '
 
 test_expect_success 'logs --follow prints new output and ends when the sandbox goes' '
@@ -94,7 +96,7 @@ test_expect_success 'logs --follow prints new output and ends when the sandbox g
 	sbx exec -d fol sh -c "for i in 1 2 3; do echo tick-\$i; sleep 0.3; done" >/dev/null &&
 	(sbx logs -f fol >follow.out &) &&
 	for i in $(seq 50); do grep -q tick-3 follow.out 2>/dev/null && break; sleep 0.1; done &&
-	grep -q tick-1 follow.out && grep -q tick-3 follow.out &&
+	test_grep tick-1 follow.out && test_grep tick-3 follow.out &&
 	sbx rm -f fol >/dev/null &&
 	for i in $(seq 30); do pgrep -f "logs -f fol" >/dev/null || break; sleep 0.1; done &&
 	! pgrep -u "$(id -u)" -f "sbx logs -f fol" >/dev/null

@@ -44,13 +44,13 @@ test_expect_success 'set-up: a sandbox named box; host files' '
 
 test_expect_success 'host -> sandbox: file to a new name, into a directory, over a file' '
 	sbx cp src/a box:/workspace/renamed &&
-	test "$(sbx exec box cat /workspace/renamed)" = hello &&
+	test_eq hello "$(sbx exec box cat /workspace/renamed)" &&
 	sbx cp src/a box:/workspace &&
-	test "$(sbx exec box cat /workspace/a)" = hello &&
+	test_eq hello "$(sbx exec box cat /workspace/a)" &&
 	sbx cp src/sub/d box:/workspace/ &&
-	test "$(sbx exec box cat /workspace/d)" = deep &&
+	test_eq deep "$(sbx exec box cat /workspace/d)" &&
 	sbx cp src/sub/d box:/workspace/renamed &&
-	test "$(sbx exec box cat /workspace/renamed)" = deep
+	test_eq deep "$(sbx exec box cat /workspace/renamed)"
 '
 
 test_expect_success 'host -> sandbox: directory to a new path, into a directory, DIR/. contents' '
@@ -59,23 +59,23 @@ test_expect_success 'host -> sandbox: directory to a new path, into a directory,
 deep" &&
 	sbx exec box mkdir /workspace/into &&
 	sbx cp src box:/workspace/into &&
-	test "$(sbx exec box cat /workspace/into/src/sub/d)" = deep &&
+	test_eq deep "$(sbx exec box cat /workspace/into/src/sub/d)" &&
 	sbx cp src/. box:/workspace/into &&
-	test "$(sbx exec box cat /workspace/into/a)" = hello &&
+	test_eq hello "$(sbx exec box cat /workspace/into/a)" &&
 	sbx cp src/. box:/workspace/fresh &&
-	test "$(sbx exec box cat /workspace/fresh/sub/d)" = deep &&
+	test_eq deep "$(sbx exec box cat /workspace/fresh/sub/d)" &&
 	expect_code 1 sbx exec box test -e /workspace/fresh/src
 '
 
 test_expect_success 'sandbox -> host: the same naming' '
 	sbx exec box -c "mkdir -p /srv/t/sub && echo in >/srv/t/f && echo s >/srv/t/sub/g" &&
-	sbx cp box:/srv/t/f f1 && test "$(cat f1)" = in &&
-	mkdir -p d1 && sbx cp box:/srv/t/f d1 && test "$(cat d1/f)" = in &&
-	echo old >f2 && sbx cp box:/srv/t/f f2 && test "$(cat f2)" = in &&
-	sbx cp box:/srv/t newdir && test "$(cat newdir/sub/g)" = s &&
-	sbx cp box:/srv/t d1 && test "$(cat d1/t/f)" = in &&
-	sbx cp box:/srv/t/. d1 && test "$(cat d1/sub/g)" = s &&
-	sbx cp box:/srv/t/. fresh && test "$(cat fresh/f)" = in && test ! -e fresh/t
+	sbx cp box:/srv/t/f f1 && test_eq in "$(cat f1)" &&
+	mkdir -p d1 && sbx cp box:/srv/t/f d1 && test_eq in "$(cat d1/f)" &&
+	echo old >f2 && sbx cp box:/srv/t/f f2 && test_eq in "$(cat f2)" &&
+	sbx cp box:/srv/t newdir && test_eq s "$(cat newdir/sub/g)" &&
+	sbx cp box:/srv/t d1 && test_eq in "$(cat d1/t/f)" &&
+	sbx cp box:/srv/t/. d1 && test_eq s "$(cat d1/sub/g)" &&
+	sbx cp box:/srv/t/. fresh && test_eq in "$(cat fresh/f)" && test ! -e fresh/t
 '
 
 test_expect_success 'a destination whose parent does not exist: 125 naming it, both ways' '
@@ -100,23 +100,23 @@ test_expect_success 'a missing source, an unknown sandbox, bad usage: 125' '
 	expect_one_error_line err "no such sandbox" &&
 	expect_code 125 sbx cp nosuchbox:/etc/hostname x 2>err &&
 	expect_one_error_line err "no such sandbox" &&
-	expect_code 125 sbx cp src/a other 2>err && grep -q "^sbx: error: neither" err &&
-	grep -q "^Usage: sbx cp" err &&
-	expect_code 125 sbx cp box:/a box:/b 2>err && grep -q "^sbx: error: both" err &&
-	expect_code 125 sbx cp - - 2>err && grep -q "^sbx: error: neither" err &&
-	expect_code 125 sbx cp src/a 2>err && grep -q "missing DST" err &&
-	expect_code 125 sbx cp --bogus src/a box:/ 2>err && grep -q "unknown option" err
+	expect_code 125 sbx cp src/a other 2>err && test_grep "^sbx: error: neither" err &&
+	test_grep "^Usage: sbx cp" err &&
+	expect_code 125 sbx cp box:/a box:/b 2>err && test_grep "^sbx: error: both" err &&
+	expect_code 125 sbx cp - - 2>err && test_grep "^sbx: error: neither" err &&
+	expect_code 125 sbx cp src/a 2>err && test_grep "missing DST" err &&
+	expect_code 125 sbx cp --bogus src/a box:/ 2>err && test_grep "unknown option" err
 '
 
 test_expect_success 'tar streams: - as SRC reads stdin into SB:PATH, - as DST writes stdout' '
 	tar -C src -cf repo.tar . &&
 	sbx exec box mkdir /workspace/repo &&
 	sbx cp - box:/workspace/repo <repo.tar &&
-	test "$(sbx exec box cat /workspace/repo/sub/d)" = deep &&
+	test_eq deep "$(sbx exec box cat /workspace/repo/sub/d)" &&
 	sbx cp box:/workspace/repo - | tar -tf - >list &&
-	grep -qx "repo/sub/d" list && grep -qx "repo/a" list &&
+	test_grep -x "repo/sub/d" list && test_grep -x "repo/a" list &&
 	mkdir -p untar && sbx cp box:/workspace/repo/. - | tar -C untar -xf - &&
-	test "$(cat untar/sub/d)" = deep &&
+	test_eq deep "$(cat untar/sub/d)" &&
 	expect_code 125 sbx cp - box:/workspace/nothere <repo.tar 2>err &&
 	expect_one_error_line err "does not exist" &&
 	expect_code 125 sbx cp - box:/workspace/a <repo.tar 2>err &&
@@ -129,29 +129,29 @@ test_expect_success 'symlinks stay links, hard links stay linked, modes and mtim
 	touch -h -d "2001-02-03 04:05:06" meta/file meta/link meta/d &&
 	sbx cp meta box:/workspace/meta &&
 	sbx exec box -c "cd /workspace/meta && stat -c \"%n %a %Y %h %F\" file hard d && readlink link abs" >out &&
-	grep -qx "file 751 981173106 2 regular file" out &&
-	grep -qx "hard 751 981173106 2 regular file" out &&
-	grep -qx "d 700 981173106 2 directory" out &&
-	grep -qx "file" out && grep -qx "/etc/passwd" out &&
+	test_grep -x "file 751 981173106 2 regular file" out &&
+	test_grep -x "hard 751 981173106 2 regular file" out &&
+	test_grep -x "d 700 981173106 2 directory" out &&
+	test_grep -x "file" out && test_grep -x "/etc/passwd" out &&
 	sbx cp box:/workspace/meta back &&
-	test "$(stat -c "%a %Y %h" back/file)" = "751 981173106 2" &&
-	test "$(stat -c %i back/file)" = "$(stat -c %i back/hard)" &&
-	test "$(readlink back/link)" = file && test "$(readlink back/abs)" = /etc/passwd &&
-	test "$(stat -c "%a %Y" back/d)" = "700 981173106"
+	test_eq "751 981173106 2" "$(stat -c "%a %Y %h" back/file)" &&
+	test_eq "$(stat -c %i back/hard)" "$(stat -c %i back/file)" &&
+	test_eq file "$(readlink back/link)" && test_eq /etc/passwd "$(readlink back/abs)" &&
+	test_eq "700 981173106" "$(stat -c "%a %Y" back/d)"
 '
 
 test_expect_success 'files copied in belong to sandbox root; -a keeps the uid/gid' '
 	echo o >owned && sbx cp owned box:/workspace/owned &&
-	test "$(sbx exec box stat -c %u:%g /workspace/owned)" = 0:0 &&
+	test_eq 0:0 "$(sbx exec box stat -c %u:%g /workspace/owned)" &&
 	if [ "$(id -u)" -eq 0 ]; then
 		chown 1234:2345 owned &&
 		sbx cp owned box:/workspace/owned2 &&
-		test "$(sbx exec box stat -c %u:%g /workspace/owned2)" = 0:0 &&
+		test_eq 0:0 "$(sbx exec box stat -c %u:%g /workspace/owned2)" &&
 		sbx cp -a owned box:/workspace/owned3 &&
-		test "$(sbx exec box stat -c %u:%g /workspace/owned3)" = 1234:2345 &&
+		test_eq 1234:2345 "$(sbx exec box stat -c %u:%g /workspace/owned3)" &&
 		sbx exec box chown 77:88 /workspace/owned3 &&
-		sbx cp box:/workspace/owned3 back3 && test "$(stat -c %u:%g back3)" = 0:0 &&
-		sbx cp -a box:/workspace/owned3 back4 && test "$(stat -c %u:%g back4)" = 77:88
+		sbx cp box:/workspace/owned3 back3 && test_eq 0:0 "$(stat -c %u:%g back3)" &&
+		sbx cp -a box:/workspace/owned3 back4 && test_eq 77:88 "$(stat -c %u:%g back4)"
 	fi
 '
 
@@ -165,10 +165,10 @@ test_expect_success 'a 2 GiB sparse file and 256 MiB of data stream with flat me
 	print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 	EOF
 	echo "max rss: $(cat rss) KiB" && test "$(cat rss)" -lt 65536 &&
-	test "$(sbx exec box stat -c %s /workspace/sparse)" = 2147483648 &&
+	test_eq 2147483648 "$(sbx exec box stat -c %s /workspace/sparse)" &&
 	test "$(sbx exec box du -k /workspace/sparse | cut -f1)" -lt 1024 &&
-	test "$(stat -c %s sparse.back)" = 2147483648 && test "$(du -k sparse.back | cut -f1)" -lt 1024 &&
-	test "$(stat -c %s dense.back)" = 268435456 && cmp dense dense.back &&
+	test_eq 2147483648 "$(stat -c %s sparse.back)" && test "$(du -k sparse.back | cut -f1)" -lt 1024 &&
+	test_eq 268435456 "$(stat -c %s dense.back)" && cmp dense dense.back &&
 	sbx exec box rm /workspace/sparse /workspace/dense && rm -f sparse dense sparse.back dense.back
 '
 
@@ -177,9 +177,9 @@ test_expect_success 'a symlink to /etc or ../../.. is copied as the link; -L res
 	sbx exec box -c "ln -s /etc /workspace/x && ln -s ../../.. /workspace/y && \
 		ln -s /etc/hostname /workspace/h && ln -s $TRASH/hostdir /workspace/hd && \
 		ln -s $TRASH/hostdir/secret /workspace/hs" &&
-	sbx cp box:/workspace/x out-x && test -L out-x && test "$(readlink out-x)" = /etc &&
-	sbx cp box:/workspace/y out-y && test -L out-y && test "$(readlink out-y)" = ../../.. &&
-	sbx cp -L box:/workspace/h out-h && test ! -L out-h && test "$(cat out-h)" = box &&
+	sbx cp box:/workspace/x out-x && test -L out-x && test_eq /etc "$(readlink out-x)" &&
+	sbx cp box:/workspace/y out-y && test -L out-y && test_eq ../../.. "$(readlink out-y)" &&
+	sbx cp -L box:/workspace/h out-h && test ! -L out-h && test_eq box "$(cat out-h)" &&
 	expect_code 125 sbx cp -L box:/workspace/hs out-hs 2>err &&
 	expect_one_error_line err "does not exist" && test ! -e out-hs &&
 	expect_code 125 sbx cp -L box:/workspace/hd/secret out-hs 2>err && test ! -e out-hs &&
@@ -191,9 +191,9 @@ test_expect_success 'a symlink to /etc or ../../.. is copied as the link; -L res
 test_expect_success 'the destination on the host is a symlink to a host file: that file is kept' '
 	sbx exec box -c "echo root:x:sandbox >/workspace/shadow-like" &&
 	echo precious >precious && ln -s "$PWD/precious" x &&
-	{ sbx cp box:/workspace/shadow-like ./x; test "$(cat precious)" = precious; } &&
+	{ sbx cp box:/workspace/shadow-like ./x; test_eq precious "$(cat precious)"; } &&
 	mkdir -p into && ln -s "$PWD/precious" into/shadow-like &&
-	{ sbx cp box:/workspace/shadow-like into/; test "$(cat precious)" = precious; } &&
+	{ sbx cp box:/workspace/shadow-like into/; test_eq precious "$(cat precious)"; } &&
 	mkdir -p outside dd &&
 	sbx exec box -c "mkdir -p /workspace/dd/into2 && echo t >/workspace/dd/into2/evil" &&
 	ln -s "$PWD/outside" dd/into2 &&
@@ -217,10 +217,10 @@ test_expect_success 'the sandbox swaps a directory for a symlink while cp runs (
 		sbx cp race-payload box:/workspace/d/race-landed 2>/dev/null
 	done;
 	wait;
-	test "$(cat swap/inner)" = HOSTSWAP && test ! -e swap/race-payload &&
+	test_eq HOSTSWAP "$(cat swap/inner)" && test ! -e swap/race-payload &&
 	test ! -e swap/race-landed && host_untouched race-landed &&
 	touch copied && while read -r f; do
-		test "$(cat "$f")" = sandbox-inner || { echo "$f: $(od -c "$f")"; exit 1; }
+		test_eq sandbox-inner "$(cat "$f")" || { echo "$f: $(od -c "$f")"; exit 1; }
 	done <copied
 '
 
@@ -255,10 +255,10 @@ test_expect_success 'evil tars on stdin: ../evil, /abs/evil, through a symlink, 
 	expect_code 125 sbx cp - box:/workspace/evil <blk.tar 2>err &&
 	expect_one_error_line err "evil-blk.*device" &&
 	sbx exec box -c "ls -A /workspace/evil; ls / /tmp" >inside &&
-	! grep -q "^evil-" inside && ! grep -qx h1 inside && ! grep -qx h2 inside &&
-	! grep -qx h3 inside &&
+	test_grep ! "^evil-" inside && test_grep ! -x h1 inside && test_grep ! -x h2 inside &&
+	test_grep ! -x h3 inside &&
 	host_untouched evil-dd evil-dd2 evil-abs evil-sym evil-sym2 evil-dev evil-blk h1 h2 h3 &&
-	test "$(sbx exec box cat /workspace/evil/existing)" = mine
+	test_eq mine "$(sbx exec box cat /workspace/evil/existing)"
 '
 
 test_expect_success 'device nodes of the sandbox are never created on the host' '
@@ -267,7 +267,7 @@ test_expect_success 'device nodes of the sandbox are never created on the host' 
 	mkdir -p devdir &&
 	expect_code 125 sbx cp box:/dev/. devdir 2>err &&
 	expect_one_error_line err "device nodes are never created" &&
-	test -z "$(find devdir -type c -o -type b)"
+	test_eq "" "$(find devdir -type c -o -type b)"
 '
 
 test_expect_success 'setuid and setgid bits are dropped, both ways; hard links within a tar work' '
@@ -275,14 +275,14 @@ test_expect_success 'setuid and setgid bits are dropped, both ways; hard links w
 		add(\"same\", type=tarfile.LNKTYPE, linkname=\"suid\")" &&
 	sbx exec box mkdir -p /workspace/s &&
 	sbx cp - box:/workspace/s <suid.tar &&
-	test "$(sbx exec box stat -c "%a %h" /workspace/s/suid)" = "755 2" &&
+	test_eq "755 2" "$(sbx exec box stat -c "%a %h" /workspace/s/suid)" &&
 	sbx exec box -c "cp /bin/true /workspace/s/st && cp /bin/true /workspace/s/sg && chmod 4755 /workspace/s/st && \
 		chmod 2755 /workspace/s/sg && mkdir -p /workspace/s/sgdir && chmod 2775 /workspace/s/sgdir" &&
-	test "$(sbx exec box stat -c %a /workspace/s/st)" = 4755 &&
+	test_eq 4755 "$(sbx exec box stat -c %a /workspace/s/st)" &&
 	sbx cp box:/workspace/s sout &&
-	test "$(stat -c %a sout/st)" = 755 && test "$(stat -c %a sout/sg)" = 755 &&
-	test "$(stat -c %a sout/suid)" = 755 && test "$(stat -c %a sout/sgdir)" = 2775 &&
-	test -z "$(find sout -perm /6000 -type f)"
+	test_eq 755 "$(stat -c %a sout/st)" && test_eq 755 "$(stat -c %a sout/sg)" &&
+	test_eq 755 "$(stat -c %a sout/suid)" && test_eq 2775 "$(stat -c %a sout/sgdir)" &&
+	test_eq "" "$(find sout -perm /6000 -type f)"
 '
 
 test_expect_success 'a stopped sandbox: cp in and out still work, its /usr stays read-only' '
@@ -292,11 +292,11 @@ test_expect_success 'a stopped sandbox: cp in and out still work, its /usr stays
 	pid=$(python3 -c "import json; print(json.load(open(\"$SBX_HOME/sandboxes/$id/sandbox.json\"))[\"extra\"][\"init_pid\"])") &&
 	kill -9 "$sup" &&
 	for i in $(seq 50); do pid_alive "$pid" || break; sleep 0.1; done &&
-	! pid_alive "$pid" && sbx ls | grep -q "st .*stopped" &&
-	sbx cp st:/workspace/f stf && test "$(cat stf)" = before &&
-	sbx cp src st:/workspace/src && sbx cp st:/workspace/src/sub/d std && test "$(cat std)" = deep &&
-	test "$(stat -c %u "$SBX_HOME/sandboxes/$id/root/workspace/src/a")" = \
-		"$(stat -c %u "$SBX_HOME/sandboxes/$id/root/workspace")" &&
+	! pid_alive "$pid" && sbx ls | test_grep "st .*stopped" &&
+	sbx cp st:/workspace/f stf && test_eq before "$(cat stf)" &&
+	sbx cp src st:/workspace/src && sbx cp st:/workspace/src/sub/d std && test_eq deep "$(cat std)" &&
+	test_eq "$(stat -c %u "$SBX_HOME/sandboxes/$id/root/workspace")" \
+		"$(stat -c %u "$SBX_HOME/sandboxes/$id/root/workspace/src/a")" &&
 	sbx cp st:/usr/bin/true st-true && cmp st-true /usr/bin/true &&
 	expect_code 125 sbx cp src/a st:/usr/planted 2>err &&
 	expect_one_error_line err "Read-only file system" && test ! -e /usr/planted &&
@@ -314,7 +314,7 @@ test_expect_success 'a cp killed in the middle of a stream leaves no process beh
 	exec 7>fifo
 	kids=
 	for i in $(seq 50); do kids=$(pgrep -P "$cpid") && break; sleep 0.1; done
-	test -n "$kids" || { echo "no copy process under $cpid"; exit 1; }
+	test_ne "" "$kids" || { echo "no copy process under $cpid"; exit 1; }
 	kill -9 "$cpid"
 	wait "$cpid"
 	alive=
@@ -325,14 +325,14 @@ test_expect_success 'a cp killed in the middle of a stream leaves no process beh
 		sleep 0.1
 	done
 	exec 7>&-
-	test -z "$alive" || { echo "process $alive outlived its cp"; exit 1; }
+	test_eq "" "$alive" || { echo "process $alive outlived its cp"; exit 1; }
 '
 
 test_expect_success 'libarchive is loaded by cp only, and never linked' '
 	LD_DEBUG=libs sbx cp src/a box:/workspace/ld 2>ld.log &&
-	grep -q "libarchive.so.13" ld.log &&
-	LD_DEBUG=libs sbx exec box true 2>ld.log && ! grep -q libarchive ld.log &&
-	! ldd "$SBX" | grep -q libarchive
+	test_grep "libarchive.so.13" ld.log &&
+	LD_DEBUG=libs sbx exec box true 2>ld.log && test_grep ! libarchive ld.log &&
+	ldd "$SBX" | test_grep ! libarchive
 '
 
 test_done

@@ -20,19 +20,19 @@ if writable_cgroup; then
 	test_expect_success '--memory: past the limit the kernel kills inside; the sandbox stays; inspect counts it' '
 		sbx create --name mem --memory 64m >/dev/null &&
 		expect_code 137 sbx exec mem python3 -c "b = b\"x\" * (256 << 20); print(len(b))" &&
-		test "$(sb_state mem)" = running &&
-		test "$(sbx exec mem echo alive)" = alive &&
+		test_eq running "$(sb_state mem)" &&
+		test_eq alive "$(sbx exec mem echo alive)" &&
 		sbx inspect mem >j &&
 		json_assert j "assert r[\"oom_kills\"] >= 1 and r[\"options\"][\"memory\"] == 64 << 20, r" &&
-		test "$(sbx exec mem python3 -c "b = b\"x\" * (16 << 20); print(len(b))")" = 16777216 &&
+		test_eq 16777216 "$(sbx exec mem python3 -c "b = b\"x\" * (16 << 20); print(len(b))")" &&
 		sbx rm -f mem >/dev/null
 	'
 
 	test_expect_success '--pids-limit: a fork bomb stops at the limit; the host stays responsive' '
 		sbx create --name pids --pids-limit 40 >/dev/null &&
 		sbx exec pids sh -c "(i=0; while [ \$i -lt 200 ]; do sleep 30 & i=\$((i+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo \$#" >n &&
-		n=$(cat n) && test -n "$n" && test "$n" -le 40 && test "$n" -ge 20 &&
-		test "$(echo host)" = host &&
+		n=$(cat n) && test_ne "" "$n" && test "$n" -le 40 && test "$n" -ge 20 &&
+		test_eq host "$(echo host)" &&
 		sbx rm -f pids >/dev/null
 	'
 
@@ -59,22 +59,22 @@ else
 			expect_code 125 sbx create --name lim $opt 2>err || exit 1
 			expect_one_error_line err "no writable cgroup .*delegat" || exit 1
 		done &&
-		test -z "$(ls "$SBX_HOME/sandboxes")" && test ! -e "$SBX_HOME/names/lim"
+		test_eq "" "$(ls "$SBX_HOME/sandboxes")" && test ! -e "$SBX_HOME/names/lim"
 	'
 	test_skip 'limits enforced (OOM kill, fork bomb, CPU quota)' "uid $(id -u) has no writable cgroup (no delegated cgroup v2 subtree on this host)"
 fi
 
 test_expect_success 'without limits, creation works whatever the cgroups' '
-	sbx create --name free >/dev/null && test "$(sbx exec free echo ok)" = ok &&
+	sbx create --name free >/dev/null && test_eq ok "$(sbx exec free echo ok)" &&
 	sbx inspect free >j && json_assert j "assert r[\"cgroup\"] in (\"v1\", \"v2\", \"hybrid\", \"none\"), r" &&
 	sbx rm -f free >/dev/null
 '
 
 test_expect_success 'bad limit values: 125' '
-	expect_code 125 sbx create --memory lots 2>err && grep -q "invalid --memory" err &&
-	expect_code 125 sbx create --memory 1k 2>err && grep -q "at least 6m" err &&
-	expect_code 125 sbx create --cpus 0 2>err && grep -q "invalid --cpus" err &&
-	expect_code 125 sbx create --pids-limit -3 2>err && grep -q "invalid --pids-limit" err
+	expect_code 125 sbx create --memory lots 2>err && test_grep "invalid --memory" err &&
+	expect_code 125 sbx create --memory 1k 2>err && test_grep "at least 6m" err &&
+	expect_code 125 sbx create --cpus 0 2>err && test_grep "invalid --cpus" err &&
+	expect_code 125 sbx create --pids-limit -3 2>err && test_grep "invalid --pids-limit" err
 '
 
 test_done

@@ -15,10 +15,10 @@ only_id() { ls "$SBX_HOME/sandboxes"; }
 # after a crash: ls exits 0 and shows it (or warns about it by path); rm -f removes everything
 ls_and_rm_clean() { # NAME
 	local id pids
-	id=$(only_id) && test -n "$id" || return 1
+	id=$(only_id) && test_ne "" "$id" || return 1
 	pids=$(sandbox_pids "$id")
 	sbx ls >ls.out 2>ls.err || { say "ls failed"; cat ls.err; return 1; }
-	grep -q "$id" ls.out ls.err || { say "ls does not mention $id"; cat ls.out ls.err; return 1; }
+	test_grep "$id" ls.out ls.err || { say "ls does not mention $id"; cat ls.out ls.err; return 1; }
 	sbx ls --json >/dev/null 2>&1 || return 1
 	sbx rm -f "$1" >/dev/null 2>rm.err || sbx rm -f "$id" >/dev/null 2>>rm.err || {
 		say "rm failed:"; cat rm.err; return 1; }
@@ -65,7 +65,7 @@ test_expect_success 'create killed once its sandbox reported: never seen running
 	expect_code 137 env SBX_TEST_CRASH_AT=boot-reported "$SBX" create --name c &&
 	id=$(only_id) && test ! -e "$SBX_HOME/sandboxes/$id/pids" &&
 	for i in 1 2 3 4 5; do
-		st=$(sb_state c) && test "$st" != running || exit 1
+		st=$(sb_state c) && test_ne running "$st" || exit 1
 		sleep 0.1
 	done &&
 	ls_and_rm_clean c
@@ -113,7 +113,7 @@ done
 test_expect_success 'cp killed in the middle: the sandbox is fine, rm -f leaves nothing' '
 	sbx create --name c >/dev/null && head -c 50000000 /dev/zero >big &&
 	{ sbx cp big c:/workspace/big & cpid=$!; } && sleep 0.05 && { kill -9 $cpid; wait $cpid; true; } &&
-	test "$(sbx exec c echo ok)" = ok && ls_and_rm_clean c
+	test_eq ok "$(sbx exec c echo ok)" && ls_and_rm_clean c
 '
 
 test_expect_success 'cp racing pause --release and resume: each copy whole, each state change done' '
@@ -135,7 +135,7 @@ test_expect_success 'exec out of descriptors: a running sandbox is never called 
 	for n in 4 5 6 7 8 9 10 12 16; do
 		(ulimit -n $n; "$SBX" exec fds true) 2>err; rc=$?
 		if [ $rc != 0 ]; then
-			test $rc = 125 && ! grep -q -e stopped -e released err &&
+			test_eq 125 $rc && test_grep ! -e stopped -e released err &&
 			expect_one_error_line err "Too many open files" || { echo "n=$n rc=$rc"; cat err; exit 1; }
 		fi
 	done &&
@@ -147,8 +147,8 @@ test_expect_success 'resume whose record cannot be saved: 125, and the sandbox i
 	sbx pause --release rs >/dev/null &&
 	expect_code 125 env SBX_TEST_FAIL_AT=resume-save "$SBX" resume rs 2>err &&
 	expect_one_error_line err "cannot resume .rs. \\(it was stopped again\\): cannot save the record: No space left" &&
-	st=$(sb_state rs) && test "$st" = stopped -o "$st" = released &&
-	sbx resume rs >/dev/null && test "$(sbx exec rs cat /workspace/f)" = keep &&
+	st=$(sb_state rs) && test_eq stopped "$st" -o "$st" = released &&
+	sbx resume rs >/dev/null && test_eq keep "$(sbx exec rs cat /workspace/f)" &&
 	sbx rm -f rs >/dev/null
 '
 
@@ -157,14 +157,14 @@ test_expect_success 'kill -9 of the supervisor: stopped; resume brings it back w
 	set -- $(sandbox_pids "$(only_id)") && kill -9 "$2" &&
 	wait_state k stopped &&
 	expect_code 125 sbx exec k true 2>err && expect_one_error_line err "is stopped; run .sbx resume k." &&
-	sbx resume k >/dev/null && test "$(sb_state k)" = running &&
-	test "$(sbx exec k cat /workspace/f)" = mine
+	sbx resume k >/dev/null && test_eq running "$(sb_state k)" &&
+	test_eq mine "$(sbx exec k cat /workspace/f)"
 '
 
 test_expect_success 'kill -9 of init: stopped; resume works; rm cleans' '
 	set -- $(sandbox_pids "$(only_id)") && kill -9 "$1" &&
 	wait_state k stopped &&
-	sbx resume k >/dev/null && test "$(sbx exec k cat /workspace/f)" = mine &&
+	sbx resume k >/dev/null && test_eq mine "$(sbx exec k cat /workspace/f)" &&
 	ls_and_rm_clean k
 '
 
@@ -185,9 +185,9 @@ test_expect_success 'simulated reboot: every process killed, cgroups gone; all s
 			done
 		done <"$SBX_HOME/sandboxes/$id/cgroups"
 	done &&
-	sbx ls >out && test "$(grep -c " stopped " out)" = 2 &&
+	sbx ls >out && test_eq 2 "$(grep -c " stopped " out)" &&
 	sbx resume r1 r2 >/dev/null &&
-	test "$(sbx exec r1 cat /workspace/f)" = one && test "$(sbx exec r2 cat /workspace/f)" = two &&
+	test_eq one "$(sbx exec r1 cat /workspace/f)" && test_eq two "$(sbx exec r2 cat /workspace/f)" &&
 	sbx rm -f r1 r2 >/dev/null
 '
 
@@ -217,12 +217,12 @@ test_expect_success 'a full disk under $SBX_HOME: create fails cleanly, existing
 	"$SBX" rm -f keep >/dev/null
 	echo "$rc"
 	EOS
-	$full_ns bash full.sh >rc && test "$(cat rc)" = 125 &&
+	$full_ns bash full.sh >rc && test_eq 125 "$(cat rc)" &&
 	expect_one_error_line err "^sbx: error: .*(No space left on device|space)" &&
-	grep -q " keep " ls.out &&
+	test_grep " keep " ls.out &&
 	: "exec still runs (to make room, say), and says that its credential was not recorded" &&
 	expect_one_error_line exec.err "^sbx: warning: cannot record this exec.s proxy credential.*No space left" &&
-	grep -qx "http://127.0.0.1:3128" proxy.full
+	test_grep -x "http://127.0.0.1:3128" proxy.full
 '
 
 test_expect_success 'a full disk under a sandbox and under cp: 125, one line, no short or zero-filled file' '
@@ -259,11 +259,11 @@ test_expect_success 'a full disk under a sandbox and under cp: 125, one line, no
 	EOS
 	$full_ns bash fullcp.sh &&
 	for i in 1 2 3 4 5; do
-		test "$(cat rc$i)" = 125 || { echo "copy $i exited $(cat rc$i)"; cat err$i; exit 1; }
+		test_eq 125 "$(cat rc$i)" || { echo "copy $i exited $(cat rc$i)"; cat err$i; exit 1; }
 	done &&
 	for i in 1 2 3 4; do expect_one_error_line err$i "No space left on device" || exit 1; done &&
-	grep -q "No space left on device" err5 &&
-	! grep -q big ls1 && ! grep -q mid ls3
+	test_grep "No space left on device" err5 &&
+	test_grep ! big ls1 && test_grep ! mid ls3
 '
 
 test_done

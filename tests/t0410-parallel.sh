@@ -28,15 +28,15 @@ par() {
 for round in 1 2; do
 	test_expect_success "round $round: 50 parallel create, exec, rm; nothing lost, nothing left" '
 		par 50 "$SBX" create --name "p{}" &&
-		test "$(sbx ls -q | wc -l)" = 50 &&
-		for i in $(seq 1 50); do test "$(cat par.$i.out)" = "$(sbx inspect -- "p$i" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])")" || exit 1; done &&
+		test_eq 50 "$(sbx ls -q | wc -l)" &&
+		for i in $(seq 1 50); do test_eq "$(sbx inspect -- "p$i" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])")" "$(cat par.$i.out)" || exit 1; done &&
 		par 50 "$SBX" exec "p{}" sh -c "echo {} >/workspace/n; cat /workspace/n" &&
-		for i in $(seq 1 50); do test "$(cat par.$i.out)" = "$i" || exit 1; done &&
+		for i in $(seq 1 50); do test_eq "$i" "$(cat par.$i.out)" || exit 1; done &&
 		sbx ls --json >j && json_assert j "assert len(r) == 50 and all(x[\"state\"] == \"running\" for x in r), r" &&
 		ids=$(sbx ls -q) && pids=$(for id in $ids; do sandbox_pids "$id"; done) &&
 		par 50 "$SBX" rm -f "p{}" &&
-		test -z "$(sbx ls -q)" && test -z "$(ls "$SBX_HOME/sandboxes")" &&
-		test -z "$(ls "$SBX_HOME/names")" &&
+		test_eq "" "$(sbx ls -q)" && test_eq "" "$(ls "$SBX_HOME/sandboxes")" &&
+		test_eq "" "$(ls "$SBX_HOME/names")" &&
 		for id in $ids; do assert_gone "$id" || exit 1; done &&
 		for p in $pids; do ! pid_alive "$p" || { echo "left: $p"; exit 1; }; done
 	'
@@ -48,11 +48,11 @@ test_expect_success 'two parallel rm of one sandbox: one succeeds, the other say
 		{ sbx rm -f twice >a.out 2>a.err; echo $? >a.rc; } &
 		{ sbx rm -f twice >b.out 2>b.err; echo $? >b.rc; } &
 		wait
-		test "$(sort a.rc b.rc | tr "\n" " ")" = "0 125 " || { cat a.err b.err; exit 1; }
+		test_eq "0 125 " "$(sort a.rc b.rc | tr "\n" " ")" || { cat a.err b.err; exit 1; }
 		cat a.err b.err >both.err
 		expect_one_error_line both.err "no such sandbox|not found" || exit 1
 	done &&
-	test -z "$(ls "$SBX_HOME/sandboxes")"
+	test_eq "" "$(ls "$SBX_HOME/sandboxes")"
 '
 
 test_expect_success 'pause racing exec: each works or fails cleanly; resume lets every exec finish' '
@@ -73,7 +73,7 @@ test_expect_success 'pause racing exec: each works or fails cleanly; resume lets
 			esac
 		done
 	done &&
-	test "$(sb_state race)" = running && sbx rm -f race >/dev/null
+	test_eq running "$(sb_state race)" && sbx rm -f race >/dev/null
 '
 
 test_done

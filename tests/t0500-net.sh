@@ -114,16 +114,16 @@ say "# the internet: $WEB_ADDR http $HTTP_PORT, alt $ALT_PORT, https $HTTPS_PORT
 	"tcp $TCP_PORT; the host's 127.0.0.1: $HP1 $HP2 $HP3"
 
 test_expect_success "set-up: the servers answer from the host, which is not where they run" '
-	test -n "$HTTP_PORT" && test -n "$HTTPS_PORT" && test -n "$TCP_PORT" && test -n "$HP3" &&
-	test "$("${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/hello")" = "hello from web" &&
-	test "$("${CURL[@]}" "http://$WEB_ADDR:$ALT_PORT/hello")" = "hello from alt" &&
+	test_ne "" "$HTTP_PORT" && test_ne "" "$HTTPS_PORT" && test_ne "" "$TCP_PORT" && test_ne "" "$HP3" &&
+	test_eq "hello from web" "$("${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/hello")" &&
+	test_eq "hello from alt" "$("${CURL[@]}" "http://$WEB_ADDR:$ALT_PORT/hello")" &&
 	test "$("${CURL[@]}" --cacert ca.pem --resolve "web.test:$HTTPS_PORT:$WEB_ADDR" \
 		"https://web.test:$HTTPS_PORT/hello")" = "hello from tls" &&
-	test "$("${CURL[@]}" "http://127.0.0.1:$HP1/hello")" = "hello from hp1" &&
-	test "$("${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/repo.git/info/refs")" != "" &&
+	test_eq "hello from hp1" "$("${CURL[@]}" "http://127.0.0.1:$HP1/hello")" &&
+	test_ne "" "$("${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/repo.git/info/refs")" &&
 	exec 3<>"/dev/tcp/$WEB_ADDR/$TCP_PORT" && echo ping >&3 && read -r -t 5 l <&3 &&
-	test "$l" = ping &&
-	! "$TN_IP" -o addr show | grep -qw "$WEB_ADDR"
+	test_eq ping "$l" &&
+	"$TN_IP" -o addr show | test_grep ! -w "$WEB_ADDR"
 '
 
 test_expect_success 'create: bad --net, --net-preset, --add-host, --host-port: 125, no sandbox' '
@@ -132,16 +132,16 @@ test_expect_success 'create: bad --net, --net-preset, --add-host, --host-port: 1
 		"--host-port 70000" "--host-port abc" "--host-port 8080:0" "--host-port 8080:x" \
 		"--net none --net-allow-private" "--net host --net-allow-private"; do
 		expect_code 125 sbx create $args >out 2>err || { echo "with $args"; exit 1; }
-		head -n 1 err | grep -q "^sbx: error: " || { echo "with $args:"; cat err; exit 1; }
+		head -n 1 err | test_grep "^sbx: error: " || { echo "with $args:"; cat err; exit 1; }
 		test ! -s out || exit 1
 	done &&
-	test -z "$(sbx ls -q)"
+	test_eq "" "$(sbx ls -q)"
 '
 
 test_expect_success '--net none: only lo, no proxy, nothing leaves' '
 	sbx create --name none --net none >/dev/null &&
 	sbx exec none cat /proc/net/dev >dev &&
-	sed -n "3,\$p" dev | cut -d: -f1 | tr -d " " >ifaces && test "$(cat ifaces)" = lo &&
+	sed -n "3,\$p" dev | cut -d: -f1 | tr -d " " >ifaces && test_eq lo "$(cat ifaces)" &&
 	sbx exec none env >env && ! grep -Ei "^(https?|all|no)_proxy=" env &&
 	expect_code 7 sbx exec none "${CURL[@]}" -x http://127.0.0.1:3128 "http://$WEB/hello?t=none1" &&
 	expect_code 7 sbx exec none "${CURL[@]}" --socks5-hostname 127.0.0.1:1080 "http://$WEB/hello?t=none2" &&
@@ -156,26 +156,26 @@ test_expect_success 'allow: every exec gets the proxy variables with its own cre
 	sbx cp ca.pem main:/workspace/ca.pem && sbx cp "$HELPERS/socks.py" main:/workspace/socks.py &&
 	sbx exec main env >env1 && sbx exec main env >env2 &&
 	id1=$(sed -n "s/^SBX_EXEC_ID=//p" env1) && id2=$(sed -n "s/^SBX_EXEC_ID=//p" env2) &&
-	echo "$id1" | grep -Eqx "[0-9a-f]{12}" && echo "$id2" | grep -Eqx "[0-9a-f]{12}" &&
-	test "$id1" != "$id2" &&
+	echo "$id1" | test_grep -Ex "[0-9a-f]{12}" && echo "$id2" | test_grep -Ex "[0-9a-f]{12}" &&
+	test_ne "$id2" "$id1" &&
 	s1=$(sed -n "s|^HTTP_PROXY=http://$id1:\([^@]*\)@127\.0\.0\.1:3128\$|\1|p" env1) &&
 	s2=$(sed -n "s|^HTTP_PROXY=http://$id2:\([^@]*\)@127\.0\.0\.1:3128\$|\1|p" env2) &&
-	test -n "$s1" && test -n "$s2" && test "$s1" != "$s2" &&
+	test_ne "" "$s1" && test_ne "" "$s2" && test_ne "$s2" "$s1" &&
 	for v in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy; do
-		grep -qx "$v=http://$id1:$s1@127.0.0.1:3128" env1 || { echo "$v:"; cat env1; exit 1; }
+		test_grep -x "$v=http://$id1:$s1@127.0.0.1:3128" env1 || { echo "$v:"; cat env1; exit 1; }
 	done &&
-	grep -qx "ALL_PROXY=socks5h://$id1:$s1@127.0.0.1:1080" env1 &&
-	grep -qx "all_proxy=socks5h://$id1:$s1@127.0.0.1:1080" env1 &&
-	grep -qx "NO_PROXY=localhost,127.0.0.1" env1 && grep -qx "no_proxy=localhost,127.0.0.1" env1 &&
-	grep -qx "NODE_USE_ENV_PROXY=1" env1 &&
-	sbx exec main getent hosts web.test >h && test "$(awk "{ print \$1 }" h)" = "$WEB_ADDR" &&
-	sbx exec main getent hosts a.zone.test >h && test "$(awk "{ print \$1 }" h)" = "$WEB_ADDR"
+	test_grep -x "ALL_PROXY=socks5h://$id1:$s1@127.0.0.1:1080" env1 &&
+	test_grep -x "all_proxy=socks5h://$id1:$s1@127.0.0.1:1080" env1 &&
+	test_grep -x "NO_PROXY=localhost,127.0.0.1" env1 && test_grep -x "no_proxy=localhost,127.0.0.1" env1 &&
+	test_grep -x "NODE_USE_ENV_PROXY=1" env1 &&
+	sbx exec main getent hosts web.test >h && test_eq "$WEB_ADDR" "$(awk "{ print \$1 }" h)" &&
+	sbx exec main getent hosts a.zone.test >h && test_eq "$WEB_ADDR" "$(awk "{ print \$1 }" h)"
 '
 
 test_expect_success 'allow: plain HTTP through the proxy, dialled from the host side' '
 	sbx exec main "${CURL[@]}" "http://$WEB/hello?t=http1" >out &&
-	test "$(cat out)" = "hello from web" &&
-	grep -qx "web GET /hello?t=http1" "$INET" && grep -q "^web conn $PEER_ADDR:" "$INET"
+	test_eq "hello from web" "$(cat out)" &&
+	test_grep -x "web GET /hello?t=http1" "$INET" && test_grep "^web conn $PEER_ADDR:" "$INET"
 '
 
 test_expect_success 'a wrong proxy secret, a malformed credential, Basic not base64: 407, nothing dialled' '
@@ -183,41 +183,41 @@ test_expect_success 'a wrong proxy secret, a malformed credential, Basic not bas
 	for cred in "$id1:$(printf "%032d" 0)" "not-an-exec:x"; do
 		sbx exec main "${CURL[@]}" -o /dev/null -w "%{http_code}\n" \
 			--proxy "http://$cred@127.0.0.1:3128" "http://$WEB/hello?t=cred407" >code &&
-			test "$(cat code)" = 407 || exit 1
+			test_eq 407 "$(cat code)" || exit 1
 	done &&
 	sbx exec main python3 -c "import socket, sys
 s = socket.create_connection((\"127.0.0.1\", 3128), timeout=10)
 s.sendall(b\"GET http://$WEB/hello?t=b64407 HTTP/1.0\r\nProxy-Authorization: Basic !!!\r\n\r\n\")
 sys.stdout.write(s.recv(100).decode().splitlines()[0])" >line &&
-	grep -q "^HTTP/1\.[01] 407 " line &&
-	! grep -q "t=cred407\|t=b64407" "$INET"
+	test_grep "^HTTP/1\.[01] 407 " line &&
+	test_grep ! "t=cred407\|t=b64407" "$INET"
 '
 
 test_expect_success 'allow: HTTPS through CONNECT, the server'"'"'s own certificate (--cacert, -k)' '
 	sbx exec main "${CURL[@]}" --cacert /workspace/ca.pem "https://web.test:$HTTPS_PORT/hello?t=tls1" >out &&
-	test "$(cat out)" = "hello from tls" &&
+	test_eq "hello from tls" "$(cat out)" &&
 	sbx exec main "${CURL[@]}" -k "https://web.test:$HTTPS_PORT/hello?t=tls2" >out &&
-	test "$(cat out)" = "hello from tls" &&
-	grep -qx "tls GET /hello?t=tls1" "$INET" && grep -qx "tls GET /hello?t=tls2" "$INET"
+	test_eq "hello from tls" "$(cat out)" &&
+	test_grep -x "tls GET /hello?t=tls1" "$INET" && test_grep -x "tls GET /hello?t=tls2" "$INET"
 '
 
 test_expect_success 'allow: git clone over HTTP through the proxy' '
 	sbx exec -e GIT_TERMINAL_PROMPT=0 main timeout 30 git clone -q "http://$WEB/repo.git" \
 		/workspace/clone &&
-	test "$(sbx exec main cat /workspace/clone/README)" = "cloned through the proxy" &&
-	grep -q "^web GET /repo.git/info/refs" "$INET"
+	test_eq "cloned through the proxy" "$(sbx exec main cat /workspace/clone/README)" &&
+	test_grep "^web GET /repo.git/info/refs" "$INET"
 '
 
 test_expect_success 'allow: SOCKS5 with the credential and without, curl and a raw TCP client' '
 	sbx exec main env -u http_proxy -u HTTP_PROXY "${CURL[@]}" "http://$WEB/hello?t=socks1" >out &&
-	test "$(cat out)" = "hello from web" &&
+	test_eq "hello from web" "$(cat out)" &&
 	sbx exec main "${CURL[@]}" --socks5-hostname 127.0.0.1:1080 "http://$WEB/hello?t=socks2" >out &&
-	test "$(cat out)" = "hello from web" &&
-	grep -qx "web GET /hello?t=socks1" "$INET" && grep -qx "web GET /hello?t=socks2" "$INET" &&
+	test_eq "hello from web" "$(cat out)" &&
+	test_grep -x "web GET /hello?t=socks1" "$INET" && test_grep -x "web GET /hello?t=socks2" "$INET" &&
 	sbx exec main /usr/bin/python3 /workspace/socks.py web.test "$TCP_PORT" "raw tcp, with auth" >out &&
-	test "$(cat out)" = "raw tcp, with auth" &&
+	test_eq "raw tcp, with auth" "$(cat out)" &&
 	sbx exec main /usr/bin/python3 /workspace/socks.py --no-auth web.test "$TCP_PORT" "no auth" >out &&
-	test "$(cat out)" = "no auth"
+	test_eq "no auth" "$(cat out)"
 '
 
 test_expect_success 'a name not allowed (though --add-host maps it): 403 with the way to allow it' '
@@ -225,64 +225,64 @@ test_expect_success 'a name not allowed (though --add-host maps it): 403 with th
 	refused_403 resp bad.test "--net allow=" &&
 	expect_code 56 sbx exec main "${CURL[@]}" --cacert /workspace/ca.pem \
 		"https://bad.test:$HTTPS_PORT/hello?t=bad2" 2>err &&
-	grep -q "403" err &&
+	test_grep "403" err &&
 	expect_code 97 sbx exec main env -u http_proxy -u HTTP_PROXY "${CURL[@]}" \
 		"http://bad.test:$HTTP_PORT/hello?t=bad3" &&
 	expect_code 2 sbx exec main /usr/bin/python3 /workspace/socks.py bad.test "$TCP_PORT" x 2>err &&
-	grep -qx "socks: reply 0x02" err &&
+	test_grep -x "socks: reply 0x02" err &&
 	! grep "t=bad" "$INET"
 '
 
 test_expect_success 'wildcard: *.zone.test allows a.zone.test, not zone.test itself' '
 	sbx exec main "${CURL[@]}" "http://a.zone.test:$HTTP_PORT/hello?t=zone1" >out &&
-	test "$(cat out)" = "hello from web" &&
+	test_eq "hello from web" "$(cat out)" &&
 	sbx exec main "${CURL[@]}" --cacert /workspace/ca.pem "https://a.zone.test:$HTTPS_PORT/hello" >out &&
-	test "$(cat out)" = "hello from tls" &&
+	test_eq "hello from tls" "$(cat out)" &&
 	sbx exec main "${CURL[@]}" -i "http://zone.test:$HTTP_PORT/hello?t=zone2" >resp &&
 	refused_403 resp zone.test "--net allow=" &&
 	expect_code 56 sbx exec main "${CURL[@]}" -k "https://zone.test:$HTTPS_PORT/hello" &&
-	grep -qx "web GET /hello?t=zone1" "$INET" && ! grep -q "t=zone2" "$INET"
+	test_grep -x "web GET /hello?t=zone1" "$INET" && test_grep ! "t=zone2" "$INET"
 '
 
 test_expect_success 'a port restriction: allow=web.test:PORT refuses every other port' '
 	sbx create --name port --net "allow=web.test:$HTTP_PORT" --net-preset none "${ADD[@]}" >/dev/null &&
 	sbx cp "$HELPERS/socks.py" port:/workspace/socks.py &&
-	test "$(sbx exec port "${CURL[@]}" "http://$WEB/hello?t=port1")" = "hello from web" &&
+	test_eq "hello from web" "$(sbx exec port "${CURL[@]}" "http://$WEB/hello?t=port1")" &&
 	alt=$(count_lines "^alt conn" "$INET") && tls=$(count_lines "^tls conn" "$INET") &&
 	tcp=$(count_lines "^tcp conn" "$INET") &&
 	sbx exec port "${CURL[@]}" -i "http://web.test:$ALT_PORT/hello?t=port2" >resp &&
 	refused_403 resp "web.test:$ALT_PORT" "--net allow=" &&
 	expect_code 56 sbx exec port "${CURL[@]}" -k "https://web.test:$HTTPS_PORT/hello?t=port3" &&
 	expect_code 2 sbx exec port /usr/bin/python3 /workspace/socks.py web.test "$TCP_PORT" x &&
-	test "$(count_lines "^alt conn" "$INET")" = "$alt" &&
-	test "$(count_lines "^tls conn" "$INET")" = "$tls" &&
-	test "$(count_lines "^tcp conn" "$INET")" = "$tcp"
+	test_eq "$alt" "$(count_lines "^alt conn" "$INET")" &&
+	test_eq "$tls" "$(count_lines "^tls conn" "$INET")" &&
+	test_eq "$tcp" "$(count_lines "^tcp conn" "$INET")"
 '
 
 test_expect_success 'an allowed name on a loopback address without --add-host: refused' '
 	sbx create --name lo --net allow=localhost --net-preset none >/dev/null &&
 	hp=$(count_lines "^hp1 conn" "$HOSTLOG") &&
 	sbx exec lo env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://localhost:$HP1/hello?t=lo1" >resp &&
-	refused_403 resp localhost "--host-port" && grep -q "127.0.0.1, a loopback address" resp.body &&
+	refused_403 resp localhost "--host-port" && test_grep "127.0.0.1, a loopback address" resp.body &&
 	expect_code 56 sbx exec lo env -u NO_PROXY -u no_proxy "${CURL[@]}" -k "https://localhost:$HP1/" &&
 	expect_code 97 sbx exec lo env -u NO_PROXY -u no_proxy -u http_proxy -u HTTP_PROXY \
 		"${CURL[@]}" "http://localhost:$HP1/hello?t=lo2" &&
-	test "$(count_lines "^hp1 conn" "$HOSTLOG")" = "$hp" && ! grep -q "t=lo" "$HOSTLOG"
+	test_eq "$hp" "$(count_lines "^hp1 conn" "$HOSTLOG")" && test_grep ! "t=lo" "$HOSTLOG"
 '
 
 test_expect_success '--net open: any name through the proxy; address literals checked as names' '
 	sbx create --name open --net open --add-host "any.test:$WEB_ADDR" >/dev/null &&
-	test "$(sbx exec open "${CURL[@]}" "http://any.test:$HTTP_PORT/hello?t=open1")" = "hello from web" &&
-	test "$(sbx exec open "${CURL[@]}" -k "https://any.test:$HTTPS_PORT/hello")" = "hello from tls" &&
+	test_eq "hello from web" "$(sbx exec open "${CURL[@]}" "http://any.test:$HTTP_PORT/hello?t=open1")" &&
+	test_eq "hello from tls" "$(sbx exec open "${CURL[@]}" -k "https://any.test:$HTTPS_PORT/hello")" &&
 	hp=$(count_lines "^hp2 conn" "$HOSTLOG") &&
 	sbx exec open env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://127.0.0.1:$HP2/hello?t=open2" >resp &&
-	refused_403 resp 127.0.0.1 "refused" && grep -q "loopback" resp.body &&
+	refused_403 resp 127.0.0.1 "refused" && test_grep "loopback" resp.body &&
 	sbx exec open env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://$TN_PRIV:$HTTP_PORT/hello?t=open3" >resp &&
-	refused_403 resp "$TN_PRIV" "--net-allow-private" && grep -q "a private address" resp.body &&
-	test "$(sbx exec open env -u NO_PROXY -u no_proxy "${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/hello?t=open4")" = "hello from web" &&
-	test "$(count_lines "^hp2 conn" "$HOSTLOG")" = "$hp" &&
-	grep -qx "web GET /hello?t=open1" "$INET" && grep -qx "web GET /hello?t=open4" "$INET" &&
-	! grep -Eq "t=open(2|3)" "$INET" "$HOSTLOG"
+	refused_403 resp "$TN_PRIV" "--net-allow-private" && test_grep "a private address" resp.body &&
+	test_eq "hello from web" "$(sbx exec open env -u NO_PROXY -u no_proxy "${CURL[@]}" "http://$WEB_ADDR:$HTTP_PORT/hello?t=open4")" &&
+	test_eq "$hp" "$(count_lines "^hp2 conn" "$HOSTLOG")" &&
+	test_grep -x "web GET /hello?t=open1" "$INET" && test_grep -x "web GET /hello?t=open4" "$INET" &&
+	test_grep ! -E "t=open(2|3)" "$INET" "$HOSTLOG"
 '
 
 test_expect_success 'connections that ignore the proxy fail' '
@@ -290,18 +290,18 @@ test_expect_success 'connections that ignore the proxy fail' '
 	expect_code 7 sbx exec main "${CURL[@]}" --noproxy "*" "http://$WEB_ADDR:$HTTP_PORT/hello?t=direct2" &&
 	expect_code 1 sbx exec main timeout 5 bash -c "exec 3<>/dev/tcp/$WEB_ADDR/$TCP_PORT" &&
 	expect_code 7 sbx exec main "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP1/hello?t=direct3" &&
-	! grep -q "t=direct" "$INET" "$HOSTLOG"
+	test_grep ! "t=direct" "$INET" "$HOSTLOG"
 '
 
 test_expect_success '--host-port: that host port and no other reaches the host loopback' '
 	sbx create --name hp --host-port "$HP1:9000" --host-port "$HP2" >/dev/null &&
-	test "$(sbx exec hp "${CURL[@]}" --noproxy "*" "http://127.0.0.1:9000/hello?t=hp1")" = "hello from hp1" &&
-	test "$(sbx exec hp "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP2/hello?t=hp2")" = "hello from hp2" &&
+	test_eq "hello from hp1" "$(sbx exec hp "${CURL[@]}" --noproxy "*" "http://127.0.0.1:9000/hello?t=hp1")" &&
+	test_eq "hello from hp2" "$(sbx exec hp "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP2/hello?t=hp2")" &&
 	expect_code 7 sbx exec hp "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP3/hello?t=hp3" &&
 	expect_code 7 sbx exec hp "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP1/hello?t=hp4" &&
 	expect_code 7 sbx exec hp "${CURL[@]}" --noproxy "*" "http://$WEB_ADDR:$HTTP_PORT/hello?t=hp5" &&
-	grep -qx "hp1 GET /hello?t=hp1" "$HOSTLOG" && grep -qx "hp2 GET /hello?t=hp2" "$HOSTLOG" &&
-	! grep -Eq "t=hp[345]" "$HOSTLOG" "$INET"
+	test_grep -x "hp1 GET /hello?t=hp1" "$HOSTLOG" && test_grep -x "hp2 GET /hello?t=hp2" "$HOSTLOG" &&
+	test_grep ! -E "t=hp[345]" "$HOSTLOG" "$INET"
 '
 
 test_expect_success 'the egress log: each connection with its exec id and command, deny lines' '
@@ -322,7 +322,7 @@ env -u http_proxy -u HTTP_PROXY curl -sS --max-time 10 -o /dev/null http://bad.t
 	egress_wait log --exec "$id2" --count 3 &&
 	e="$TEST_PYTHON $HELPERS/egress.py" &&
 	$e schema egress.jsonl &&
-	test "$(wc -l <egress.jsonl)" = 7 &&
+	test_eq 7 "$(wc -l <egress.jsonl)" &&
 	$e match egress.jsonl --exec "$id1" --command "sh -c $allow" --proto http --domain web.test \
 		--port "$HTTP_PORT" --verdict allow --min-bytes-down 15 &&
 	$e match egress.jsonl --exec "$id1" --command "sh -c $allow" --proto connect \
@@ -338,11 +338,11 @@ env -u http_proxy -u HTTP_PROXY curl -sS --max-time 10 -o /dev/null http://bad.t
 '
 
 test_expect_success 'logs --egress: a table, a header and one row per connection' '
-	sbx logs --egress --json log >egress.jsonl && test "$(grep -c "" egress.jsonl)" = 7 &&
+	sbx logs --egress --json log >egress.jsonl && test_eq 7 "$(grep -c "" egress.jsonl)" &&
 	sbx logs --egress log >table && cat table &&
-	test "$(grep -c "" table)" = 8 &&
-	test "$(sed 1d table | grep -c "web\.test")" = 4 &&
-	test "$(sed 1d table | grep -c "bad\.test")" = 3
+	test_eq 8 "$(grep -c "" table)" &&
+	test_eq 4 "$(sed 1d table | grep -c "web\.test")" &&
+	test_eq 3 "$(sed 1d table | grep -c "bad\.test")"
 '
 
 test_expect_success 'logs --egress --follow prints new lines and ends when the sandbox goes' '
@@ -356,21 +356,21 @@ test_expect_success 'logs --egress --follow prints new lines and ends when the s
 	"$TEST_PYTHON" "$HELPERS/egress.py" match follow.out --domain web.test --verdict allow &&
 	"$TEST_PYTHON" "$HELPERS/egress.py" match follow.out --domain bad.test --verdict deny &&
 	sbx rm -f fol >/dev/null &&
-	wait_until 10 test -s follow.rc && test "$(cat follow.rc)" = 0
+	wait_until 10 test -s follow.rc && test_eq 0 "$(cat follow.rc)"
 '
 
 test_expect_success '--net host: a warning, and the host'"'"'s own network' '
 	sbx create --name hostnet --net host >id 2>err &&
-	grep -Eqx "[0-9a-f]{12}" id && test "$(grep -c "" err)" = 1 && grep -q "^sbx: warning: " err &&
-	test "$(sbx exec hostnet stat -L -c %i /proc/self/ns/net)" = "$(stat -L -c %i /proc/self/ns/net)" &&
-	test "$(sbx exec hostnet "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP3/hello?t=host1")" = \
-		"hello from hp3" &&
+	test_grep -Ex "[0-9a-f]{12}" id && test_eq 1 "$(grep -c "" err)" && test_grep "^sbx: warning: " err &&
+	test_eq "$(stat -L -c %i /proc/self/ns/net)" "$(sbx exec hostnet stat -L -c %i /proc/self/ns/net)" &&
+	test_eq "hello from hp3" \
+		"$(sbx exec hostnet "${CURL[@]}" --noproxy "*" "http://127.0.0.1:$HP3/hello?t=host1")" &&
 	sbx rm -f hostnet >/dev/null
 '
 
 test_expect_success 'the default (the preset) and --net allow= alone: a test name is refused' '
 	sbx create --name dflt "${ADD[@]}" >/dev/null &&
-	sbx exec dflt env >env && grep -q "^HTTP_PROXY=http://" env &&
+	sbx exec dflt env >env && test_grep "^HTTP_PROXY=http://" env &&
 	sbx exec dflt "${CURL[@]}" -i "http://$WEB/hello?t=dflt1" >resp &&
 	refused_403 resp web.test "--net allow=" &&
 	sbx inspect dflt >j && json_assert j "assert r[\"options\"][\"net\"][\"preset\"] is True, r" &&
@@ -378,7 +378,7 @@ test_expect_success 'the default (the preset) and --net allow= alone: a test nam
 	sbx inspect empty >j && json_assert j "assert r[\"options\"][\"net\"][\"preset\"] is False, r" &&
 	sbx exec empty "${CURL[@]}" -i "http://$WEB/hello?t=dflt2" >resp &&
 	refused_403 resp web.test "--net allow=" &&
-	! grep -q "t=dflt" "$INET"
+	test_grep ! "t=dflt" "$INET"
 '
 
 test_expect_success 'rm: nothing of the sandboxes, their proxies and forwarders stays' '

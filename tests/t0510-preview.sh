@@ -39,7 +39,7 @@ url_port() { sed -n 's|^http://[^/]*:\([0-9]*\)/.*|\1|p' <<<"$1"; }
 # pv_save NAME URL: a preview's URL as sbx preview prints it, kept as urlNAME (without the
 # token: http://127.0.0.1:PORT/) and tokNAME (the token, 32 hexadecimal digits)
 pv_save() {
-	grep -Eqx 'http://[^/]+:[0-9]+/\?sbx_token=[0-9a-f]{32}' <<<"$2" || { say "not a URL with a token: $2" >&2; return 1; }
+	test_grep -Ex 'http://[^/]+:[0-9]+/\?sbx_token=[0-9a-f]{32}' <<<"$2" || { say "not a URL with a token: $2" >&2; return 1; }
 	echo "${2%%\?*}" >"url$1" && echo "${2##*sbx_token=}" >"tok$1"
 }
 
@@ -73,14 +73,14 @@ test_expect_success 'set-up: servers inside a sandbox, on its own loopback' '
 '
 
 test_expect_success 'preview prints one URL on 127.0.0.1, with a token, that reaches the port inside' '
-	sbx preview box 8000 >url && test "$(grep -c "" url)" = 1 &&
-	grep -Eqx "http://127\.0\.0\.1:[0-9]+/\?sbx_token=[0-9a-f]{32}" url && pv_save 8000 "$(cat url)" &&
-	pv_curl 8000 data.txt >out && test "$(cat out)" = "served from the sandbox" &&
-	pv_curl 8000 "" | grep -q "not rendered" &&
-	test "$(pv_curl 8000 big.bin | sha256sum | cut -d" " -f1)" = "$BIG_SUM" &&
+	sbx preview box 8000 >url && test_eq 1 "$(grep -c "" url)" &&
+	test_grep -Ex "http://127\.0\.0\.1:[0-9]+/\?sbx_token=[0-9a-f]{32}" url && pv_save 8000 "$(cat url)" &&
+	pv_curl 8000 data.txt >out && test_eq "served from the sandbox" "$(cat out)" &&
+	pv_curl 8000 "" | test_grep "not rendered" &&
+	test_eq "$BIG_SUM" "$(pv_curl 8000 big.bin | sha256sum | cut -d" " -f1)" &&
 	listening 127.0.0.1 "$(url_port "$(cat url8000)")" &&
-	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" "$(cat url8000)data.txt")" = 401 &&
-	"${CURL[@]}" -L -c jar -b jar "$(cat url)" | grep -q "not rendered"
+	test_eq 401 "$("${CURL[@]}" -o /dev/null -w "%{http_code}" "$(cat url8000)data.txt")" &&
+	"${CURL[@]}" -L -c jar -b jar "$(cat url)" | test_grep "not rendered"
 '
 
 test_expect_success 'preview --json, --host-port N; a WebSocket echo through it' '
@@ -93,18 +93,18 @@ assert r[\"port\"] == 8765 and r[\"host_port\"] == $hp, r" &&
 	pv_save 8765 "$(json_assert j "print(r[\"url\"])")" &&
 	"$TEST_PYTHON" "$HELPERS/ws.py" client "$(cat url8765)echo" --header "X-Sbx-Preview-Token: $(cat tok8765)" \
 		"hello through the preview" >out &&
-	test "$(cat out)" = "hello through the preview" &&
+	test_eq "hello through the preview" "$(cat out)" &&
 	"$TEST_PYTHON" "$HELPERS/ws.py" client "ws://127.0.0.1:$hp/" --header "X-Sbx-Preview-Token: $(cat tok8765)" \
 		--size 300000 big >out &&
 	expect_code 2 "$TEST_PYTHON" "$HELPERS/ws.py" client "ws://127.0.0.1:$hp/" x 2>err &&
-	grep -q "handshake failed: HTTP/1\.[01] 401" err
+	test_grep "handshake failed: HTTP/1\.[01] 401" err
 '
 
 test_expect_success 'preview SB lists the open previews; --json an array of the same objects' '
 	sbx preview box >list && cat list &&
-	test "$(grep -c "" list)" = 3 &&
-	grep -F "$(cat url8000)?sbx_token=$(cat tok8000)" list | grep -qw 8000 &&
-	grep -F "$(cat url8765)?sbx_token=$(cat tok8765)" list | grep -qw 8765 &&
+	test_eq 3 "$(grep -c "" list)" &&
+	grep -F "$(cat url8000)?sbx_token=$(cat tok8000)" list | test_grep -w 8000 &&
+	grep -F "$(cat url8765)?sbx_token=$(cat tok8765)" list | test_grep -w 8765 &&
 	sbx preview box --json >j &&
 	json_assert j "assert isinstance(r, list) and len(r) == 2, r
 by = {p[\"port\"]: p for p in r}
@@ -119,21 +119,21 @@ test_expect_success '--public: on every address, 401 without the token; query, c
 r = json.load(open(sys.argv[1]))
 for k in (\"url\", \"token\", \"host_port\", \"port\"):
     print(\"%s=%s\" % (k, shlex.quote(str(r[k]))))" j)" &&
-	test "$port" = 8001 && test -n "$token" && test "$token" != None &&
-	echo "$url" | grep -Eqx "http://[^/]+:$host_port/\?sbx_token=$token" &&
+	test_eq 8001 "$port" && test_ne "" "$token" && test_ne None "$token" &&
+	echo "$url" | test_grep -Ex "http://[^/]+:$host_port/\?sbx_token=$token" &&
 	listening 0.0.0.0 "$host_port" &&
 	base=http://127.0.0.1:$host_port &&
-	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" "$base/data.txt")" = 401 &&
-	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" "$base/data.txt?sbx_token=wrong$token")" = 401 &&
-	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" -H "X-Sbx-Preview-Token: nope" "$base/")" = 401 &&
-	test "$("${CURL[@]}" -o /dev/null -w "%{http_code}" -b "sbx_preview_token=nope" "$base/")" = 401 &&
+	test_eq 401 "$("${CURL[@]}" -o /dev/null -w "%{http_code}" "$base/data.txt")" &&
+	test_eq 401 "$("${CURL[@]}" -o /dev/null -w "%{http_code}" "$base/data.txt?sbx_token=wrong$token")" &&
+	test_eq 401 "$("${CURL[@]}" -o /dev/null -w "%{http_code}" -H "X-Sbx-Preview-Token: nope" "$base/")" &&
+	test_eq 401 "$("${CURL[@]}" -o /dev/null -w "%{http_code}" -b "sbx_preview_token=nope" "$base/")" &&
 	"${CURL[@]}" -D head -o /dev/null "$base/data.txt?sbx_token=$token" &&
-	tr -d "\r" <head >h && head -n 1 h | grep -Eq "^HTTP/1\.[01] 302" &&
-	grep -i "^set-cookie: sbx_preview_token_$host_port=$token;" h | grep -iq "httponly" &&
-	grep -iq "^location: " h &&
-	test "$("${CURL[@]}" -b "sbx_preview_token_$host_port=$token" "$base/data.txt")" = "served from the sandbox" &&
-	test "$("${CURL[@]}" -H "X-Sbx-Preview-Token: $token" "$base/data.txt")" = "served from the sandbox" &&
-	"${CURL[@]}" -L -c jar -b jar -o /dev/null -w "%{http_code}" "$url" >code && test "$(cat code)" = 200 &&
+	tr -d "\r" <head >h && head -n 1 h | test_grep -E "^HTTP/1\.[01] 302" &&
+	grep -i "^set-cookie: sbx_preview_token_$host_port=$token;" h | test_grep -i "httponly" &&
+	test_grep -i "^location: " h &&
+	test_eq "served from the sandbox" "$("${CURL[@]}" -b "sbx_preview_token_$host_port=$token" "$base/data.txt")" &&
+	test_eq "served from the sandbox" "$("${CURL[@]}" -H "X-Sbx-Preview-Token: $token" "$base/data.txt")" &&
+	"${CURL[@]}" -L -c jar -b jar -o /dev/null -w "%{http_code}" "$url" >code && test_eq 200 "$(cat code)" &&
 	echo "$base/" >url8001 && echo "$token" >tok8001
 '
 
@@ -142,21 +142,21 @@ test_expect_success '--public: a WebSocket with the token header; without it the
 	json_assert j "print(r[\"host_port\"], r[\"token\"])" >hp_token && read -r hp token <hp_token &&
 	"$TEST_PYTHON" "$HELPERS/ws.py" client "http://127.0.0.1:$hp/" --header "X-Sbx-Preview-Token: $token" \
 		"public echo" >out &&
-	test "$(cat out)" = "public echo" &&
+	test_eq "public echo" "$(cat out)" &&
 	expect_code 2 "$TEST_PYTHON" "$HELPERS/ws.py" client "http://127.0.0.1:$hp/" x 2>err &&
-	grep -q "handshake failed: HTTP/1\.[01] 401" err &&
+	test_grep "handshake failed: HTTP/1\.[01] 401" err &&
 	sbx preview --rm box 8766
 '
 
 test_expect_success 'previews survive exec, pause and resume, with their tokens' '
 	sbx exec box true && sbx exec box sh -c "echo busy >/workspace/f" &&
-	test "$(pv_curl 8000 data.txt)" = "served from the sandbox" &&
-	sbx pause box >/dev/null && sbx resume box >/dev/null && test "$(sb_state box)" = running &&
-	test "$(pv_curl 8000 data.txt)" = "served from the sandbox" &&
-	test "$(pv_curl 8001 data.txt)" = "served from the sandbox" &&
+	test_eq "served from the sandbox" "$(pv_curl 8000 data.txt)" &&
+	sbx pause box >/dev/null && sbx resume box >/dev/null && test_eq running "$(sb_state box)" &&
+	test_eq "served from the sandbox" "$(pv_curl 8000 data.txt)" &&
+	test_eq "served from the sandbox" "$(pv_curl 8001 data.txt)" &&
 	"$TEST_PYTHON" "$HELPERS/ws.py" client "$(cat url8765)" --header "X-Sbx-Preview-Token: $(cat tok8765)" \
 		"after resume" >out &&
-	test "$(cat out)" = "after resume" &&
+	test_eq "after resume" "$(cat out)" &&
 	sbx preview box --json >j && json_assert j "assert len(r) == 3, r"
 '
 
@@ -172,8 +172,8 @@ if command -v chromium >/dev/null; then
 			--user-data-dir="$TRASH/chrome/profile" \
 			--dump-dom "$(cat url8000)?sbx_token=$(cat tok8000)" >dom 2>chrome.err ||
 			{ tail -n 20 chrome.err; exit 1; }
-		grep -q "rendered by javascript: 42, served from the sandbox" dom &&
-		! grep -q "not rendered" dom
+		test_grep "rendered by javascript: 42, served from the sandbox" dom &&
+		test_grep ! "not rendered" dom
 	'
 else
 	test_skip 'headless Chromium renders a page served inside' 'chromium is not installed'
@@ -182,23 +182,23 @@ fi
 test_expect_success 'preview --rm closes one preview; the others stay' '
 	sbx preview --rm box 8000 >out && test ! -s out &&
 	expect_code 7 pv_curl 8000 data.txt 2>/dev/null &&
-	test "$(pv_curl 8001 data.txt)" = "served from the sandbox" &&
+	test_eq "served from the sandbox" "$(pv_curl 8001 data.txt)" &&
 	sbx preview box --json >j &&
 	json_assert j "assert sorted(p[\"port\"] for p in r) == [8001, 8765], r" &&
 	sbx preview box 8000 >url && pv_save 8000 "$(cat url)" &&
-	test "$(pv_curl 8000 data.txt)" = "served from the sandbox"
+	test_eq "served from the sandbox" "$(pv_curl 8000 data.txt)"
 '
 
 test_expect_success 'preview: bad ports, no sandbox, --rm of a port not previewed: 125' '
-	expect_code 125 sbx preview box 0 2>err && head -n 1 err | grep -q "^sbx: error: " &&
-	expect_code 125 sbx preview box 65536 2>err && head -n 1 err | grep -q "^sbx: error: " &&
-	expect_code 125 sbx preview box http 2>err && head -n 1 err | grep -q "^sbx: error: " &&
-	expect_code 125 sbx preview box 8000 --host-port x 2>err && head -n 1 err | grep -q "^sbx: error: " &&
-	expect_code 125 sbx preview --rm box 2>err && head -n 1 err | grep -q "^sbx: error: " &&
-	expect_code 125 sbx preview 2>err && head -n 1 err | grep -q "^sbx: error: " &&
+	expect_code 125 sbx preview box 0 2>err && head -n 1 err | test_grep "^sbx: error: " &&
+	expect_code 125 sbx preview box 65536 2>err && head -n 1 err | test_grep "^sbx: error: " &&
+	expect_code 125 sbx preview box http 2>err && head -n 1 err | test_grep "^sbx: error: " &&
+	expect_code 125 sbx preview box 8000 --host-port x 2>err && head -n 1 err | test_grep "^sbx: error: " &&
+	expect_code 125 sbx preview --rm box 2>err && head -n 1 err | test_grep "^sbx: error: " &&
+	expect_code 125 sbx preview 2>err && head -n 1 err | test_grep "^sbx: error: " &&
 	expect_code 125 sbx preview nosuch 8000 2>err && expect_one_error_line err "nosuch" &&
 	expect_code 125 sbx preview --rm box 9999 2>err && expect_one_error_line err "9999" &&
-	expect_code 125 sbx preview --no-auth box 2>err && head -n 1 err | grep -q "^sbx: error: " &&
+	expect_code 125 sbx preview --no-auth box 2>err && head -n 1 err | test_grep "^sbx: error: " &&
 	expect_code 125 sbx preview --public --no-auth box 8000 2>err &&
 	expect_one_error_line err "^sbx: error: .*--no-auth"
 '
@@ -209,9 +209,9 @@ test_expect_success 'a sandbox with --net none can be previewed too; --no-auth: 
 	json_assert j "assert r[\"token\"] is None and r[\"auth\"] is False, r
 assert r[\"url\"] == \"http://127.0.0.1:%d/\" % r[\"host_port\"], r" &&
 	json_assert j "print(r[\"url\"])" >urlquiet &&
-	test "$("${CURL[@]}" "$(cat urlquiet)data.txt")" = "served from the sandbox" &&
+	test_eq "served from the sandbox" "$("${CURL[@]}" "$(cat urlquiet)data.txt")" &&
 	expect_code 125 sbx preview quiet 8000 --no-auth --host-port 1 2>err &&
-	sbx preview quiet 8000 >url && test "$(cat url)" = "$(cat urlquiet)"
+	sbx preview quiet 8000 >url && test_eq "$(cat urlquiet)" "$(cat url)"
 '
 
 test_expect_success 'rm closes every preview of the sandbox, and only those' '
@@ -219,7 +219,7 @@ test_expect_success 'rm closes every preview of the sandbox, and only those' '
 	for u in 8000 8765 8001; do
 		expect_code 7 pv_curl "$u" "" 2>/dev/null || exit 1
 	done &&
-	test "$("${CURL[@]}" "$(cat urlquiet)data.txt")" = "served from the sandbox" &&
+	test_eq "served from the sandbox" "$("${CURL[@]}" "$(cat urlquiet)data.txt")" &&
 	sbx rm -f quiet >/dev/null &&
 	expect_code 7 "${CURL[@]}" "$(cat urlquiet)" 2>/dev/null
 '

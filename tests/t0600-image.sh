@@ -154,7 +154,7 @@ host_untouched() {
 	done
 	found=$(find "$TRASH" -path "$TRASH/registry-*" -prune -o \( -name escape -o -name evil-abs \
 		-o -name evil-rel -o -name evil -o -name evil-null \) -print 2>/dev/null)
-	test -z "$found" || { echo "leaked: $found"; return 1; }
+	test_eq "" "$found" || { echo "leaked: $found"; return 1; }
 }
 
 # alt_homes_cleanup: removes the sandboxes of the test's own stores (the main one is lib.sh's)
@@ -193,11 +193,13 @@ setup() {
 	done
 	registry_push oci busybox "$REG/test/moving:latest" || return 1
 	# a layer small as a blob (compressed) and 8 MiB unpacked: for a full disk
-	printf '%s' '{"layers": [{"compression": "gzip", "entries": [{"type": "busybox"},
-		{"type": "file", "path": "zeros", "size": 8388608}]}]}' >bomb.json &&
-	"${MKIMAGE[@]}" --out oci --tag bomb --spec bomb.json >info/bomb.json &&
-	"${MKIMAGE[@]}" --out bomb.tar --format docker-archive --name bomb:1 --spec bomb.json \
-		>/dev/null || { echo "mkimage bomb failed"; return 1; }
+	{
+		printf '%s' '{"layers": [{"compression": "gzip", "entries": [{"type": "busybox"},
+			{"type": "file", "path": "zeros", "size": 8388608}]}]}' >bomb.json &&
+			"${MKIMAGE[@]}" --out oci --tag bomb --spec bomb.json >info/bomb.json &&
+			"${MKIMAGE[@]}" --out bomb.tar --format docker-archive --name bomb:1 \
+				--spec bomb.json >/dev/null
+	} || { echo "mkimage bomb failed"; return 1; }
 	registry_push oci bomb "$REG/test/bomb:latest" || return 1
 	for p in escape abs symlink symlink-rel hardlink hardlink-abs device setuid bigowner; do
 		registry_push oci "$p" "$REG/hostile/$p:latest" || { echo "push $p failed"; return 1; }
@@ -230,31 +232,31 @@ if [ -z "$TEST_SKIP_ALL" ]; then
 fi
 
 test_expect_success 'set-up: images built, registries up, images pushed' '
-	test -n "$SETUP_OK" || { cat setup.log; exit 1; }
-	curl -sS --max-time 5 -o /dev/null -w "%{http_code}\n" "http://$REG/v2/" | grep -qx 200 &&
+	test_ne "" "$SETUP_OK" || { cat setup.log; exit 1; }
+	curl -sS --max-time 5 -o /dev/null -w "%{http_code}\n" "http://$REG/v2/" | test_grep -x 200 &&
 	curl -sS --max-time 5 -H "Accept: application/vnd.oci.image.manifest.v1+json" \
 		"http://$REG/v2/test/busybox/manifests/latest" >m &&
-	test "sha256:$(sha256sum <m | cut -c1-64)" = "$BB_MAN" &&
-	curl -sS --max-time 5 -o /dev/null -w "%{http_code}\n" "http://$BASIC/v2/" | grep -qx 401 &&
-	curl -sS --max-time 5 -o /dev/null -w "%{http_code}\n" "http://$TOKREG/v2/" | grep -qx 401 &&
-	curl -sS --max-time 5 -o /dev/null -w "%{http_code}\n" "http://$ANON/v2/" | grep -qx 401
+	test_eq "$BB_MAN" "sha256:$(sha256sum <m | cut -c1-64)" &&
+	curl -sS --max-time 5 -o /dev/null -w "%{http_code}\n" "http://$BASIC/v2/" | test_grep -x 401 &&
+	curl -sS --max-time 5 -o /dev/null -w "%{http_code}\n" "http://$TOKREG/v2/" | test_grep -x 401 &&
+	curl -sS --max-time 5 -o /dev/null -w "%{http_code}\n" "http://$ANON/v2/" | test_grep -x 401
 '
 [ -n "$SETUP_OK" ] || TEST_SKIP_ALL="the set-up failed"
 
 # --- pull ---------------------------------------------------------------------------------
 test_expect_success 'pull: prints the id alone, nothing on a non-terminal stderr; the store laid out' '
 	sbx image pull "$REG/test/busybox:latest" >out 2>err &&
-	test "$(cat out)" = "$BB_ID" && test ! -s err &&
-	test "$(stat -c %a "$IMG")" = 700 &&
+	test_eq "$BB_ID" "$(cat out)" && test ! -s err &&
+	test_eq 700 "$(stat -c %a "$IMG")" &&
 	test -f "$IMG/blobs/sha256/${BB_MAN#sha256:}" &&
 	test -f "$IMG/blobs/sha256/${BB_ID#sha256:}" &&
 	test -f "$IMG/blobs/sha256/${BB_LAYER#sha256:}" &&
 	test -d "$IMG/layers/${BB_LAYER#sha256:}" &&
 	cmp "$IMG/layers/${BB_LAYER#sha256:}/bin/busybox" /bin/busybox &&
 	test -L "$IMG/layers/${BB_LAYER#sha256:}/bin/sh" &&
-	test "$(ref_get "$SBX_HOME" "$REG/test/busybox:latest" manifest)" = "$BB_MAN" &&
-	test "$(ref_get "$SBX_HOME" "$REG/test/busybox:latest" config)" = "$BB_ID" &&
-	test "$(ref_get "$SBX_HOME" "$REG/test/busybox:latest" layers)" = "[\"$BB_LAYER\"]" &&
+	test_eq "$BB_MAN" "$(ref_get "$SBX_HOME" "$REG/test/busybox:latest" manifest)" &&
+	test_eq "$BB_ID" "$(ref_get "$SBX_HOME" "$REG/test/busybox:latest" config)" &&
+	test_eq "[\"$BB_LAYER\"]" "$(ref_get "$SBX_HOME" "$REG/test/busybox:latest" layers)" &&
 	store_check "$SBX_HOME" &&
 	: "the layer'"'"'s owners: moved up by 100000 as root, the caller'"'"'s otherwise" &&
 	own=$(stat -c %u "$IMG/layers/${BB_LAYER#sha256:}/bin/busybox") &&
@@ -265,28 +267,28 @@ test_expect_success 'pull again: no blob fetched again, the layer not unpacked a
 	gets=$(registry_blob_gets "$REGLOG") && test "$gets" -gt 0 &&
 	before=$(stat -c "%i %Y" "$IMG/layers/${BB_LAYER#sha256:}") &&
 	sbx image pull -q "$REG/test/busybox" >out 2>err &&
-	test "$(cat out)" = "$BB_ID" && test ! -s err &&
-	test "$(registry_blob_gets "$REGLOG")" = "$gets" &&
-	test "$(stat -c "%i %Y" "$IMG/layers/${BB_LAYER#sha256:}")" = "$before" &&
-	test "$(ls "$IMG/layers" | wc -l)" = 1
+	test_eq "$BB_ID" "$(cat out)" && test ! -s err &&
+	test_eq "$gets" "$(registry_blob_gets "$REGLOG")" &&
+	test_eq "$before" "$(stat -c "%i %Y" "$IMG/layers/${BB_LAYER#sha256:}")" &&
+	test_eq 1 "$(ls "$IMG/layers" | wc -l)"
 '
 
 test_expect_success 'pull by digest: the same id, the name has tag <none>' '
 	sbx image pull "$REG/test/busybox@$BB_MAN" >out &&
-	test "$(cat out)" = "$BB_ID" &&
-	sbx image ls >ls && grep -Eq "^$REG/test/busybox +<none> +${BB_ID:7:12} " ls &&
+	test_eq "$BB_ID" "$(cat out)" &&
+	sbx image ls >ls && test_grep -E "^$REG/test/busybox +<none> +${BB_ID:7:12} " ls &&
 	expect_code 125 sbx image pull "$REG/test/busybox@sha256:$(printf %064d 0)" 2>err &&
 	expect_one_error_line err "^sbx: error: "
 '
 
 test_expect_success 'pull: Docker'"'"'s media types (schema 2, a manifest list); localhost:PORT' '
-	sbx image pull "$REG/docker/busybox" >out && test "$(cat out)" = "$BB_ID" &&
-	sbx image pull "$REG/docker/multiarch" >out && test "$(cat out)" = "$AMD_ID" &&
+	sbx image pull "$REG/docker/busybox" >out && test_eq "$BB_ID" "$(cat out)" &&
+	sbx image pull "$REG/docker/multiarch" >out && test_eq "$AMD_ID" "$(cat out)" &&
 	sbx image pull --platform linux/arm64 "$REG/docker/multiarch" >out &&
-	test "$(cat out)" = "$ARM_ID" &&
-	sbx image pull "localhost:$REG_PLAIN_PORT/test/busybox" >out && test "$(cat out)" = "$BB_ID" &&
-	sbx image ls >ls && grep -Eq "^localhost:$REG_PLAIN_PORT/test/busybox +latest +${BB_ID:7:12} " ls &&
-	test "$(sbx run --image "$REG/docker/busybox" -- cat /etc/os-release)" = ID=sbx-test-busybox &&
+	test_eq "$ARM_ID" "$(cat out)" &&
+	sbx image pull "localhost:$REG_PLAIN_PORT/test/busybox" >out && test_eq "$BB_ID" "$(cat out)" &&
+	sbx image ls >ls && test_grep -E "^localhost:$REG_PLAIN_PORT/test/busybox +latest +${BB_ID:7:12} " ls &&
+	test_eq ID=sbx-test-busybox "$(sbx run --image "$REG/docker/busybox" -- cat /etc/os-release)" &&
 	store_check "$SBX_HOME"
 '
 
@@ -299,52 +301,52 @@ test_expect_success 'pull: basic auth from $DOCKER_CONFIG/config.json, then ~/.d
 	printf "{\"auths\": {\"%s\": {\"auth\": \"%s\"}}}\n" "$BASIC" \
 		"$(printf alice:s3cret | base64)" >dcfg/config.json &&
 	DOCKER_CONFIG=$TRASH/dcfg sbx image pull "$BASIC/test/busybox" >out &&
-	test "$(cat out)" = "$BB_ID" &&
+	test_eq "$BB_ID" "$(cat out)" &&
 	sbx image rm "$BASIC/test/busybox" >/dev/null &&
 	mkdir -p "$HOME/.docker" && cp dcfg/config.json "$HOME/.docker/config.json" &&
-	sbx image pull "$BASIC/test/busybox" >out && test "$(cat out)" = "$BB_ID" &&
+	sbx image pull "$BASIC/test/busybox" >out && test_eq "$BB_ID" "$(cat out)" &&
 	rm -f "$HOME/.docker/config.json" &&
-	grep -q "\"GET /v2/test/busybox/manifests/latest HTTP/1.1\" 200" "$BASICLOG"
+	test_grep "\"GET /v2/test/busybox/manifests/latest HTTP/1.1\" 200" "$BASICLOG"
 '
 
 test_expect_success 'pull: the bearer flow of docker-registry (token server, credentials from config.json)' '
 	h=$(fresh_home tok) &&
 	refused_pull "$h" "$TOKREG/test/app" "(auth|credential|401|login|denied|token)" &&
-	grep -q "^token 401 repository:test/app:pull" "$TOKLOG" &&
+	test_grep "^token 401 repository:test/app:pull" "$TOKLOG" &&
 	mkdir -p tcfg && printf "{\"auths\": {\"%s\": {\"auth\": \"%s\"}}}\n" "$TOKREG" \
 		"$(printf bob:t0ken | base64)" >tcfg/config.json &&
 	DOCKER_CONFIG=$TRASH/tcfg in_home "$h" image pull "$TOKREG/test/app" >out &&
-	test "$(cat out)" = "$APP_ID" &&
-	grep -q "^token bob repository:test/app:pull " "$TOKLOG" &&
+	test_eq "$APP_ID" "$(cat out)" &&
+	test_grep "^token bob repository:test/app:pull " "$TOKLOG" &&
 	store_check "$h"
 '
 
 test_expect_success 'pull: an anonymous bearer flow (the proxy'"'"'s realm and scope)' '
 	h=$(fresh_home anon) &&
 	in_home "$h" image pull "$ANON/test/app" >out &&
-	test "$(cat out)" = "$APP_ID" &&
-	grep -q "^proxy GET /v2/test/app/manifests/latest 401 auth=-" "$ANONLOG" &&
-	grep -q "^proxy GET /token 200 auth=- scope=test/app service=test" "$ANONLOG" &&
-	grep -q "^proxy GET /v2/test/app/manifests/latest 200 auth=bearer" "$ANONLOG" &&
-	grep -Eq "^proxy GET /v2/test/app/blobs/sha256:[0-9a-f]{64} 200 auth=bearer" "$ANONLOG" &&
+	test_eq "$APP_ID" "$(cat out)" &&
+	test_grep "^proxy GET /v2/test/app/manifests/latest 401 auth=-" "$ANONLOG" &&
+	test_grep "^proxy GET /token 200 auth=- scope=test/app service=test" "$ANONLOG" &&
+	test_grep "^proxy GET /v2/test/app/manifests/latest 200 auth=bearer" "$ANONLOG" &&
+	test_grep -E "^proxy GET /v2/test/app/blobs/sha256:[0-9a-f]{64} 200 auth=bearer" "$ANONLOG" &&
 	store_check "$h"
 '
 
 test_expect_success 'pull: an index resolves to linux/amd64, --platform picks another, never the attestation' '
-	sbx image pull "$REG/test/multiarch" >out && test "$(cat out)" = "$AMD_ID" &&
+	sbx image pull "$REG/test/multiarch" >out && test_eq "$AMD_ID" "$(cat out)" &&
 	sbx image pull --platform linux/arm64 "$REG/test/multiarch" >out &&
-	test "$(cat out)" = "$ARM_ID" &&
+	test_eq "$ARM_ID" "$(cat out)" &&
 	sbx image ls --json >j &&
 	"$TEST_PYTHON" -c "import json, sys
 r = [i for i in json.load(open(\"j\")) if i[\"name\"] == sys.argv[1]]
 assert len(r) == 1 and r[0][\"id\"] == sys.argv[2], r" "$REG/test/multiarch:latest" "$ARM_ID" &&
 	sbx image pull --platform linux/arm64/v8 "$REG/test/multiarch" >out &&
-	test "$(cat out)" = "$ARM_ID" &&
+	test_eq "$ARM_ID" "$(cat out)" &&
 	sbx image pull --platform linux/amd64 "$REG/test/multiarch" >out &&
-	test "$(cat out)" = "$AMD_ID" &&
+	test_eq "$AMD_ID" "$(cat out)" &&
 	sbx image pull "$REG/test/multiarch@$(info multiarch index)" >out &&
-	test "$(cat out)" = "$AMD_ID" &&
-	test "$(sbx run --image "$REG/test/multiarch" -- cat /etc/sbx-arch)" = linux/amd64
+	test_eq "$AMD_ID" "$(cat out)" &&
+	test_eq linux/amd64 "$(sbx run --image "$REG/test/multiarch" -- cat /etc/sbx-arch)"
 '
 
 test_expect_success 'pull --platform for a platform the index lacks, or no platform at all: 125' '
@@ -364,16 +366,16 @@ test_expect_success 'parallel pulls of one image (and of two sharing a layer): a
 		pids="$pids $!"
 	done &&
 	rc=0 && for p in $pids; do wait "$p" || rc=1; done &&
-	cat par*.err && test "$rc" = 0 &&
-	for i in 1 2 3; do test "$(cat par$i.out)" = "$BIG_ID" || exit 1; done &&
+	cat par*.err && test_eq 0 "$rc" &&
+	for i in 1 2 3; do test_eq "$BIG_ID" "$(cat par$i.out)" || exit 1; done &&
 	test "$(grep -c "^proxy GET /v2/f/slow/test/big/blobs/" "$FAULTLOG")" -ge 2 &&
-	store_check "$h" && test "$(ls "$h/images/layers" | wc -l)" = 2 &&
+	store_check "$h" && test_eq 2 "$(ls "$h/images/layers" | wc -l)" &&
 	h2=$TRASH/h-par2 && mkdir -p "$h2" || exit 1
 	in_home "$h2" image pull "$FAULT/f/slow/test/busybox" >pb.out 2>pb.err & p1=$!
 	in_home "$h2" image pull "$FAULT/f/slow/test/app" >pa.out 2>pa.err & p2=$!
-	wait $p1 && wait $p2 && test "$(cat pb.out)" = "$BB_ID" && test "$(cat pa.out)" = "$APP_ID" &&
-	store_check "$h2" && test "$(ls "$h2/images/layers" | wc -l)" = 4 &&
-	in_home "$h2" image ls -q | sort >ids && test "$(wc -l <ids)" = 2
+	wait $p1 && wait $p2 && test_eq "$BB_ID" "$(cat pb.out)" && test_eq "$APP_ID" "$(cat pa.out)" &&
+	store_check "$h2" && test_eq 4 "$(ls "$h2/images/layers" | wc -l)" &&
+	in_home "$h2" image ls -q | sort >ids && test_eq 2 "$(wc -l <ids)"
 '
 
 test_expect_success 'parallel create --image of an image not in the store: both pull it and work' '
@@ -383,12 +385,12 @@ test_expect_success 'parallel create --image of an image not in the store: both 
 	wait $p1 && wait $p2 || { cat e1 e2; exit 1; }
 	test "$(in_home "$h" exec "$(cat c1)" cat /etc/zstd-layer /srv/app/data)" = "zstd
 layer4" &&
-	test "$(in_home "$h" exec "$(cat c2)" cat /etc/os-release)" = ID=sbx-test-busybox &&
+	test_eq ID=sbx-test-busybox "$(in_home "$h" exec "$(cat c2)" cat /etc/os-release)" &&
 	store_check "$h"
 '
 
 test_expect_success 'an image of 50 layers: all of them stacked (no overlay option-length limit)' '
-	sbx image pull "$REG/test/many" >out && test "$(cat out)" = "$(info many id)" &&
+	sbx image pull "$REG/test/many" >out && test_eq "$(info many id)" "$(cat out)" &&
 	sbx run --image "$REG/test/many" -- sh -c "ls /layers | wc -l; cat /layers/001 /layers/049" >got &&
 	printf "49\n1\n49\n" >want && cmp want got
 '
@@ -403,9 +405,9 @@ test_expect_success 'a pull killed (SIGKILL) mid-blob: no name, nothing partial 
 	wait "$p"
 	for k in $kids; do wait_until 5 sh -c "! kill -0 $k" || { echo "child $k outlived its pull"; exit 1; }; done
 	store_snapshot "$h" after && cmp before after && store_check "$h" --tmp-ok &&
-	timeout 30 env SBX_HOME="$h" "$SBX" image pull "$REG/test/big" >out && test "$(cat out)" = "$BIG_ID" &&
+	timeout 30 env SBX_HOME="$h" "$SBX" image pull "$REG/test/big" >out && test_eq "$BIG_ID" "$(cat out)" &&
 	store_check "$h" --tmp-ok &&
-	test "$(in_home "$h" run --image "$REG/test/big" -- wc -c /big)" = "8388608 /big"
+	test_eq "8388608 /big" "$(in_home "$h" run --image "$REG/test/big" -- wc -c /big)"
 '
 
 test_expect_success 'image prune while a pull runs: the pull'"'"'s blobs and layers survive it' '
@@ -420,21 +422,21 @@ test_expect_success 'image prune while a pull runs: the pull'"'"'s blobs and lay
 	done
 	wait "$p" || { cat err; exit 1; }
 	echo "$i prunes ran during the pull" && test "$i" -ge 2 &&
-	test "$(cat out)" = "$BIG_ID" && store_check "$h" &&
-	test "$(in_home "$h" run --image "$FAULT/f/slow/test/big" -- wc -c /big)" = "8388608 /big"
+	test_eq "$BIG_ID" "$(cat out)" && store_check "$h" &&
+	test_eq "8388608 /big" "$(in_home "$h" run --image "$FAULT/f/slow/test/big" -- wc -c /big)"
 '
 
 # --- ls -----------------------------------------------------------------------------------
 test_expect_success 'image ls: the table, -q (12 digits a name), --json' '
-	mkdir -p empty && in_home "$TRASH/empty" image ls --json >j && jget j "" | grep -qx "\[\]" &&
-	test -z "$(in_home "$TRASH/empty" image ls -q)" &&
-	in_home "$TRASH/empty" image ls >ls && test "$(wc -l <ls)" = 1 &&
+	mkdir -p empty && in_home "$TRASH/empty" image ls --json >j && jget j "" | test_grep -x "\[\]" &&
+	test_eq "" "$(in_home "$TRASH/empty" image ls -q)" &&
+	in_home "$TRASH/empty" image ls >ls && test_eq 1 "$(wc -l <ls)" &&
 	sbx image ls >ls &&
-	head -n 1 ls | grep -Eq "^REPOSITORY +TAG +IMAGE ID +CREATED +SIZE *$" &&
-	grep -Eq "^$REG/test/busybox +latest +${BB_ID:7:12} " ls &&
-	grep -Eq "^$REG/test/multiarch +latest +${AMD_ID:7:12} " ls &&
-	sbx image ls -q >q && test "$(wc -l <q)" = "$(($(wc -l <ls) - 1))" &&
-	! grep -Evx "$HEX12" q && grep -qx "${BB_ID:7:12}" q &&
+	head -n 1 ls | test_grep -E "^REPOSITORY +TAG +IMAGE ID +CREATED +SIZE *$" &&
+	test_grep -E "^$REG/test/busybox +latest +${BB_ID:7:12} " ls &&
+	test_grep -E "^$REG/test/multiarch +latest +${AMD_ID:7:12} " ls &&
+	sbx image ls -q >q && test_eq "$(($(wc -l <ls) - 1))" "$(wc -l <q)" &&
+	! grep -Evx "$HEX12" q && test_grep -x "${BB_ID:7:12}" q &&
 	sbx image ls --json >j &&
 	"$TEST_PYTHON" - j "$REG" "$BB_ID" "$BB_MAN" "$BB_LAYER" "$IMG" <<-\EOF
 	import json, os, sys, time
@@ -457,17 +459,17 @@ test_expect_success 'image ls: the table, -q (12 digits a name), --json' '
 # --- import -------------------------------------------------------------------------------
 test_expect_success 'import: docker save tars (before and since Docker 25), named and not, from stdin' '
 	"${MKIMAGE[@]}" --format docker-archive --out dsave.tar --name dsave:v1 --preset app >i1 &&
-	sbx image import dsave.tar >out && test "$(cat out)" = "dsave:v1 $APP_ID" &&
-	sbx image ls --json >j && grep -q "\"docker.io/library/dsave:v1\"" j &&
+	sbx image import dsave.tar >out && test_eq "dsave:v1 $APP_ID" "$(cat out)" &&
+	sbx image ls --json >j && test_grep "\"docker.io/library/dsave:v1\"" j &&
 	"${MKIMAGE[@]}" --format docker-archive-oci --out dsave25.tar --name localhost/dsave25:v2 \
 		--preset busybox >i2 &&
-	sbx image import - <dsave25.tar >out && test "$(cat out)" = "localhost/dsave25:v2 $BB_ID" &&
+	sbx image import - <dsave25.tar >out && test_eq "localhost/dsave25:v2 $BB_ID" "$(cat out)" &&
 	"${MKIMAGE[@]}" --format docker-archive --out anon.tar --no-ref-name --preset big \
 		--arg $((8 << 20)) >i3 &&
-	sbx image import anon.tar >out && test "$(cat out)" = "$BIG_ID" &&
-	sbx image ls >ls && grep -Eq "^sbx.local/untagged/${BIG_ID:7:12} +latest +${BIG_ID:7:12} " ls &&
-	test "$(sbx run --image dsave:v1 -- cat /srv/app/data)" = layer4 &&
-	test "$(sbx run --image "${BIG_ID:7:12}" -- wc -c /big)" = "8388608 /big" &&
+	sbx image import anon.tar >out && test_eq "$BIG_ID" "$(cat out)" &&
+	sbx image ls >ls && test_grep -E "^sbx.local/untagged/${BIG_ID:7:12} +latest +${BIG_ID:7:12} " ls &&
+	test_eq layer4 "$(sbx run --image dsave:v1 -- cat /srv/app/data)" &&
+	test_eq "8388608 /big" "$(sbx run --image "${BIG_ID:7:12}" -- wc -c /big)" &&
 	store_check "$SBX_HOME"
 '
 
@@ -495,13 +497,13 @@ test_expect_success 'import: a docker save tar of two images prints two lines' '
 
 test_expect_success 'import: OCI-layout tars: named, unnamed, a multi-platform index' '
 	"${MKIMAGE[@]}" --format oci-archive --out oci1.tar --name localhost/ocitar:v1 --preset app >i1 &&
-	sbx image import oci1.tar >out && test "$(cat out)" = "localhost/ocitar:v1 $APP_ID" &&
+	sbx image import oci1.tar >out && test_eq "localhost/ocitar:v1 $APP_ID" "$(cat out)" &&
 	"${MKIMAGE[@]}" --format oci-archive --out oci2.tar --no-ref-name --preset busybox >i2 &&
-	sbx image import oci2.tar >out && test "$(cat out)" = "$BB_ID" &&
+	sbx image import oci2.tar >out && test_eq "$BB_ID" "$(cat out)" &&
 	"${MKIMAGE[@]}" --format oci-archive --out oci3.tar --name localhost/ocimulti:v1 \
 		--preset multiarch >i3 &&
-	sbx image import - <oci3.tar >out && test "$(cat out)" = "localhost/ocimulti:v1 $AMD_ID" &&
-	test "$(sbx run --image localhost/ocimulti:v1 -- cat /etc/sbx-arch)" = linux/amd64 &&
+	sbx image import - <oci3.tar >out && test_eq "localhost/ocimulti:v1 $AMD_ID" "$(cat out)" &&
+	test_eq linux/amd64 "$(sbx run --image localhost/ocimulti:v1 -- cat /etc/sbx-arch)" &&
 	store_check "$SBX_HOME"
 '
 
@@ -525,16 +527,16 @@ test_expect_success 'import --rootfs DIR and TAR: one-layer images with PATH onl
 	ln -s busybox rootfs/bin/sh && ln -s busybox rootfs/bin/cat && ln -s busybox rootfs/bin/env &&
 	echo "from a directory" >rootfs/etc/hello &&
 	sbx image import --rootfs rootfs localhost/rootfs:dir >out &&
-	grep -Eqx "sha256:[0-9a-f]{64}" out && dirid=$(cat out) &&
-	test "$(sbx run --image localhost/rootfs:dir -- cat /etc/hello)" = "from a directory" &&
+	test_grep -Ex "sha256:[0-9a-f]{64}" out && dirid=$(cat out) &&
+	test_eq "from a directory" "$(sbx run --image localhost/rootfs:dir -- cat /etc/hello)" &&
 	sbx run --image localhost/rootfs:dir -- env >env &&
-	grep -qx "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" env &&
+	test_grep -x "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" env &&
 	expect_code 125 sbx run --image localhost/rootfs:dir 2>err &&
-	head -n 1 err | grep -Eq "^sbx: error: .*(Entrypoint|Cmd|command)" &&
+	head -n 1 err | test_grep -E "^sbx: error: .*(Entrypoint|Cmd|command)" &&
 	echo "from a tar" >rootfs/etc/hello && tar -C rootfs -czf rootfs.tgz . &&
 	sbx image import --rootfs rootfs.tgz localhost/rootfs:tar >out &&
-	grep -Eqx "sha256:[0-9a-f]{64}" out && test "$(cat out)" != "$dirid" &&
-	test "$(sbx run --image localhost/rootfs:tar -- cat /etc/hello)" = "from a tar" &&
+	test_grep -Ex "sha256:[0-9a-f]{64}" out && test_ne "$dirid" "$(cat out)" &&
+	test_eq "from a tar" "$(sbx run --image localhost/rootfs:tar -- cat /etc/hello)" &&
 	sbx image ls --json >j &&
 	"$TEST_PYTHON" -c "import json, sys
 r = [i for i in json.load(open(\"j\")) if i[\"name\"] == \"localhost/rootfs:tar\"]
@@ -546,16 +548,16 @@ assert len(r) == 1 and r[0][\"layers\"] == [sys.argv[1]], r" \
 # --- sandboxes from images ------------------------------------------------------------------
 test_expect_success 'create --image: Env, WorkingDir, User are the defaults of exec; -e -w -u win' '
 	sbx create --name app --image "$REG/test/app" >id &&
-	test "$(sbx exec app id -u)" = "$IMAGE_UID" &&
-	test "$(sbx exec app pwd)" = /srv/app &&
+	test_eq "$IMAGE_UID" "$(sbx exec app id -u)" &&
+	test_eq /srv/app "$(sbx exec app pwd)" &&
 	: "the image gives its WorkingDir to its User (1000): that user can write there" &&
 	sbx exec app sh -c "echo w >/srv/app/by-the-user" &&
 	sbx exec app env >env &&
-	grep -qx "GREETING=hello from the image" env && grep -qx "FOO=image" env &&
-	grep -qx "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" env &&
-	test "$(sbx exec -u 0 app id -u)" = 0 &&
-	test "$(sbx exec -w /tmp app pwd)" = /tmp &&
-	test "$(sbx exec -e FOO=flag app sh -c "echo \$FOO \$GREETING")" = "flag hello from the image" &&
+	test_grep -x "GREETING=hello from the image" env && test_grep -x "FOO=image" env &&
+	test_grep -x "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" env &&
+	test_eq 0 "$(sbx exec -u 0 app id -u)" &&
+	test_eq /tmp "$(sbx exec -w /tmp app pwd)" &&
+	test_eq "flag hello from the image" "$(sbx exec -e FOO=flag app sh -c "echo \$FOO \$GREETING")" &&
 	sbx create --name app2 --image "$REG/test/app" -e FOO=create -w /opt >/dev/null &&
 	test "$(sbx exec app2 sh -c "echo \$FOO; pwd")" = "create
 /opt" &&
@@ -576,13 +578,13 @@ test_expect_success 'create --image: Env, WorkingDir, User are the defaults of e
 test_expect_success 'the layers: whiteouts delete, an opaque directory hides what is below, zstd read' '
 	expect_code 1 sbx exec app test -e /etc/doomed &&
 	expect_code 1 sbx exec app test -e /opt/gone &&
-	test "$(sbx exec app ls -A /opt/keep)" = new &&
+	test_eq new "$(sbx exec app ls -A /opt/keep)" &&
 	test "$(sbx exec app cat /opt/keep/new /etc/replaced /srv/app/data)" = "upper
 upper
 layer4" &&
-	test "$(sbx exec app cat /etc/zstd-layer)" = zstd &&
-	test -z "$(sbx exec app find / -xdev -name ".wh.*" 2>/dev/null)" &&
-	test "$(sbx exec app cat /etc/os-release)" = ID=sbx-test-busybox &&
+	test_eq zstd "$(sbx exec app cat /etc/zstd-layer)" &&
+	test_eq "" "$(sbx exec app find / -xdev -name ".wh.*" 2>/dev/null)" &&
+	test_eq ID=sbx-test-busybox "$(sbx exec app cat /etc/os-release)" &&
 	expect_code 1 sbx exec app test -e /usr/bin/python3 &&
 	sbx exec app test -d /tmp && sbx exec app test -d /workspace &&
 	: "modes, owners and times of the image, also of directories a later layer adds to" &&
@@ -591,7 +593,7 @@ layer4" &&
 	same "$IMAGE_UID:$IMAGE_UID" sbx exec app stat -c %u:%g /srv/app &&
 	: "(app itself wrote to /srv/app above: a fresh sandbox shows the image as it is)" &&
 	same 1700000000 sbx run --image "$REG/test/app" -- stat -c %Y /srv/app &&
-	test "$(sbx exec app cat /etc/hostname)" = app
+	test_eq app "$(sbx exec app cat /etc/hostname)"
 '
 
 test_expect_success 'the root is writable; writes stay in the sandbox (its fs/upper), never in the image' '
@@ -599,17 +601,17 @@ test_expect_success 'the root is writable; writes stay in the sandbox (its fs/up
 	sbx exec wa sh -c "echo x >/etc/sbx-t0600-newfile && mkdir -p /usr/local/bin &&
 		printf \"#!/bin/sh\necho from-x\n\" >/usr/local/bin/x && chmod +x /usr/local/bin/x &&
 		echo changed >>/etc/os-release && rm /bin/vi" &&
-	test "$(sbx exec wa x)" = from-x &&
-	test "$(sbx exec wa cat /etc/sbx-t0600-newfile)" = x &&
+	test_eq from-x "$(sbx exec wa x)" &&
+	test_eq x "$(sbx exec wa cat /etc/sbx-t0600-newfile)" &&
 	expect_code 1 sbx exec wa test -e /bin/vi &&
 	test -f "$SBX_HOME/sandboxes/$a/fs/upper/etc/sbx-t0600-newfile" &&
 	sbx create --name wb --image "$REG/test/busybox" >/dev/null &&
 	expect_code 1 sbx exec wb test -e /etc/sbx-t0600-newfile &&
 	expect_code 1 sbx exec wb test -e /usr/local/bin/x &&
-	test "$(sbx exec wb cat /etc/os-release)" = ID=sbx-test-busybox &&
+	test_eq ID=sbx-test-busybox "$(sbx exec wb cat /etc/os-release)" &&
 	sbx exec wb test -L /bin/vi &&
 	L=$IMG/layers/${BB_LAYER#sha256:} &&
-	test "$(cat "$L/etc/os-release")" = ID=sbx-test-busybox && test -L "$L/bin/vi" &&
+	test_eq ID=sbx-test-busybox "$(cat "$L/etc/os-release")" && test -L "$L/bin/vi" &&
 	test ! -e "$L/etc/sbx-t0600-newfile" && test ! -e /etc/sbx-t0600-newfile &&
 	store_check "$SBX_HOME"
 '
@@ -618,34 +620,34 @@ test_expect_success 'the layers are shared: one unpacked directory each, whateve
 	n=$(ls "$IMG/layers" | wc -l) &&
 	for i in 1 2 3; do sbx create --name "sh$i" --image "$REG/test/busybox" >/dev/null || exit 1; done &&
 	sbx create --name sh4 --image "$REG/test/app" >/dev/null &&
-	test "$(ls "$IMG/layers" | wc -l)" = "$n" &&
-	for i in 1 2 3; do test "$(sbx exec "sh$i" cat /etc/os-release)" = ID=sbx-test-busybox || exit 1; done &&
+	test_eq "$n" "$(ls "$IMG/layers" | wc -l)" &&
+	for i in 1 2 3; do test_eq ID=sbx-test-busybox "$(sbx exec "sh$i" cat /etc/os-release)" || exit 1; done &&
 	ino=$(stat -c %i "$IMG/layers/${BB_LAYER#sha256:}/bin/busybox") &&
 	{ find "$SBX_HOME/sandboxes" -xdev -type f -name busybox >copies 2>/dev/null || :; } &&
 	while read -r f; do
-		test "$(stat -c %i "$f")" = "$ino" || { echo "a copy of the layer: $f"; exit 1; }
+		test_eq "$ino" "$(stat -c %i "$f")" || { echo "a copy of the layer: $f"; exit 1; }
 	done <copies
 '
 
 test_expect_success 'run --image: Entrypoint+Cmd without a command; a command instead; its status' '
 	n=$(sbx ls -q | wc -l) &&
 	sbx run --image "$REG/test/app" >out &&
-	test "$(cat out)" = "entrypoint+cmd ran as $IMAGE_UID in /srv/app: hello from the image" &&
-	test "$(sbx run --image "$REG/test/busybox" -- echo hi)" = hi &&
-	test "$(sbx run --image "$REG/test/app" -- echo hi)" = hi &&
+	test_eq "entrypoint+cmd ran as $IMAGE_UID in /srv/app: hello from the image" "$(cat out)" &&
+	test_eq hi "$(sbx run --image "$REG/test/busybox" -- echo hi)" &&
+	test_eq hi "$(sbx run --image "$REG/test/app" -- echo hi)" &&
 	expect_code 7 sbx run --image "$REG/test/busybox" -- sh -c "exit 7" &&
-	test "$(sbx ls -q | wc -l)" = "$n"
+	test_eq "$n" "$(sbx ls -q | wc -l)"
 '
 
 test_expect_success 'exec, cp, pause, resume, pause --release, rm on an image sandbox; rm leaves nothing' '
 	id=$(sbx create --name life --image "$REG/test/app") &&
 	echo hostfile >hf && sbx cp hf life:/etc/hf &&
-	test "$(sbx exec life cat /etc/hf)" = hostfile &&
-	sbx cp life:/opt/keep/new back && test "$(cat back)" = upper &&
-	sbx pause life >/dev/null && test "$(sb_state life)" = paused &&
+	test_eq hostfile "$(sbx exec life cat /etc/hf)" &&
+	sbx cp life:/opt/keep/new back && test_eq upper "$(cat back)" &&
+	sbx pause life >/dev/null && test_eq paused "$(sb_state life)" &&
 	sbx cp hf life:/srv/app/while-paused && sbx cp life:/etc/replaced back2 &&
-	test "$(cat back2)" = upper &&
-	sbx resume life >/dev/null && test "$(sb_state life)" = running &&
+	test_eq upper "$(cat back2)" &&
+	sbx resume life >/dev/null && test_eq running "$(sb_state life)" &&
 	test "$(sbx exec life cat /srv/app/while-paused)" = hostfile &&
 	sbx pause --release life >/dev/null &&
 	sbx cp hf life:/srv/app/while-released &&
@@ -656,23 +658,23 @@ layer4" &&
 	pids=$(sandbox_pids "$id") &&
 	sbx rm -f life >/dev/null &&
 	assert_gone "$id" $pids &&
-	! grep -q "$id" /proc/self/mountinfo &&
+	test_grep ! "$id" /proc/self/mountinfo &&
 	store_check "$SBX_HOME"
 '
 
 test_expect_success 'a name pulled again points at the new image; sandboxes keep the old one' '
-	sbx image pull "$REG/test/moving" >out && test "$(cat out)" = "$BB_ID" &&
+	sbx image pull "$REG/test/moving" >out && test_eq "$BB_ID" "$(cat out)" &&
 	sbx create --name mv --image "$REG/test/moving" >/dev/null &&
 	registry_push "$TRASH/oci" app "$REG/test/moving:latest" &&
-	sbx image pull "$REG/test/moving" >out && test "$(cat out)" = "$APP_ID" &&
+	sbx image pull "$REG/test/moving" >out && test_eq "$APP_ID" "$(cat out)" &&
 	expect_code 1 sbx exec mv test -e /srv/app &&
 	sbx pause --release mv >/dev/null && sbx resume mv >/dev/null &&
 	expect_code 1 sbx exec mv test -e /srv/app &&
-	test "$(sbx exec mv cat /etc/os-release)" = ID=sbx-test-busybox &&
+	test_eq ID=sbx-test-busybox "$(sbx exec mv cat /etc/os-release)" &&
 	: "the name now stands for the app image, which sandboxes use under another name" &&
 	expect_code 125 sbx image rm "$REG/test/moving" 2>err &&
 	expect_one_error_line err "^sbx: error: .*used by sandbox" &&
-	sbx image rm -f "$REG/test/moving" >out && test "$(wc -l <out)" = 1 &&
+	sbx image rm -f "$REG/test/moving" >out && test_eq 1 "$(wc -l <out)" &&
 	sbx image prune >/dev/null && sbx exec mv cat /bin/busybox >/dev/null
 '
 
@@ -681,19 +683,19 @@ test_expect_success 'image rm: 125 while a sandbox uses the image, -f works, the
 	sbx create --name user --image "$REG/test/app" >/dev/null &&
 	expect_code 125 sbx image rm "$REG/test/app" >out 2>err &&
 	expect_one_error_line err "^sbx: error: .*(user|sandbox)" &&
-	sbx image ls >ls && grep -Eq "^$REG/test/app +latest " ls &&
-	sbx image rm -f "$REG/test/app" >out && test "$(wc -l <out)" = 1 &&
-	sbx image ls >ls && ! grep -Eq "^$REG/test/app +latest " ls &&
-	test "$(sbx exec user cat /srv/app/data)" = layer4 &&
+	sbx image ls >ls && test_grep -E "^$REG/test/app +latest " ls &&
+	sbx image rm -f "$REG/test/app" >out && test_eq 1 "$(wc -l <out)" &&
+	sbx image ls >ls && test_grep ! -E "^$REG/test/app +latest " ls &&
+	test_eq layer4 "$(sbx exec user cat /srv/app/data)" &&
 	sbx image prune >/dev/null &&
-	test "$(sbx exec user cat /srv/app/data)" = layer4 &&
+	test_eq layer4 "$(sbx exec user cat /srv/app/data)" &&
 	sbx pause --release user >/dev/null && sbx resume user >/dev/null &&
-	test "$(sbx exec user cat /opt/keep/new)" = upper &&
+	test_eq upper "$(sbx exec user cat /opt/keep/new)" &&
 	expect_code 125 sbx image rm nosuch/image:v9 2>err && expect_one_error_line err "no image" &&
 	sbx image pull "$REG/test/big" >/dev/null && sbx image pull "$REG/test/big@$(info big manifest)" >/dev/null &&
 	test "$(sbx image ls -q | grep -c "${BIG_ID:7:12}")" -ge 2 &&
 	expect_code 125 sbx image rm nosuch/image:v9 "${BIG_ID:7:12}" >out 2>err &&
-	test "$(sbx image ls -q | grep -c "${BIG_ID:7:12}")" = 0 &&
+	test_eq 0 "$(sbx image ls -q | grep -c "${BIG_ID:7:12}")" &&
 	store_check "$SBX_HOME"
 '
 
@@ -704,9 +706,9 @@ test_expect_success 'image rm after the sandbox is gone; prune deletes only what
 	in_home "$h" image rm -f "$REG/test/app" >/dev/null &&
 	nl=$(ls "$h/images/layers" | wc -l) && nb=$(ls "$h/images/blobs/sha256" | wc -l) &&
 	in_home "$h" image prune >out &&
-	grep -Eqx "removed 0 layers, [0-9]+ blobs \([0-9.]+ MiB\)" out &&
-	test "$(ls "$h/images/layers" | wc -l)" = "$nl" &&
-	test "$(in_home "$h" exec p cat /srv/app/data)" = layer4 &&
+	test_grep -Ex "removed 0 layers, [0-9]+ blobs \([0-9.]+ MiB\)" out &&
+	test_eq "$nl" "$(ls "$h/images/layers" | wc -l)" &&
+	test_eq layer4 "$(in_home "$h" exec p cat /srv/app/data)" &&
 	in_home "$h" rm -f p >/dev/null &&
 	old=$h/images/tmp/$(printf %064d 0) &&
 	mkdir -p "$old.a1b2c3/etc" && echo partial >"$old.d4e5f6" && echo partial >"$old.0a0b0c" &&
@@ -714,33 +716,33 @@ test_expect_success 'image rm after the sandbox is gone; prune deletes only what
 	nl=$(ls "$h/images/layers" | wc -l) && nb=$(ls "$h/images/blobs/sha256" | wc -l) &&
 	in_home "$h" image prune >out &&
 	nl2=$(ls "$h/images/layers" | wc -l) && nb2=$(ls "$h/images/blobs/sha256" | wc -l) &&
-	grep -Eqx "removed $((nl - nl2)) layers, $((nb - nb2)) blobs \([0-9.]+ MiB\)" out &&
-	test "$((nl - nl2))" = 3 && test "$nl2" = 1 &&
+	test_grep -Ex "removed $((nl - nl2)) layers, $((nb - nb2)) blobs \([0-9.]+ MiB\)" out &&
+	test_eq 3 "$((nl - nl2))" && test_eq 1 "$nl2" &&
 	test -d "$h/images/layers/${BB_LAYER#sha256:}" &&
 	test ! -e "$old.a1b2c3" && test ! -e "$old.d4e5f6" && test -e "$old.0a0b0c" &&
 	rm "$old.0a0b0c" &&
-	in_home "$h" image prune >out && grep -Eqx "removed 0 layers, 0 blobs \(0(\.0+)? MiB\)" out &&
-	test "$(in_home "$h" run --image "$REG/test/busybox" -- cat /etc/os-release)" = ID=sbx-test-busybox &&
+	in_home "$h" image prune >out && test_grep -Ex "removed 0 layers, 0 blobs \(0(\.0+)? MiB\)" out &&
+	test_eq ID=sbx-test-busybox "$(in_home "$h" run --image "$REG/test/busybox" -- cat /etc/os-release)" &&
 	store_check "$h"
 '
 
 test_expect_success 'what real images hold: xattrs, hard links, absolute symlinks, duplicates, long names; User by name' '
 	sbx image pull "$REG/test/quirks" >out 2>err || { cat err; exit 1; }
-	test "$(cat out)" = "$(info quirks id)" &&
+	test_eq "$(info quirks id)" "$(cat out)" &&
 	sbx create --name quirks --image "$REG/test/quirks" >/dev/null &&
-	test "$(sbx exec quirks id -u)" = "$IMAGE_UID" &&
-	test "$(sbx exec quirks pwd)" = /not/in/the/image &&
-	test "$(sbx exec quirks cat /etc/dup)" = second &&
-	test "$(sbx exec quirks cat /etc/hard)" = linked &&
-	test "$(sbx exec quirks stat -c %h /etc/hard)" = 2 &&
-	test "$(sbx exec quirks readlink /etc/abs-link)" = /etc/os-release &&
-	test "$(sbx exec quirks cat /etc/abs-link)" = ID=sbx-test-busybox &&
+	test_eq "$IMAGE_UID" "$(sbx exec quirks id -u)" &&
+	test_eq /not/in/the/image "$(sbx exec quirks pwd)" &&
+	test_eq second "$(sbx exec quirks cat /etc/dup)" &&
+	test_eq linked "$(sbx exec quirks cat /etc/hard)" &&
+	test_eq 2 "$(sbx exec quirks stat -c %h /etc/hard)" &&
+	test_eq /etc/os-release "$(sbx exec quirks readlink /etc/abs-link)" &&
+	test_eq ID=sbx-test-busybox "$(sbx exec quirks cat /etc/abs-link)" &&
 	expect_code 1 sbx exec quirks test -L /etc/was-link &&
-	test "$(sbx exec quirks cat /etc/was-link)" = "now a file" &&
-	test "$(sbx exec quirks cat /bin/pingish)" = ping &&
-	test "$(sbx exec quirks cat "/opt/$(printf "l%.0s" $(seq 200))")" = long &&
-	test "$(sbx exec quirks cat "/opt/$(printf "\303\274n\303\257c\303\266de-\345\220\215\345\211\215")")" = utf8 &&
-	test "$(sbx exec quirks cat /opt/upper)" = upper &&
+	test_eq "now a file" "$(sbx exec quirks cat /etc/was-link)" &&
+	test_eq ping "$(sbx exec quirks cat /bin/pingish)" &&
+	test_eq long "$(sbx exec quirks cat "/opt/$(printf "l%.0s" $(seq 200))")" &&
+	test_eq utf8 "$(sbx exec quirks cat "/opt/$(printf "\303\274n\303\257c\303\266de-\345\220\215\345\211\215")")" &&
+	test_eq upper "$(sbx exec quirks cat /opt/upper)" &&
 	store_check "$SBX_HOME"
 '
 
@@ -751,7 +753,7 @@ test_expect_success 'a layer naming a path through a lower layer'"'"'s symlink (
 		expect_one_error_line err "^sbx: error: .*lib" && store_check "$SBX_HOME" || exit 1
 		echo "refused: $(cat err)"
 	else
-		test "$rc" = 0 && test "$(cat out)" = "$(info crosslink id)" &&
+		test_eq 0 "$rc" && test_eq "$(info crosslink id)" "$(cat out)" &&
 		sbx run --image "$REG/test/crosslink" -- sh -c \
 			"ls -ld /lib; cat /usr/lib/marker /lib/marker /lib/base /usr/lib/base" >got 2>&1
 		sed -n "1s/.* \(lib -> usr\/lib\)\$/\1/p; 2,\$p" got >got.short &&
@@ -771,9 +773,9 @@ test_expect_success 'hostile layers: ../, an absolute path, through a symlink, h
 	refused_pull "$SBX_HOME" "$REG/hostile/hardlink" "(hard ?link|passwd)" &&
 	refused_pull "$SBX_HOME" "$REG/hostile/hardlink-abs" "(hard ?link|passwd)" &&
 	host_untouched &&
-	test "$(stat -c %h /etc/passwd)" = "$links" && test "$(sha256sum </etc/passwd)" = "$sum" &&
-	test -z "$(find "$IMG" -name h -o -name link -o -name rlink)" &&
-	test "$(sbx run --image "$REG/test/busybox" -- cat /etc/os-release)" = ID=sbx-test-busybox
+	test_eq "$links" "$(stat -c %h /etc/passwd)" && test_eq "$sum" "$(sha256sum </etc/passwd)" &&
+	test_eq "" "$(find "$IMG" -name h -o -name link -o -name rlink)" &&
+	test_eq ID=sbx-test-busybox "$(sbx run --image "$REG/test/busybox" -- cat /etc/os-release)"
 '
 
 test_expect_success 'hostile layers through import (OCI tar) and import --rootfs TAR: 125' '
@@ -796,10 +798,10 @@ t.addfile(i, io.BytesIO(b\"x\")); t.close()" &&
 '
 
 test_expect_success 'device nodes in a layer are skipped, never made' '
-	sbx image pull "$REG/hostile/device" >out && test "$(cat out)" = "$(info device id)" &&
+	sbx image pull "$REG/hostile/device" >out && test_eq "$(info device id)" "$(cat out)" &&
 	: "overlay whiteouts (character devices 0:0) are the only device nodes in the store" &&
-	test -z "$(find "$IMG/layers" -type b)" && test -z "$(find "$IMG/layers" -name evil-null)" &&
-	test -z "$(find "$IMG/layers" -type c -exec stat -c "%t:%T %n" {} + | grep -v "^0:0 ")" &&
+	test_eq "" "$(find "$IMG/layers" -type b)" && test_eq "" "$(find "$IMG/layers" -name evil-null)" &&
+	test_eq "" "$(find "$IMG/layers" -type c -exec stat -c "%t:%T %n" {} + | grep -v "^0:0 ")" &&
 	expect_code 1 sbx run --image "$REG/hostile/device" -- test -c /evil-null &&
 	sbx image rm "$REG/hostile/device" >/dev/null && store_check "$SBX_HOME"
 '
@@ -808,13 +810,13 @@ test_expect_success 'setuid and setgid files: never owned by the host'"'"'s root
 	sbx image pull "$REG/hostile/setuid" >out 2>err
 	rc=$?
 	if [ "$rc" = 0 ]; then
-		test "$(cat out)" = "$(info setuid id)" || exit 1
+		test_eq "$(info setuid id)" "$(cat out)" || exit 1
 		sbx image rm "$REG/hostile/setuid" >/dev/null || exit 1
 	else
-		test "$rc" = 125 && expect_one_error_line err "^sbx: error: " || exit 1
+		test_eq 125 "$rc" && expect_one_error_line err "^sbx: error: " || exit 1
 	fi
 	found=$(find "$IMG/layers" \( -perm -4000 -uid 0 \) -o \( -perm -2000 -gid 0 \)) &&
-	{ test -z "$found" || { echo "setuid/setgid root files on the host: $found"; exit 1; }; } &&
+	{ test_eq "" "$found" || { echo "setuid/setgid root files on the host: $found"; exit 1; }; } &&
 	store_check "$SBX_HOME"
 '
 
@@ -822,8 +824,8 @@ test_expect_success 'owners above 65535: refused when run by root, the caller'"'
 	if [ "$(id -u)" -eq 0 ]; then
 		refused_pull "$SBX_HOME" "$REG/hostile/bigowner" "(owner|uid|65535|70000)"
 	else
-		sbx image pull "$REG/hostile/bigowner" >out && test "$(cat out)" = "$(info bigowner id)" &&
-		test -z "$(find "$IMG/layers" ! -user "$(id -u)")" &&
+		sbx image pull "$REG/hostile/bigowner" >out && test_eq "$(info bigowner id)" "$(cat out)" &&
+		test_eq "" "$(find "$IMG/layers" ! -user "$(id -u)")" &&
 		sbx image rm "$REG/hostile/bigowner" >/dev/null
 	fi
 '
@@ -834,7 +836,7 @@ test_expect_success 'a manifest that is not JSON, one over 4 MiB, one nested too
 	refused_pull "$h" "$FAULT/f/notjson/test/app" "(JSON|json|manifest)" &&
 	refused_pull "$h" "$FAULT/f/huge/test/app" "(large|big|size|MiB|limit|long)" &&
 	refused_pull "$h" "$FAULT/f/deep/test/app" "(deep|nest|JSON|json)" &&
-	grep -q "GET /v2/f/huge/test/app/manifests/latest 200 fault=huge" "$FAULTLOG"
+	test_grep "GET /v2/f/huge/test/app/manifests/latest 200 fault=huge" "$FAULTLOG"
 '
 
 test_expect_success 'a manifest pulled by digest that does not match it: 125' '
@@ -850,9 +852,9 @@ test_expect_success 'a registry that answers 500 for manifests, or for blobs: 12
 
 test_expect_success 'a registry that answers 503 once per blob: retried, the pull succeeds' '
 	h=$(fresh_home flaky) &&
-	in_home "$h" image pull "$FAULT/f/flaky/test/app" >out 2>err && test "$(cat out)" = "$APP_ID" &&
-	grep -q "^proxy GET /v2/f/flaky/test/app/blobs/sha256:[0-9a-f]* 503 fault=flaky" "$FAULTLOG" &&
-	grep -q "^proxy GET /v2/f/flaky/test/app/blobs/sha256:[0-9a-f]* 200 fault=flaky" "$FAULTLOG" &&
+	in_home "$h" image pull "$FAULT/f/flaky/test/app" >out 2>err && test_eq "$APP_ID" "$(cat out)" &&
+	test_grep "^proxy GET /v2/f/flaky/test/app/blobs/sha256:[0-9a-f]* 503 fault=flaky" "$FAULTLOG" &&
+	test_grep "^proxy GET /v2/f/flaky/test/app/blobs/sha256:[0-9a-f]* 200 fault=flaky" "$FAULTLOG" &&
 	store_check "$h"
 '
 
@@ -860,7 +862,7 @@ test_expect_success 'a blob whose bytes do not match its digest; a truncated blo
 	h=$(fresh_home baddigest) &&
 	refused_pull "$h" "$FAULT/f/baddigest/test/app" "(digest|match|verif)" &&
 	refused_pull "$h" "$FAULT/f/short/test/app" "" &&
-	test "$(ls "$h/images/layers" | wc -l)" = 1
+	test_eq 1 "$(ls "$h/images/layers" | wc -l)"
 '
 
 test_expect_success 'a registry that stalls mid-blob: 125 after the stall timeout (SBX_TEST_STALL_TIMEOUT=2)' '
@@ -868,14 +870,14 @@ test_expect_success 'a registry that stalls mid-blob: 125 after the stall timeou
 	t0=$(date +%s) &&
 	refused_pull "$h" "$FAULT/f/stall/test/app" "(stall|time|no data|slow)" SBX_TEST_STALL_TIMEOUT=2 &&
 	t1=$(date +%s) && echo "took $((t1 - t0)) s" && test $((t1 - t0)) -lt 15 &&
-	grep -q "^proxy stalling /v2/f/stall/test/app/blobs/" "$FAULTLOG"
+	test_grep "^proxy stalling /v2/f/stall/test/app/blobs/" "$FAULTLOG"
 '
 
 test_expect_success 'a blob redirected to another host: followed, the digest still checked' '
 	h=$(fresh_home redirect) &&
-	in_home "$h" image pull "$FAULT/f/redirect/test/app" >out && test "$(cat out)" = "$APP_ID" &&
-	grep -q "^proxy GET /v2/f/redirect/test/app/blobs/sha256:[0-9a-f]* 307" "$FAULTLOG" &&
-	grep -q "^alt GET /blob/test/app/sha256:" "$FAULTLOG" &&
+	in_home "$h" image pull "$FAULT/f/redirect/test/app" >out && test_eq "$APP_ID" "$(cat out)" &&
+	test_grep "^proxy GET /v2/f/redirect/test/app/blobs/sha256:[0-9a-f]* 307" "$FAULTLOG" &&
+	test_grep "^alt GET /blob/test/app/sha256:" "$FAULTLOG" &&
 	store_check "$h" &&
 	h=$(fresh_home redirect-bad) &&
 	refused_pull "$h" "$FAULT/f/redirect-bad/test/app" "(digest|match|verif)"
@@ -885,14 +887,14 @@ test_expect_success 'a blob redirected to file://: refused, though the file hold
 	mkdir -p fileblobs && cp "$IMG"/blobs/sha256/* fileblobs/ &&
 	h=$(fresh_home redirect-file) &&
 	refused_pull "$h" "$FAULT/f/redirect-file/test/app" "not http or https" &&
-	grep -q "^proxy GET /v2/f/redirect-file/test/app/blobs/sha256:[0-9a-f]* 307" "$FAULTLOG"
+	test_grep "^proxy GET /v2/f/redirect-file/test/app/blobs/sha256:[0-9a-f]* 307" "$FAULTLOG"
 '
 
 test_expect_success 'a redirect from a registry that wants a token: the token is not sent to the other host' '
 	h=$(fresh_home redirect-auth) &&
-	in_home "$h" image pull "$ANON/f/redirect/test/app" >out && test "$(cat out)" = "$APP_ID" &&
-	grep -q "^alt GET /blob/test/app/sha256:[0-9a-f]* auth=no" "$ANONLOG" &&
-	! grep -q "^alt GET .* auth=yes" "$ANONLOG"
+	in_home "$h" image pull "$ANON/f/redirect/test/app" >out && test_eq "$APP_ID" "$(cat out)" &&
+	test_grep "^alt GET /blob/test/app/sha256:[0-9a-f]* auth=no" "$ANONLOG" &&
+	test_grep ! "^alt GET .* auth=yes" "$ANONLOG"
 '
 
 test_expect_success 'a tag that does not exist, a registry that is not there, a bad reference: 125' '
@@ -935,11 +937,11 @@ test_expect_success 'a full disk under the store: pull and import fail with 125,
 	"$SBX" rm -f b >/dev/null
 	EOS
 	TRASH=$TRASH REG=$REG $full_ns bash fullimg.sh &&
-	test "$(cat rc1)" = 125 && test "$(cat rc2)" = 125 &&
+	test_eq 125 "$(cat rc1)" && test_eq 125 "$(cat rc2)" &&
 	expect_one_error_line err1 "No space left on device" &&
 	expect_one_error_line err2 "No space left on device" &&
 	test ! -s layers && test ! -s tmp && test ! -s imgs &&
-	test "$(cat size)" = 8388608
+	test_eq 8388608 "$(cat size)"
 '
 
 test_done

@@ -43,13 +43,13 @@ assert e[\"api_url\"] == \"$FAKE_URL\""
 test_expect_success 'create: POST /sandboxes with the template, env, labels and a timeout' '
 	fake_reset &&
 	sbx create --provider e2b --name box -e FOO=bar --label team=blue -w /tmp >id &&
-	grep -Eq "^[0-9a-f]{12}$" id &&
+	test_grep -E "^[0-9a-f]{12}$" id &&
 	fake_requests req.json &&
 	json_assert req.json "c = [q for q in r if q[\"method\"] == \"POST\" and q[\"path\"] == \"/sandboxes\"]
 assert len(c) == 1, c
 h = {k.lower(): v for k, v in c[0][\"headers\"].items()}
 assert h[\"x-api-key\"] == \"e2b_test_key\"" &&
-	test "$(fake_state "$(e2b_id box)")" = running &&
+	test_eq running "$(fake_state "$(e2b_id box)")" &&
 	sbx inspect box >rec.json &&
 	json_assert rec.json "assert r[\"provider\"] == \"e2b\" and r[\"state\"] == \"running\"
 import re; assert re.fullmatch(\"[a-z0-9]+\", r[\"provider_id\"])
@@ -68,38 +68,38 @@ test_expect_success 'create --image names the template; local-only options are r
 		expect_code 125 sbx create --provider e2b $o 2>e &&
 		expect_one_error_line e "provider .e2b. does not support ${o%% *}" || exit 1
 	done &&
-	test "$(sbx ls -q | wc -l)" = 1
+	test_eq 1 "$(sbx ls -q | wc -l)"
 '
 
 test_expect_success 'run --provider e2b creates, runs the command, removes the sandbox' '
 	ids() { curl -fsS "$FAKE_URL/_fake/state" | "$TEST_PYTHON" -c "import json,sys; print(sorted(json.load(sys.stdin)))"; } &&
 	before=$(ids) &&
 	expect_code 5 sbx run --provider e2b -- sh -c "echo ran; exit 5" >r.out &&
-	test "$(cat r.out)" = ran &&
-	test "$(sbx ls -q | wc -l)" = 1 &&
-	test "$(ids)" = "$before"
+	test_eq ran "$(cat r.out)" &&
+	test_eq 1 "$(sbx ls -q | wc -l)" &&
+	test_eq "$before" "$(ids)"
 '
 
 test_expect_success 'the access token stays in the 0600 record, never in inspect, ls or --debug' '
 	id=$(sbx inspect box | "$TEST_PYTHON" -c "import json,sys; print(json.load(sys.stdin)[\"id\"])") &&
 	rec="$SBX_HOME/sandboxes/$id/sandbox.json" &&
-	test "$(stat -c %a "$rec")" = 600 &&
+	test_eq 600 "$(stat -c %a "$rec")" &&
 	tok=$("$TEST_PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))[\"extra\"][\"secret\"][\"envd_access_token\"])" "$rec") &&
-	test -n "$tok" &&
+	test_ne "" "$tok" &&
 	sbx inspect box >i.out && sbx ls --json >l.out &&
 	"$SBX" --debug exec box true 2>dbg.out &&
 	"$SBX" --debug inspect box >/dev/null 2>>dbg.out &&
-	grep -q "X-Access-Token: <redacted>" dbg.out && grep -q "X-API-Key: <redacted>" dbg.out &&
-	! grep -q -e "$tok" -e e2b_test_key i.out l.out dbg.out
+	test_grep "X-Access-Token: <redacted>" dbg.out && test_grep "X-API-Key: <redacted>" dbg.out &&
+	test_grep ! -e "$tok" -e e2b_test_key i.out l.out dbg.out
 '
 
 test_expect_success 'exec: stdout and stderr apart, the exit status exact, env and workdir' '
 	sbx exec box sh -c "echo out \$FOO; echo err >&2" >o 2>e &&
-	test "$(cat o)" = "out bar" && test "$(cat e)" = err &&
+	test_eq "out bar" "$(cat o)" && test_eq err "$(cat e)" &&
 	expect_code 3 sbx exec box sh -c "exit 3" &&
 	expect_code 0 sbx exec box true &&
-	test "$(sbx exec box pwd)" = /tmp &&
-	test "$(sbx exec -w / -e A=1 -e B="x y" box sh -c "echo \$A \$B \$PWD")" = "1 x y /"
+	test_eq /tmp "$(sbx exec box pwd)" &&
+	test_eq "1 x y /" "$(sbx exec -w / -e A=1 -e B="x y" box sh -c "echo \$A \$B \$PWD")"
 '
 
 test_expect_success 'exec: death by a signal is 128+N, a missing command 127' '
@@ -123,24 +123,24 @@ test_expect_success 'exec streams: the first line arrives while the command stil
 	{ sbx exec box sh -c "echo first; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo second" >s.out & } &&
 	pid=$! &&
 	wait_until 20 grep -q first s.out &&
-	! grep -q second s.out &&
+	test_grep ! second s.out &&
 	sbx exec box touch /tmp/go &&
-	wait "$pid" && test "$(cat s.out)" = "$(printf "first\nsecond")"
+	wait "$pid" && test_eq "$(printf "first\nsecond")" "$(cat s.out)"
 '
 
 test_expect_success 'exec -i sends standard input; -u picks the user; -d leaves it running' '
 	printf "line1\nline2\n" | sbx exec -i box cat >i.out &&
-	test "$(cat i.out)" = "$(printf "line1\nline2")" &&
-	test "$(sbx exec -u root box id -u)" = 0 &&
+	test_eq "$(printf "line1\nline2")" "$(cat i.out)" &&
+	test_eq 0 "$(sbx exec -u root box id -u)" &&
 	fake_reset && sbx exec -u user box true && fake_requests req.json &&
 	json_assert req.json "s = [q for q in r if q[\"path\"] == \"/process.Process/Start\"]
 h = {k.lower(): v for k, v in s[-1][\"headers\"].items()}
 assert h[\"authorization\"] == \"Basic dXNlcjo=\", h" &&
 	sbx exec box rm -f /tmp/detached &&
 	sbx exec -d box sh -c "sleep 0.5; touch /tmp/detached" >pid.out &&
-	grep -Eq "^[0-9]+$" pid.out &&
+	test_grep -E "^[0-9]+$" pid.out &&
 	wait_until 20 sbx exec box test -e /tmp/detached &&
-	expect_code 125 sbx exec -t box true 2>e && grep -q "does not support exec -t" e
+	expect_code 125 sbx exec -t box true 2>e && test_grep "does not support exec -t" e
 '
 
 # the pids of the processes the fake knows to run in a sandbox
@@ -154,7 +154,7 @@ no_fake_procs() { test -z "$(fake_procs "$1")"; }
 test_expect_success 'exec: a closed stdout (141) or a signal (128+N) ends the command inside too' '
 	eid=$(e2b_id box) &&
 	{ sbx exec box yes; echo $? >rc; } | head -n 1 >y.out &&
-	test "$(cat y.out)" = y && test "$(cat rc)" = 141 &&
+	test_eq y "$(cat y.out)" && test_eq 141 "$(cat rc)" &&
 	expect_code 130 timeout --preserve-status -s INT 1 "$SBX" exec box sleep 30 &&
 	expect_code 143 timeout --preserve-status -s TERM 1 "$SBX" exec box sleep 30 &&
 	wait_until 10 no_fake_procs "$eid"
@@ -164,29 +164,29 @@ test_expect_success 'cp in and out keeps directories, modes and symlinks' '
 	mkdir -p src/sub && echo hello >src/sub/f && chmod 640 src/sub/f && chmod 750 src/sub &&
 	ln -s sub/f src/link && printf "x%.0s" $(seq 1 3000) >src/big &&
 	sbx cp src box:/tmp/ &&
-	test "$(sbx exec box cat /tmp/src/sub/f)" = hello &&
-	test "$(sbx exec box readlink /tmp/src/link)" = sub/f &&
-	test "$(sbx exec box stat -c %a /tmp/src/sub/f)" = 640 &&
-	test "$(sbx exec box stat -c %a /tmp/src/sub)" = 750 &&
+	test_eq hello "$(sbx exec box cat /tmp/src/sub/f)" &&
+	test_eq sub/f "$(sbx exec box readlink /tmp/src/link)" &&
+	test_eq 640 "$(sbx exec box stat -c %a /tmp/src/sub/f)" &&
+	test_eq 750 "$(sbx exec box stat -c %a /tmp/src/sub)" &&
 	mkdir back && sbx cp box:/tmp/src back/ &&
 	diff -r src back/src && test -L back/src/link &&
-	test "$(stat -c %a back/src/sub/f)" = 640 && test "$(stat -c %a back/src/sub)" = 750
+	test_eq 640 "$(stat -c %a back/src/sub/f)" && test_eq 750 "$(stat -c %a back/src/sub)"
 '
 
 test_expect_success 'cp names files as docker cp does; streams; refusals are one line, 125' '
 	echo one >file1 &&
-	sbx cp file1 box:/tmp/renamed && test "$(sbx exec box cat /tmp/renamed)" = one &&
+	sbx cp file1 box:/tmp/renamed && test_eq one "$(sbx exec box cat /tmp/renamed)" &&
 	sbx exec box mkdir -p /tmp/into && sbx cp file1 box:/tmp/into &&
-	test "$(sbx exec box cat /tmp/into/file1)" = one &&
-	sbx cp box:/tmp/renamed out1 && test "$(cat out1)" = one &&
+	test_eq one "$(sbx exec box cat /tmp/into/file1)" &&
+	sbx cp box:/tmp/renamed out1 && test_eq one "$(cat out1)" &&
 	sbx cp box:/tmp/src/. contents && test -f contents/sub/f &&
 	tar -cf - file1 | sbx cp - box:/tmp/into/ && sbx exec box test -f /tmp/into/file1 &&
-	sbx cp box:/tmp/renamed - | tar -tf - >list && test "$(cat list)" = renamed &&
+	sbx cp box:/tmp/renamed - | tar -tf - >list && test_eq renamed "$(cat list)" &&
 	expect_code 125 sbx cp box:/tmp/nope out2 2>e && expect_one_error_line e "/tmp/nope.*does not exist" &&
 	expect_code 125 sbx cp file1 box:/no/such/dir/x 2>e && expect_one_error_line e "does not exist" &&
 	expect_code 125 sbx cp src box:/tmp/renamed 2>e && expect_one_error_line e "directory onto file" &&
 	expect_code 125 sbx cp - box:/tmp/into </dev/null 2>e && expect_one_error_line e "empty" &&
-	test -z "$(sbx exec box sh -c "ls /tmp/.sbx-cp* 2>/dev/null")"
+	test_eq "" "$(sbx exec box sh -c "ls /tmp/.sbx-cp* 2>/dev/null")"
 '
 
 test_expect_success 'cp -L follows SRC when it is a link (and only SRC)' '
@@ -199,13 +199,13 @@ test_expect_success 'pause keeps memory (memory:true); exec refuses until resume
 	fake_reset &&
 	sbx exec -d box sh -c "echo \$\$ >/tmp/sleeper.pid; exec sleep 300" >/dev/null &&
 	wait_until 20 sbx exec box test -s /tmp/sleeper.pid &&
-	sbx pause box && test "$(sb_state box)" = paused &&
-	test "$(fake_state "$(e2b_id box)")" = paused &&
+	sbx pause box && test_eq paused "$(sb_state box)" &&
+	test_eq paused "$(fake_state "$(e2b_id box)")" &&
 	expect_code 0 sbx pause box &&
 	expect_code 125 sbx exec box true 2>e && expect_one_error_line e "is paused.*sbx resume box" &&
-	sbx resume box && test "$(sb_state box)" = running &&
+	sbx resume box && test_eq running "$(sb_state box)" &&
 	sbx exec box sh -c "kill -0 \$(cat /tmp/sleeper.pid)" &&
-	sbx pause box && test "$(sbx exec --resume box echo again)" = again &&
+	sbx pause box && test_eq again "$(sbx exec --resume box echo again)" &&
 	fake_requests req.json &&
 	json_assert req.json "p = [q for q in r if q[\"path\"].endswith(\"/pause\")]
 c = [q for q in r if q[\"path\"].endswith(\"/connect\")]
@@ -214,18 +214,18 @@ assert len(p) == 2 and len(c) == 2, (p, c)"
 
 test_expect_success 'pause --release is a filesystem-only pause; resume brings it back' '
 	fake_reset &&
-	sbx pause --release box && test "$(fake_state "$(e2b_id box)")" = paused &&
+	sbx pause --release box && test_eq paused "$(fake_state "$(e2b_id box)")" &&
 	sbx resume box && sbx exec box test -f /tmp/renamed &&
-	test "$(sb_state box)" = running
+	test_eq running "$(sb_state box)"
 '
 
 test_expect_success 'preview: https://PORT-ID.DOMAIN, with the traffic token when there is one' '
 	id=$(e2b_id box) &&
-	test "$(sbx preview box 8080)" = "https://8080-$id.e2b.test" &&
+	test_eq "https://8080-$id.e2b.test" "$(sbx preview box 8080)" &&
 	sbx preview --json box 3000 >p.json &&
 	json_assert p.json "assert r[\"url\"].startswith(\"https://3000-\") and r[\"port\"] == 3000
 assert \"token\" not in r" &&
-	expect_code 125 sbx preview --public box 8080 2>e && grep -q "does not support --public" e
+	expect_code 125 sbx preview --public box 8080 2>e && test_grep "does not support --public" e
 '
 
 test_expect_success 'ls pages through every sandbox; one deleted out of band shows missing' '
@@ -238,10 +238,10 @@ assert len(l) >= 2, l
 assert any(\"nextToken=\" in q[\"query\"] for q in l)" &&
 	curl -fsS -X DELETE -H "X-API-Key: e2b_test_key" "$FAKE_URL/sandboxes/$(e2b_id b3)" &&
 	sbx ls >ls.out && grep -E " b3 +e2b +missing" ls.out && grep -E " b2 +e2b +running" ls.out &&
-	test "$(sb_state b3)" = missing &&
+	test_eq missing "$(sb_state b3)" &&
 	expect_code 0 sbx rm b3 && expect_code 125 sbx inspect b3 2>/dev/null &&
-	expect_code 125 sbx rm b2 2>e && grep -q "rm -f b2" e &&
-	b2=$(e2b_id b2) && sbx rm -f b2 && test "$(fake_state "$b2")" = gone
+	expect_code 125 sbx rm b2 2>e && test_grep "rm -f b2" e &&
+	b2=$(e2b_id b2) && sbx rm -f b2 && test_eq gone "$(fake_state "$b2")"
 '
 
 test_expect_success 'a missing or rejected key: one line naming the variable, 125' '
@@ -250,7 +250,7 @@ test_expect_success 'a missing or rejected key: one line naming the variable, 12
 	expect_code 125 env E2B_API_KEY=wrong "$SBX" create --provider e2b 2>e &&
 	expect_one_error_line e "rejected the API key \(HTTP 401.*check E2B_API_KEY" &&
 	expect_code 0 env E2B_API_KEY=wrong "$SBX" exec box true &&
-	store_ok && test "$(sbx ls -q | wc -l)" = 1
+	store_ok && test_eq 1 "$(sbx ls -q | wc -l)"
 '
 
 test_expect_success 'create: a 429 with Retry-After is waited out; a 500 is not retried' '
@@ -281,14 +281,14 @@ test_expect_success 'rate limited for good: bounded tries, then one line' '
 assert len(g) == 5, len(g)" &&
 	fake_fault "{\"match\": \"POST /pause\$\", \"kind\": \"status\", \"status\": 429, \"headers\": {\"Retry-After\": \"3600\"}}" &&
 	expect_code 125 sbx pause box 2>e && expect_one_error_line e "asks to wait 3600 s" &&
-	fake_reset && test "$(sb_state box)" = running
+	fake_reset && test_eq running "$(sb_state box)"
 '
 
 test_expect_success 'idempotent calls are retried on 5xx: rm after two 503s' '
 	sbx create --provider e2b --name flaky >/dev/null &&
 	fake_reset &&
 	fake_fault "{\"match\": \"DELETE ^/sandboxes/\", \"kind\": \"status\", \"status\": 503, \"times\": 2}" &&
-	fid=$(e2b_id flaky) && sbx rm -f flaky && test "$(fake_state "$fid")" = gone &&
+	fid=$(e2b_id flaky) && sbx rm -f flaky && test_eq gone "$(fake_state "$fid")" &&
 	fake_fault "{\"match\": \"DELETE ^/sandboxes/\", \"kind\": \"status\", \"status\": 500, \"times\": 0}" &&
 	sbx create --provider e2b --name stuck >/dev/null &&
 	expect_code 125 sbx rm -f stuck 2>e && expect_one_error_line e "E2B failed \(HTTP 500" &&
@@ -306,18 +306,18 @@ d[\"state\"] = \"running\"
 print(json.dumps({\"match\": \"GET ^/sandboxes/$eid\$\", \"kind\": \"status\", \"status\": 200,
                   \"body\": json.dumps(d)}))" >fault.json &&
 	fake_reset && fake_fault "$(cat fault.json)" &&
-	sbx pause box && test "$(sb_state box)" = paused &&
+	sbx pause box && test_eq paused "$(sb_state box)" &&
 	fake_requests req.json &&
 	json_assert req.json "p = [q for q in r if q[\"path\"].endswith(\"/pause\")]
 assert len(p) == 1, p" &&
-	sbx resume box && test "$(sb_state box)" = running
+	sbx resume box && test_eq running "$(sb_state box)"
 '
 
 test_expect_success 'a sandbox E2B does not know: 404 is one line (exec) or missing (inspect)' '
 	sbx create --provider e2b --name ghost >/dev/null && gid=$(e2b_id ghost) &&
 	curl -fsS -X DELETE -H "X-API-Key: e2b_test_key" "$FAKE_URL/sandboxes/$gid" &&
 	expect_code 125 sbx exec ghost true 2>e && expect_one_error_line e "does not answer at E2B" &&
-	test "$(sb_state ghost)" = missing &&
+	test_eq missing "$(sb_state ghost)" &&
 	expect_code 125 sbx pause ghost 2>e && expect_one_error_line e "missing" &&
 	sbx rm ghost
 '
@@ -335,7 +335,7 @@ test_expect_success 'garbage from E2B: malformed JSON, truncated and malformed s
 	expect_code 125 sbx exec box true 2>e && expect_one_error_line e "malformed frame" &&
 	fake_fault "{\"match\": \"GET ^/sandboxes/\", \"kind\": \"invalid_json\"}" &&
 	sbx inspect box >i.json && json_assert i.json "assert \"malformed\" in r[\"remote_error\"]" &&
-	sbx exec box true && store_ok && test "$(sbx ls -q | wc -l)" = 1
+	sbx exec box true && store_ok && test_eq 1 "$(sbx ls -q | wc -l)"
 '
 
 test_expect_success 'a stall past the timeout: ls warns and shows the state last seen' '
@@ -355,13 +355,13 @@ test_expect_success 'TLS failures and plain http off loopback are one line, 125'
 	expect_one_error_line e "TLS failure talking to E2B at 127.0.0.1:$port" &&
 	expect_code 125 env SBX_E2B_API_URL=http://sbx-test.invalid "$SBX" create --provider e2b 2>e &&
 	expect_one_error_line e "over https only" &&
-	store_ok && test "$(sbx ls -q | wc -l)" = 1
+	store_ok && test_eq 1 "$(sbx ls -q | wc -l)"
 '
 
 test_expect_success 'rm -f removes the E2B sandbox and the record' '
 	eid=$(e2b_id box) && sbx rm -f box &&
-	test "$(fake_state "$eid")" = gone &&
-	test -z "$(sbx ls -q)" && expect_code 125 sbx inspect box 2>/dev/null
+	test_eq gone "$(fake_state "$eid")" &&
+	test_eq "" "$(sbx ls -q)" && expect_code 125 sbx inspect box 2>/dev/null
 '
 
 test_done

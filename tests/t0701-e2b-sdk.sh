@@ -157,15 +157,15 @@ test_expect_success 'npm ci installs the pinned e2b SDK' '
 	cp "$SDK_SRC/package.json" "$SDK_SRC/package-lock.json" "$SDK_SRC/check.mjs" sdk/ &&
 	(cd sdk && timeout 280 npm ci --no-audit --no-fund --loglevel=error) &&
 	test -f sdk/node_modules/e2b/package.json &&
-	grep -q "\"version\": \"$(jget sdk/package.json dependencies.e2b)\"" \
+	test_grep "\"version\": \"$(jget sdk/package.json dependencies.e2b)\"" \
 		sdk/node_modules/e2b/package.json
 '
 TEST_TIMEOUT=60
 
 test_expect_success 'the fake listens on 127.0.0.1 and says so' '
 	wait_until 20 test -s "$TRASH/fake.port" &&
-	grep -Eqx "[0-9]+" "$TRASH/fake.port" &&
-	grep -qx "e2b fake listening on http://127.0.0.1:$(cat "$TRASH/fake.port")" \
+	test_grep -Ex "[0-9]+" "$TRASH/fake.port" &&
+	test_grep -x "e2b fake listening on http://127.0.0.1:$(cat "$TRASH/fake.port")" \
 		"$TRASH/fake.log"
 '
 
@@ -175,7 +175,7 @@ test_expect_success 'the official SDK drives the fake (check.mjs)' '
 		timeout 50 node sdk/check.mjs >sdk.out 2>&1
 	rc=$?
 	cat sdk.out
-	[ "$rc" = 0 ] && ! grep -q "^not ok" sdk.out && grep -Eq "^# [0-9]+ checks passed" sdk.out &&
+	test_eq 0 "$rc" && test_grep ! "^not ok" sdk.out && test_grep -E "^# [0-9]+ checks passed" sdk.out &&
 	# what it made, it killed
 	"${CURL[@]}" "$(url /_fake/state)" >state.json &&
 	jassert state.json "assert r == {}, r"
@@ -185,13 +185,13 @@ TEST_TIMEOUT=60
 # --- the control plane with curl --------------------------------------------------------------
 test_expect_success 'control plane: 401 and the Error JSON without a key or with a wrong one' '
 	"${CURL[@]}" -o nokey.json -w "%{http_code}" "$(url /v2/sandboxes)" >code &&
-	test "$(cat code)" = 401 &&
+	test_eq 401 "$(cat code)" &&
 	jassert nokey.json "assert r[\"code\"] == 401 and r[\"message\"], r" &&
 	"${CURL[@]}" -H "X-API-Key: e2b_wrong" -o bad.json -w "%{http_code}" \
 		"$(url /sandboxes/nope)" >code &&
-	test "$(cat code)" = 401 &&
+	test_eq 401 "$(cat code)" &&
 	jassert bad.json "assert r[\"code\"] == 401, r" &&
-	api GET /sandboxes/nope -o nf.json -w "%{http_code}" >code && test "$(cat code)" = 404 &&
+	api GET /sandboxes/nope -o nf.json -w "%{http_code}" >code && test_eq 404 "$(cat code)" &&
 	jassert nf.json "assert r[\"code\"] == 404, r"
 '
 
@@ -203,7 +203,7 @@ assert r[\"envdAccessToken\"] and r[\"domain\"] == \"$DOMAIN\" and r[\"envdVersi
 assert r[\"trafficAccessToken\"] is None, r" &&
 	api POST /sandboxes -H "Content-Type: application/json" -d "{\"timeout\":5}" \
 		-o notpl.json -w "%{http_code}" >code &&
-	test "$(cat code)" = 400 &&
+	test_eq 400 "$(cat code)" &&
 	api GET "/sandboxes/$(jget a.json sandboxID)" -o a.detail &&
 	jassert a.detail "assert r[\"state\"] == \"running\" and r[\"metadata\"] == {\"who\": \"t0701\"}, r"
 '
@@ -211,9 +211,9 @@ assert r[\"trafficAccessToken\"] is None, r" &&
 test_expect_success 'Process.Start framing: start, stdout and stderr apart, keepalive, end, end-of-stream' '
 	start a "echo out \$GREETING; echo err >&2; sleep 1.5; printf tail; exit 7" s1 \
 		-H "Keepalive-Ping-Interval: 1" &&
-	test "$(cat s1.rc)" = 0 &&
-	grep -qi "^content-type: application/connect+json" s1.h &&
-	grep -q "^HTTP/1.1 200" s1.h &&
+	test_eq 0 "$(cat s1.rc)" &&
+	test_grep -i "^content-type: application/connect+json" s1.h &&
+	test_grep "^HTTP/1.1 200" s1.h &&
 	fassert s1 "
 assert [x[\"flags\"] for x in f] == [0] * (len(f) - 1) + [2], f
 assert \"pid\" in e[0][\"start\"] and e[0][\"start\"][\"pid\"] > 0, e
@@ -268,9 +268,9 @@ test_expect_success 'envd: files up and down, unary errors in Connect JSON' '
 		--data-binary "raw body" -o up.json &&
 	jassert up.json "assert r == [{\"path\": \"/home/user/up/one.txt\", \"name\": \"one.txt\", \"type\": \"file\"}], r" &&
 	envd a "/files?path=/home/user/up/one.txt" >down &&
-	test "$(cat down)" = "raw body" &&
+	test_eq "raw body" "$(cat down)" &&
 	envd a "/files?path=/home/user/none" -o none.json -w "%{http_code}" >code &&
-	test "$(cat code)" = 404 &&
+	test_eq 404 "$(cat code)" &&
 	jassert none.json "assert r[\"code\"] == 404 and \"does not exist\" in r[\"message\"], r" &&
 	envd a /filesystem.Filesystem/Stat -X POST -H "Content-Type: application/json" \
 		-d "{\"path\":\"/home/user/up/one.txt\"}" -o stat.json &&
@@ -278,7 +278,7 @@ test_expect_success 'envd: files up and down, unary errors in Connect JSON' '
 assert e[\"type\"] == \"FILE_TYPE_FILE\" and e[\"size\"] == \"8\" and e[\"permissions\"].startswith(\"-rw\"), e" &&
 	envd a /filesystem.Filesystem/ListDir -X POST -H "Content-Type: application/json" \
 		-d "{\"path\":\"/no/such\"}" -o ls.json -w "%{http_code}" >code &&
-	test "$(cat code)" = 404 &&
+	test_eq 404 "$(cat code)" &&
 	jassert ls.json "assert r[\"code\"] == \"not_found\" and r[\"message\"], r"
 '
 
@@ -287,21 +287,21 @@ test_expect_success 'envd: no token is 401; a paused sandbox is 409; connect res
 	"${CURL[@]}" -H "E2b-Sandbox-Id: $sid" -H "E2b-Sandbox-Port: 49983" -X POST \
 		-H "Content-Type: application/json" -d "{}" -o notok.json -w "%{http_code}" \
 		"$(url /process.Process/List)" >code &&
-	test "$(cat code)" = 401 &&
+	test_eq 401 "$(cat code)" &&
 	api POST "/sandboxes/$sid/pause" -H "Content-Type: application/json" -d "{}" \
-		-o /dev/null -w "%{http_code}" >code && test "$(cat code)" = 204 &&
+		-o /dev/null -w "%{http_code}" >code && test_eq 204 "$(cat code)" &&
 	api POST "/sandboxes/$sid/pause" -H "Content-Type: application/json" -d "{}" \
-		-o again.json -w "%{http_code}" >code && test "$(cat code)" = 409 &&
+		-o again.json -w "%{http_code}" >code && test_eq 409 "$(cat code)" &&
 	jassert again.json "assert r[\"code\"] == 409, r" &&
-	envd a /health -o paused.json -w "%{http_code}" >code && test "$(cat code)" = 409 &&
+	envd a /health -o paused.json -w "%{http_code}" >code && test_eq 409 "$(cat code)" &&
 	jassert paused.json "assert r[\"message\"] == \"The sandbox is paused\" and r[\"sandboxId\"] == \"$sid\", r" &&
 	api POST "/sandboxes/$sid/connect" -H "Content-Type: application/json" \
-		-d "{\"timeout\":60}" -o c1.json -w "%{http_code}" >code && test "$(cat code)" = 201 &&
+		-d "{\"timeout\":60}" -o c1.json -w "%{http_code}" >code && test_eq 201 "$(cat code)" &&
 	api POST "/sandboxes/$sid/connect" -H "Content-Type: application/json" \
-		-d "{\"timeout\":60}" -o c2.json -w "%{http_code}" >code && test "$(cat code)" = 200 &&
-	envd a /health -o /dev/null -w "%{http_code}" >code && test "$(cat code)" = 204 &&
+		-d "{\"timeout\":60}" -o c2.json -w "%{http_code}" >code && test_eq 200 "$(cat code)" &&
+	envd a /health -o /dev/null -w "%{http_code}" >code && test_eq 204 "$(cat code)" &&
 	"${CURL[@]}" -H "E2b-Sandbox-Id: nosuchsandbox" -H "E2b-Sandbox-Port: 49983" \
-		-o gone.json -w "%{http_code}" "$(url /health)" >code && test "$(cat code)" = 502
+		-o gone.json -w "%{http_code}" "$(url /health)" >code && test_eq 502 "$(cat code)"
 '
 
 test_expect_success 'GET /v2/sandboxes pages with X-Next-Token; limit; X-Total-Running' '
@@ -309,17 +309,17 @@ test_expect_success 'GET /v2/sandboxes pages with X-Next-Token; limit; X-Total-R
 	api GET /v2/sandboxes -D p1.h -o p1.json &&
 	jassert p1.json "assert len(r) == 2, r" &&
 	tok=$(sed -n "s/^[Xx]-[Nn]ext-[Tt]oken: *\\([^[:space:]]*\\).*/\\1/p" p1.h) &&
-	test -n "$tok" &&
-	grep -qi "^x-total-running: 3" p1.h &&
+	test_ne "" "$tok" &&
+	test_grep -i "^x-total-running: 3" p1.h &&
 	api GET "/v2/sandboxes?nextToken=$tok" -D p2.h -o p2.json &&
 	jassert p2.json "assert len(r) == 1, r" &&
-	! grep -qi "^x-next-token" p2.h &&
+	test_grep ! -i "^x-next-token" p2.h &&
 	"$TEST_PYTHON" -c "import json
 ids = [s[\"sandboxID\"] for f in (\"p1.json\", \"p2.json\") for s in json.load(open(f))]
 want = sorted(json.load(open(n + \".json\"))[\"sandboxID\"] for n in \"abc\")
 assert sorted(ids) == want, (ids, want)" &&
 	api GET "/v2/sandboxes?limit=3" -D p3.h -o p3.json &&
-	jassert p3.json "assert len(r) == 3, r" && ! grep -qi "^x-next-token" p3.h &&
+	jassert p3.json "assert len(r) == 3, r" && test_grep ! -i "^x-next-token" p3.h &&
 	api POST "/sandboxes/$(jget b.json sandboxID)/pause" -o /dev/null &&
 	api GET "/v2/sandboxes?state=paused" -o p4.json &&
 	jassert p4.json "assert [s[\"sandboxID\"] for s in r] == [\"$(jget b.json sandboxID)\"], r" &&
@@ -334,13 +334,13 @@ test_expect_success 'faults: status, truncate, bad_frame, invalid_json, stall; t
 		{\"match\": \"GET ^/v2/sandboxes\$\", \"kind\": \"status\", \"status\": 429, \"headers\": {\"Retry-After\": \"1\"}}]" >/dev/null &&
 	api POST /sandboxes -H "Content-Type: application/json" -d "{\"templateID\":\"base\"}" \
 		-o f1.json -w "%{http_code}" >code &&
-	test "$(cat code)" = 503 && jassert f1.json "assert r[\"code\"] == 503, r" &&
+	test_eq 503 "$(cat code)" && jassert f1.json "assert r[\"code\"] == 503, r" &&
 	api GET /v2/sandboxes -D f2.h -o f2.json -w "%{http_code}" >code &&
-	test "$(cat code)" = 429 && grep -qi "^retry-after: 1" f2.h &&
-	api GET /v2/sandboxes -o /dev/null -w "%{http_code}" >code && test "$(cat code)" = 200 &&
+	test_eq 429 "$(cat code)" && test_grep -i "^retry-after: 1" f2.h &&
+	api GET /v2/sandboxes -o /dev/null -w "%{http_code}" >code && test_eq 200 "$(cat code)" &&
 	"${CURL[@]}" -X POST "$(url /_fake/faults)" -d "{\"match\": \"POST /process.Process/Start\", \"kind\": \"truncate\"}" >/dev/null &&
 	start a "echo one; sleep 0.2; echo two" t1 &&
-	test "$(cat t1.rc)" = 18 &&
+	test_eq 18 "$(cat t1.rc)" &&
 	fassert t1 "assert len(f) == 1 and \"start\" in e[0] and x is None, f" &&
 	"${CURL[@]}" -X POST "$(url /_fake/faults)" -d "{\"match\": \"* /process.Process/Start\", \"kind\": \"bad_frame\"}" >/dev/null &&
 	start a "echo one" t2 &&
@@ -350,10 +350,10 @@ test_expect_success 'faults: status, truncate, bad_frame, invalid_json, stall; t
 	fassert t3 "assert len(f) == 1 and f[0][\"flags\"] == 0 and \"raw\" in f[0], f" &&
 	"${CURL[@]}" -X POST "$(url /_fake/faults)" -d "{\"match\": \"GET ^/sandboxes/\", \"kind\": \"invalid_json\"}" >/dev/null &&
 	api GET "/sandboxes/$(jget a.json sandboxID)" -o ij.json -w "%{http_code}" >code &&
-	test "$(cat code)" = 200 &&
+	test_eq 200 "$(cat code)" &&
 	! "$TEST_PYTHON" -c "import json; json.load(open(\"ij.json\"))" 2>/dev/null &&
 	"${CURL[@]}" -X POST "$(url /_fake/faults)" -d "{\"match\": \"GET ^/sandboxes/\", \"kind\": \"truncate\"}" >/dev/null &&
-	{ api GET "/sandboxes/$(jget a.json sandboxID)" -o /dev/null; test $? = 18; } &&
+	{ api GET "/sandboxes/$(jget a.json sandboxID)" -o /dev/null; test_eq 18 $?; } &&
 	"${CURL[@]}" -X POST "$(url /_fake/faults)" -d "{\"match\": \"GET /health\", \"kind\": \"stall\", \"seconds\": 1.5, \"times\": 0}" >/dev/null &&
 	t0=$(date +%s%N) && "${CURL[@]}" "$(url /health)" >/dev/null && t1=$(date +%s%N) &&
 	test $(((t1 - t0) / 1000000)) -ge 1400 &&
@@ -375,7 +375,7 @@ test_expect_success 'a sandbox past its timeout is killed, its backing sandbox r
 print(json.load(sys.stdin)[\"$sid\"][\"backing\"])") &&
 	SBX_HOME=$FAKE_HOME "$SBX" inspect "$backing" >/dev/null &&
 	wait_until 10 sh -c "! SBX_HOME=\"$FAKE_HOME\" \"$SBX\" inspect \"$backing\"" &&
-	api GET "/sandboxes/$sid" -o /dev/null -w "%{http_code}" >code && test "$(cat code)" = 404
+	api GET "/sandboxes/$sid" -o /dev/null -w "%{http_code}" >code && test_eq 404 "$(cat code)"
 '
 
 test_expect_success 'stopping the fake removes every backing sandbox' '

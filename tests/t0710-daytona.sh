@@ -40,8 +40,8 @@ store_ok() { sbx ls -q >/dev/null && sbx ls --json >/dev/null; }
 test_expect_success 'create waits from creating to started; labels and env go along' '
 	fake_reset &&
 	sbx create --provider daytona --name dbox -e FOO=bar --label team=red >id &&
-	grep -Eq "^[0-9a-f]{12}$" id &&
-	test "$(sb_state dbox)" = running &&
+	test_grep -E "^[0-9a-f]{12}$" id &&
+	test_eq running "$(sb_state dbox)" &&
 	fake_requests req.json &&
 	json_assert req.json "c = [q for q in r if q[\"method\"] == \"POST\" and q[\"path\"].endswith(\"/sandbox\")]
 assert len(c) == 1, c
@@ -49,7 +49,7 @@ h = {k.lower(): v for k, v in c[0][\"headers\"].items()}
 assert h[\"authorization\"] == \"Bearer dtn_test_key\"
 g = [q for q in r if q[\"method\"] == \"GET\" and \"/sandbox/\" in q[\"path\"]]
 assert len(g) >= 1, g" &&
-	test "$(fake_state "$(dt_id dbox)")" = started &&
+	test_eq started "$(fake_state "$(dt_id dbox)")" &&
 	sbx inspect dbox >rec.json &&
 	json_assert rec.json "assert r[\"provider\"] == \"daytona\" and r[\"remote\"][\"state\"] == \"started\"
 assert r[\"extra\"][\"toolbox\"].endswith(\"/toolbox\")"
@@ -67,9 +67,9 @@ assert (b[\"snapshot\"], b[\"cpu\"], b[\"memory\"]) == (\"my-snap\", 2, 2), b" &
 
 test_expect_success 'exec: stdout and stderr apart, the exit code exact, -w, -e, --timeout' '
 	sbx exec dbox sh -c "echo out \$FOO; echo err >&2" >o 2>e &&
-	test "$(cat o)" = "out bar" && test "$(cat e)" = err &&
+	test_eq "out bar" "$(cat o)" && test_eq err "$(cat e)" &&
 	expect_code 3 sbx exec dbox sh -c "exit 3" &&
-	test "$(sbx exec -w /tmp -e A="x y" dbox sh -c "echo \$A \$PWD")" = "x y /tmp" &&
+	test_eq "x y /tmp" "$(sbx exec -w /tmp -e A="x y" dbox sh -c "echo \$A \$PWD")" &&
 	test "$(sbx exec dbox echo "it'"'"'s" "\$HOME")" = "it'"'"'s \$HOME" &&
 	expect_code 124 sbx exec --timeout 1s dbox sleep 30 &&
 	expect_code 127 sbx exec dbox no-such-command-here 2>/dev/null
@@ -102,12 +102,12 @@ test_expect_success 'cp in and out keeps directories, modes and symlinks' '
 	mkdir -p src/sub && echo hello >src/sub/f && chmod 640 src/sub/f &&
 	ln -s sub/f src/link &&
 	sbx cp src dbox:/tmp/ &&
-	test "$(sbx exec dbox cat /tmp/src/sub/f)" = hello &&
-	test "$(sbx exec dbox readlink /tmp/src/link)" = sub/f &&
-	test "$(sbx exec dbox stat -c %a /tmp/src/sub/f)" = 640 &&
+	test_eq hello "$(sbx exec dbox cat /tmp/src/sub/f)" &&
+	test_eq sub/f "$(sbx exec dbox readlink /tmp/src/link)" &&
+	test_eq 640 "$(sbx exec dbox stat -c %a /tmp/src/sub/f)" &&
 	mkdir back && sbx cp dbox:/tmp/src back/ && diff -r src back/src && test -L back/src/link &&
 	echo one >file1 && sbx cp file1 dbox:/tmp/renamed && sbx cp dbox:/tmp/renamed out1 &&
-	test "$(cat out1)" = one &&
+	test_eq one "$(cat out1)" &&
 	expect_code 125 sbx cp dbox:/tmp/nope out2 2>e && expect_one_error_line e "/tmp/nope.*does not exist" &&
 	fake_requests req.json &&
 	json_assert req.json "u = [q for q in r if q[\"path\"].endswith(\"/files/upload\")]
@@ -116,11 +116,11 @@ assert u and u[-1][\"headers\"].get(\"Content-Type\", u[-1][\"headers\"].get(\"c
 
 test_expect_success 'pause on a container class is stop (disk kept); exec refuses; resume starts' '
 	fake_reset &&
-	sbx pause dbox && test "$(sb_state dbox)" = stopped &&
-	test "$(fake_state "$(dt_id dbox)")" = stopped &&
+	sbx pause dbox && test_eq stopped "$(sb_state dbox)" &&
+	test_eq stopped "$(fake_state "$(dt_id dbox)")" &&
 	expect_code 125 sbx exec dbox true 2>e && expect_one_error_line e "is stopped.*sbx resume dbox" &&
-	sbx resume dbox && test "$(sb_state dbox)" = running &&
-	test "$(sbx exec dbox cat /tmp/renamed)" = one &&
+	sbx resume dbox && test_eq running "$(sb_state dbox)" &&
+	test_eq one "$(sbx exec dbox cat /tmp/renamed)" &&
 	fake_requests req.json &&
 	json_assert req.json "p = [q[\"path\"].rsplit(\"/\", 1)[1] for q in r if q[\"method\"] == \"POST\"]
 assert p[:2] == [\"pause\", \"stop\"] and \"start\" in p, p"
@@ -130,11 +130,11 @@ test_expect_success 'pause on a linux-vm class keeps memory (pause); --release s
 	export SBX_DAYTONA_API_URL=$VM_URL &&
 	sbx create --provider daytona --name vm >/dev/null &&
 	fake_reset "$VM_URL" &&
-	sbx pause vm && test "$(sb_state vm)" = paused &&
-	test "$(fake_state "$(dt_id vm)" "$VM_URL")" = paused &&
-	sbx resume vm && test "$(sbx exec vm echo up)" = up &&
-	sbx pause --release vm && test "$(sb_state vm)" = stopped &&
-	test "$(fake_state "$(dt_id vm)" "$VM_URL")" = stopped &&
+	sbx pause vm && test_eq paused "$(sb_state vm)" &&
+	test_eq paused "$(fake_state "$(dt_id vm)" "$VM_URL")" &&
+	sbx resume vm && test_eq up "$(sbx exec vm echo up)" &&
+	sbx pause --release vm && test_eq stopped "$(sb_state vm)" &&
+	test_eq stopped "$(fake_state "$(dt_id vm)" "$VM_URL")" &&
 	fake_requests req.json "$VM_URL" &&
 	json_assert req.json "p = [q[\"path\"].rsplit(\"/\", 1)[1] for q in r if q[\"method\"] == \"POST\" and q[\"path\"].startswith(\"/sandbox/\")]
 assert p == [\"pause\", \"start\", \"stop\"], p" &&
@@ -143,11 +143,11 @@ assert p == [\"pause\", \"start\", \"stop\"], p" &&
 
 test_expect_success 'preview: the URL, and the token with its header in --json' '
 	id=$(dt_id dbox) &&
-	test "$(sbx preview dbox 8080)" = "https://8080-$id.daytona.test" &&
+	test_eq "https://8080-$id.daytona.test" "$(sbx preview dbox 8080)" &&
 	sbx preview --json dbox 8080 >p.json &&
 	json_assert p.json "assert r[\"port\"] == 8080 and r[\"token\"] and r[\"token_header\"] == \"X-Daytona-Preview-Token\"" &&
-	tok=$(json_assert p.json "print(r[\"token\"])") && test -n "$tok" &&
-	sbx inspect dbox >i.json && sbx ls --json >l.json && ! grep -q "$tok" i.json l.json
+	tok=$(json_assert p.json "print(r[\"token\"])") && test_ne "" "$tok" &&
+	sbx inspect dbox >i.json && sbx ls --json >l.json && test_grep ! "$tok" i.json l.json
 '
 
 test_expect_success 'ls pages with the cursor; one deleted out of band shows missing' '
@@ -159,7 +159,7 @@ assert len(l) >= 2 and any(\"cursor=\" in q[\"query\"] for q in l), l" &&
 	curl -fsS -X DELETE -H "Authorization: Bearer dtn_test_key" "$FAKE_URL/sandbox/$(dt_id d3)" >/dev/null &&
 	sbx ls >ls.out && grep -E " d3 +daytona +missing" ls.out &&
 	expect_code 125 sbx exec d3 true 2>e && expect_one_error_line e "HTTP 404|not started|no such sandbox" &&
-	sbx rm d3 && d2=$(dt_id d2) && sbx rm -f d2 && test "$(fake_state "$d2")" = gone
+	sbx rm d3 && d2=$(dt_id d2) && sbx rm -f d2 && test_eq gone "$(fake_state "$d2")"
 '
 
 test_expect_success 'ls asks E2B and Daytona in one go, local sandboxes beside them' '
@@ -177,7 +177,7 @@ test_expect_success 'a missing or rejected key: one line naming the variable, 12
 	expect_one_error_line e "DAYTONA_API_KEY is not set" &&
 	expect_code 125 env DAYTONA_API_KEY=wrong "$SBX" exec dbox true 2>e &&
 	expect_one_error_line e "rejected the API key \(HTTP 401.*check DAYTONA_API_KEY" &&
-	store_ok && test "$(sbx ls -q | wc -l)" = 1
+	store_ok && test_eq 1 "$(sbx ls -q | wc -l)"
 '
 
 test_expect_success 'faults: 429 waited out, 500 on create not retried, 503 on a GET retried' '
@@ -189,7 +189,7 @@ test_expect_success 'faults: 429 waited out, 500 on create not retried, 503 on a
 	expect_one_error_line e "Daytona failed \(HTTP 500" &&
 	expect_code 125 sbx inspect r500 2>/dev/null &&
 	fake_fault "{\"match\": \"GET /sandbox/\", \"kind\": \"status\", \"status\": 503, \"times\": 2}" &&
-	test "$(sb_state dbox)" = running &&
+	test_eq running "$(sb_state dbox)" &&
 	fake_requests req.json &&
 	json_assert req.json "c = [q for q in r if q[\"method\"] == \"POST\" and q[\"path\"].endswith(\"/sandbox\")]
 assert len(c) == 3, len(c)" && store_ok
@@ -208,8 +208,8 @@ test_expect_success 'garbage and stalls: malformed JSON, a truncated answer, a t
 '
 
 test_expect_success 'rm -f removes the Daytona sandbox and the record' '
-	did=$(dt_id dbox) && sbx rm -f dbox && test "$(fake_state "$did")" = gone &&
-	test -z "$(sbx ls -q)"
+	did=$(dt_id dbox) && sbx rm -f dbox && test_eq gone "$(fake_state "$did")" &&
+	test_eq "" "$(sbx ls -q)"
 '
 
 test_done

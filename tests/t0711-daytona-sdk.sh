@@ -88,9 +88,9 @@ if [ -z "$TEST_SKIP_ALL" ]; then
 fi
 
 test_expect_success 'the fakes listen on 127.0.0.1 and say so' '
-	test -n "$PORT" && test -n "$VM_PORT" &&
-	grep -qx "daytona fake listening on http://127.0.0.1:$PORT" main.out &&
-	grep -qx "daytona fake listening on http://127.0.0.1:$VM_PORT" vm.out
+	test_ne "" "$PORT" && test_ne "" "$VM_PORT" &&
+	test_grep -x "daytona fake listening on http://127.0.0.1:$PORT" main.out &&
+	test_grep -x "daytona fake listening on http://127.0.0.1:$VM_PORT" vm.out
 '
 
 TEST_TIMEOUT=300
@@ -98,8 +98,8 @@ test_expect_success 'npm ci installs the pinned SDK' '
 	mkdir sdk && cp "$SDK/package.json" "$SDK/package-lock.json" "$SDK/check.mjs" sdk/ || exit 1
 	(cd sdk && timeout 280 npm ci --no-audit --no-fund --ignore-scripts >../npm.log 2>&1) ||
 		{ tail -n 20 npm.log; exit 1; }
-	test "$(node -p "require(\"./sdk/node_modules/@daytonaio/sdk/package.json\").version")" = \
-		"$(node -p "require(\"./sdk/package.json\").dependencies[\"@daytonaio/sdk\"]")"
+	test_eq "$(node -p "require(\"./sdk/package.json\").dependencies[\"@daytonaio/sdk\"]")" \
+		"$(node -p "require(\"./sdk/node_modules/@daytonaio/sdk/package.json\").version")"
 '
 TEST_TIMEOUT=120
 
@@ -109,7 +109,7 @@ test_expect_success 'the SDK drives the fake: create, exec, session, files, stop
 		timeout 100 node check.mjs) >check.out 2>&1
 	rc=$?
 	cat check.out
-	test "$rc" = 0 && grep -q "^# check.mjs: [0-9]* checks passed" check.out
+	test_eq 0 "$rc" && test_grep "^# check.mjs: [0-9]* checks passed" check.out
 '
 
 test_expect_success 'the SDK sent its key and version, polled, and paged with a cursor' '
@@ -130,7 +130,7 @@ assert any(q[\"path\"].endswith(\"/process/execute\") for q in sdk)
 '
 
 test_expect_success '401 without the key or with a wrong one, in NestJS error JSON' '
-	test "$("${CURL[@]}" -o body -w "%{http_code}" "http://127.0.0.1:$PORT/sandbox")" = 401 &&
+	test_eq 401 "$("${CURL[@]}" -o body -w "%{http_code}" "http://127.0.0.1:$PORT/sandbox")" &&
 	jcheck body "assert r[\"statusCode\"] == 401 and r[\"error\"] == \"Unauthorized\", r
 assert r[\"path\"] == \"/sandbox\" and r[\"message\"] and r[\"timestamp\"].endswith(\"Z\"), r" &&
 	test "$("${CURL[@]}" -o body -w "%{http_code}" -H "Authorization: Bearer nope" \
@@ -141,22 +141,22 @@ assert r[\"method\"] == \"GET\" and r[\"path\"] == \"/toolbox/x/process/execute\
 
 test_expect_success 'create answers "creating"; polling GET sees it become "started"' '
 	expect_call 200 "$PORT" POST /sandbox "{\"name\":\"curl-box\",\"env\":{\"FROM_CREATE\":\"yes\"},\"labels\":{\"t\":\"0711\"}}" &&
-	id=$(sed -n "s/^{\"id\":\"\([^\"]*\)\".*/\1/p" body) && test -n "$id" && : >seen &&
+	id=$(sed -n "s/^{\"id\":\"\([^\"]*\)\".*/\1/p" body) && test_ne "" "$id" && : >seen &&
 	for i in $(seq 100); do
 		"${CURL[@]}" -H "Authorization: Bearer $KEY" "http://127.0.0.1:$PORT/sandbox/$id" >state.json &&
 			s=$(sed -n "s/.*\"state\":\"\([a-z_]*\)\".*/\1/p" state.json) && echo "$s" >>seen &&
 			test "$s" = started && break
 		sleep 0.05
 	done &&
-	test "$(head -n 1 seen)" = creating && test "$(tail -n 1 seen)" = started &&
-	test "$(sort -u seen | tr "\n" " ")" = "creating started " &&
+	test_eq creating "$(head -n 1 seen)" && test_eq started "$(tail -n 1 seen)" &&
+	test_eq "creating started " "$(sort -u seen | tr "\n" " ")" &&
 	jcheck body "assert r[\"state\"] == \"creating\" and r[\"name\"] == \"curl-box\", r
 assert r[\"toolboxProxyUrl\"] == \"http://127.0.0.1:$PORT/toolbox\", r
 assert r[\"sandboxClass\"] == \"container\" and r[\"env\"] == {\"FROM_CREATE\": \"yes\"}, r" &&
 	echo "$id" >id &&
 	expect_call 409 "$PORT" POST /sandbox "{\"name\":\"curl-box\"}" &&
 	jcheck body "assert r[\"statusCode\"] == 409 and r[\"error\"] == \"Conflict\", r" &&
-	expect_call 200 "$PORT" GET /sandbox/curl-box && test "$(field id)" = "$id"
+	expect_call 200 "$PORT" GET /sandbox/curl-box && test_eq "$id" "$(field id)"
 '
 
 test_expect_success 'toolbox with curl: execute keeps the exit status; env from create' '
@@ -173,22 +173,22 @@ test_expect_success 'pause of a container sandbox: 422, and it stays started' '
 	id=$(cat id) &&
 	expect_call 422 "$PORT" POST "/sandbox/$id/pause" &&
 	jcheck body "assert r[\"statusCode\"] == 422 and r[\"path\"] == \"/sandbox/$id/pause\", r" &&
-	test "$(state_of "$PORT" "$id")" = started
+	test_eq started "$(state_of "$PORT" "$id")"
 '
 
 test_expect_success 'stop: "stopping" then "stopped"; the toolbox refuses; start keeps the files' '
 	id=$(cat id) &&
 	expect_call 200 "$PORT" POST "/toolbox/$id/process/execute" "{\"command\":\"echo kept >/workspace/f\"}" &&
-	expect_call 200 "$PORT" POST "/sandbox/$id/stop" && test "$(field state)" = stopping &&
+	expect_call 200 "$PORT" POST "/sandbox/$id/stop" && test_eq stopping "$(field state)" &&
 	wait_until 10 in_state "$PORT" "$id" stopped &&
-	test "$(state_of "$PORT" "$id")" = stopped &&
-	b=$(backing "$PORT" "$id") && test "$(SBX_HOME="$FAKE_HOME" sb_state "$b")" = released &&
+	test_eq stopped "$(state_of "$PORT" "$id")" &&
+	b=$(backing "$PORT" "$id") && test_eq released "$(SBX_HOME="$FAKE_HOME" sb_state "$b")" &&
 	expect_call 400 "$PORT" POST "/toolbox/$id/process/execute" "{\"command\":\"true\"}" &&
 	jcheck body "assert r[\"code\"] == \"BAD_REQUEST\" and \"not started\" in r[\"message\"], r" &&
-	expect_call 200 "$PORT" POST "/sandbox/$id/start" && test "$(field state)" = starting &&
+	expect_call 200 "$PORT" POST "/sandbox/$id/start" && test_eq starting "$(field state)" &&
 	wait_until 10 in_state "$PORT" "$id" started &&
 	expect_call 200 "$PORT" GET "/toolbox/$id/files/download?path=/workspace/f" &&
-	test "$(cat body)" = kept
+	test_eq kept "$(cat body)"
 '
 
 test_expect_success 'list: small pages joined by nextCursor; the deprecated paginated form' '
@@ -199,9 +199,9 @@ test_expect_success 'list: small pages joined by nextCursor; the deprecated pagi
 		pages=$((pages + 1)) && test "$pages" -lt 10 || exit 1
 		jcheck body "assert len(r[\"items\"]) <= 2 and \"env\" not in r[\"items\"][0], r
 for i in r[\"items\"]: print(i[\"id\"])" >>ids || exit 1
-		cur=$(jcheck body "print(r[\"nextCursor\"] or \"\")") && test -n "$cur" || break
+		cur=$(jcheck body "print(r[\"nextCursor\"] or \"\")") && test_ne "" "$cur" || break
 	done &&
-	test "$pages" = 2 && test "$(sort -u ids | wc -l)" = 4 && test "$(wc -l <ids)" = 4 &&
+	test_eq 2 "$pages" && test_eq 4 "$(sort -u ids | wc -l)" && test_eq 4 "$(wc -l <ids)" &&
 	expect_call 200 "$PORT" GET "/sandbox/paginated?page=2&limit=3" &&
 	jcheck body "assert r[\"total\"] == 4 and r[\"page\"] == 2 and r[\"totalPages\"] == 2, r
 assert len(r[\"items\"]) == 2, r" &&
@@ -240,11 +240,11 @@ test_expect_success 'linux-vm: pause keeps a session shell in memory, start resu
 	expect_call 201 "$VM_PORT" POST "/toolbox/$vid/process/session" "{\"sessionId\":\"s\"}" &&
 	expect_call 409 "$VM_PORT" POST "/toolbox/$vid/process/session" "{\"sessionId\":\"s\"}" &&
 	expect_call 200 "$VM_PORT" POST "/toolbox/$vid/process/session/s/exec" "{\"command\":\"V=in-memory; cd /tmp\"}" &&
-	expect_call 200 "$VM_PORT" POST "/sandbox/$vid/pause" && test "$(field state)" = pausing &&
+	expect_call 200 "$VM_PORT" POST "/sandbox/$vid/pause" && test_eq pausing "$(field state)" &&
 	wait_until 10 in_state "$VM_PORT" "$vid" paused &&
-	b=$(backing "$VM_PORT" "$vid") && test "$(SBX_HOME="$FAKE_HOME" sb_state "$b")" = paused &&
+	b=$(backing "$VM_PORT" "$vid") && test_eq paused "$(SBX_HOME="$FAKE_HOME" sb_state "$b")" &&
 	expect_call 400 "$VM_PORT" POST "/sandbox/$vid/pause" &&
-	expect_call 200 "$VM_PORT" POST "/sandbox/$vid/start" && test "$(field state)" = resuming &&
+	expect_call 200 "$VM_PORT" POST "/sandbox/$vid/start" && test_eq resuming "$(field state)" &&
 	wait_until 10 in_state "$VM_PORT" "$vid" started &&
 	expect_call 200 "$VM_PORT" POST "/toolbox/$vid/process/session/s/exec" "{\"command\":\"echo \$V \$(pwd); echo e >&2\"}" &&
 	jcheck body "assert (r[\"stdout\"], r[\"stderr\"], r[\"exitCode\"]) == (\"in-memory /tmp\\n\", \"e\\n\", 0), r" &&
@@ -252,14 +252,14 @@ test_expect_success 'linux-vm: pause keeps a session shell in memory, start resu
 	wait_until 10 in_state "$VM_PORT" "$vid" stopped &&
 	expect_call 200 "$VM_PORT" POST "/sandbox/$vid/archive" &&
 	wait_until 10 in_state "$VM_PORT" "$vid" archived &&
-	expect_call 200 "$VM_PORT" POST "/sandbox/$vid/start" && test "$(field state)" = restoring &&
+	expect_call 200 "$VM_PORT" POST "/sandbox/$vid/start" && test_eq restoring "$(field state)" &&
 	wait_until 10 in_state "$VM_PORT" "$vid" started &&
 	expect_call 404 "$VM_PORT" GET "/toolbox/$vid/process/session/s"
 '
 
 test_expect_success 'delete: 200 "destroying", then 404; the backing sandbox is gone' '
 	id=$(cat id) && b=$(backing "$PORT" "$id") &&
-	expect_call 200 "$PORT" DELETE "/sandbox/$id" && test "$(field state)" = destroying &&
+	expect_call 200 "$PORT" DELETE "/sandbox/$id" && test_eq destroying "$(field state)" &&
 	expect_call 404 "$PORT" GET "/sandbox/$id" &&
 	jcheck body "assert r[\"statusCode\"] == 404 and r[\"error\"] == \"Not Found\", r" &&
 	expect_code 125 env SBX_HOME="$FAKE_HOME" "$SBX" inspect "$b" 2>/dev/null &&
@@ -273,7 +273,7 @@ test_expect_success 'SIGTERM: the fakes exit 0 and remove every sandbox they mad
 	wait_until 15 eval "! pid_alive $p1 && ! pid_alive $p2" &&
 	SBX_HOME="$FAKE_HOME" "$SBX" ls -q >after && test ! -s after &&
 	for p in $pids; do ! pid_alive "$p" || exit 1; done &&
-	! grep -q Traceback main.err vm.err
+	test_grep ! Traceback main.err vm.err
 '
 
 test_done

@@ -29,6 +29,7 @@ wait_screen() { # PATTERN
 test_atexit 'tm kill-server'
 
 # where this host's glibc looks for charset conversion modules
+# shellcheck disable=SC2012 # fixed system paths, sorted as one list: ls is right here
 GCONV_DIR=$(dirname "$(ls /usr/lib/*/gconv/gconv-modules* /usr/lib*/gconv/gconv-modules* 2>/dev/null | head -n 1)")
 
 # a glibc charset module whose constructor leaves a mark in its working directory (or /tmp)
@@ -82,16 +83,16 @@ test_expect_success 'control: the planted charset module and lzop do run when re
 	test -s gconv-pwned &&
 	mkdir -p hostbin bout && printf "#!/bin/sh\necho ran >lzop-ran\ncat %s/payload.tar\n" "$PWD" >hostbin/lzop &&
 	chmod 755 hostbin/lzop && PATH=$PWD/hostbin:$PATH bsdtar -xf evil.lzo -C bout &&
-	test -s lzop-ran && test "$(cat bout/f)" = payload
+	test -s lzop-ran && test_eq payload "$(cat bout/f)"
 '
 
 test_expect_success 'cp into and out of a sandbox loads no charset module of the sandbox' '
 	mkdir -p src && echo hi >"src/naïve-é.txt" &&
 	sbx cp src ev:/workspace/ && sbx cp ev:/workspace/src out &&
-	test "$(cat "out/naïve-é.txt")" = hi &&
+	test_eq hi "$(cat "out/naïve-é.txt")" &&
 	sbx pause --release ev >/dev/null && sbx cp src ev:/workspace/again &&
 	sbx cp ev:/workspace/again out2 && sbx resume ev >/dev/null &&
-	sbx exec ev ls / >ls.out && ! grep -q pwned ls.out
+	sbx exec ev ls / >ls.out && test_grep ! pwned ls.out
 '
 
 test_expect_success 'a stream that needs an external decompressor is refused, the planted one never runs' '
@@ -100,7 +101,7 @@ test_expect_success 'a stream that needs an external decompressor is refused, th
 	sbx pause --release ev >/dev/null &&
 	expect_code 125 sbx cp - ev:/workspace <evil.lzo 2>err &&
 	sbx resume ev >/dev/null &&
-	sbx exec ev ls / /workspace >ls.out && ! grep -q -e pwned -e "^f$" ls.out &&
+	sbx exec ev ls / /workspace >ls.out && test_grep ! -e pwned -e "^f$" ls.out &&
 	: "the same on the host: an image archive is never passed to lzop either" &&
 	mkdir -p pathbin && cp hostbin/lzop pathbin/ && rm -f lzop-ran &&
 	PATH=$PWD/pathbin:$PATH expect_code 125 sbx image import evil.lzo 2>/dev/null &&
@@ -126,11 +127,11 @@ test_expect_success 'the cp helper of a running sandbox is confined as a command
 		sleep 0.1
 	done &&
 	cat st &&
-	grep -q "^NoNewPrivs:[[:space:]]*1" st && grep -q "^Seccomp:[[:space:]]*2" st &&
-	test "$(awk "/^CapEff:/ { print \$2 }" st)" = "$(awk "/^selfCapEff:/ { print \$2 }" st)" &&
+	test_grep "^NoNewPrivs:[[:space:]]*1" st && test_grep "^Seccomp:[[:space:]]*2" st &&
+	test_eq "$(awk "/^selfCapEff:/ { print \$2 }" st)" "$(awk "/^CapEff:/ { print \$2 }" st)" &&
 	: "control: the sbx CLI on the host has none of it, and has the caller environment" &&
-	status_of "$CP_PID" >cli && grep -q "^NoNewPrivs:[[:space:]]*0" cli &&
-	grep -q "^Seccomp:[[:space:]]*0" cli && tr "\0" "\n" <"/proc/$CP_PID/environ" | grep -q s3cr3t &&
+	status_of "$CP_PID" >cli && test_grep "^NoNewPrivs:[[:space:]]*0" cli &&
+	test_grep "^Seccomp:[[:space:]]*0" cli && tr "\0" "\n" <"/proc/$CP_PID/environ" | test_grep s3cr3t &&
 	if [ "$(id -u)" -eq 0 ]; then
 		: "as root the helper can be read from the host: no environment, the sandbox net" &&
 		init=$(awk "{ print \$1 }" "$SBX_HOME/sandboxes/$(sbx inspect esc | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])")/pids") &&
@@ -138,10 +139,10 @@ test_expect_success 'the cp helper of a running sandbox is confined as a command
 			[ "$(cat /proc/$p/comm 2>/dev/null)" = sbx ] || continue
 			[ "$(readlink /proc/$p/ns/pid)" = "$(readlink /proc/$init/ns/pid)" ] || continue
 			test ! -s "/proc/$p/environ" &&
-			test "$(readlink /proc/$p/ns/net)" = "$(readlink /proc/$init/ns/net)" &&
-			test "$(readlink /proc/$p/ns/net)" != "$(readlink /proc/self/ns/net)" || exit 1
+			test_eq "$(readlink /proc/$init/ns/net)" "$(readlink /proc/$p/ns/net)" &&
+			test_ne "$(readlink /proc/self/ns/net)" "$(readlink /proc/$p/ns/net)" || exit 1
 			found=1
-		done && test -n "$found"
+		done && test_ne "" "$found"
 	fi &&
 	cp_unblock
 '
@@ -153,13 +154,13 @@ test_expect_success 'the cp helper of a released sandbox is confined the same, i
 		test -n "${helper:-}" && break; sleep 0.1
 	done &&
 	status_of "$helper" >st && cat st && status_of "$CP_PID" >cli &&
-	grep -q "^NoNewPrivs:[[:space:]]*1" st && grep -q "^Seccomp:[[:space:]]*2" st &&
+	test_grep "^NoNewPrivs:[[:space:]]*1" st && test_grep "^Seccomp:[[:space:]]*2" st &&
 	: "control: the CLI that started it is not confined" &&
-	grep -q "^NoNewPrivs:[[:space:]]*0" cli && grep -q "^Seccomp:[[:space:]]*0" cli &&
+	test_grep "^NoNewPrivs:[[:space:]]*0" cli && test_grep "^Seccomp:[[:space:]]*0" cli &&
 	if [ "$(id -u)" -eq 0 ]; then
 		test ! -s "/proc/$helper/environ" &&
 		for ns in pid net ipc uts cgroup mnt user; do
-			test "$(readlink /proc/$helper/ns/$ns)" != "$(readlink /proc/self/ns/$ns)" || exit 1
+			test_ne "$(readlink /proc/self/ns/$ns)" "$(readlink /proc/$helper/ns/$ns)" || exit 1
 		done
 	fi &&
 	cp_unblock && sbx resume esc >/dev/null
@@ -177,21 +178,21 @@ test_expect_success 'nothing in a sandbox reaches the sbx binary through /proc/*
 	printf "#!/proc/self/exe\n" >x && chmod 755 x && ./mysbx cp x esc:/workspace/x &&
 	for i in 1 2 3 4 5; do
 		expect_code 127 ./mysbx exec esc /workspace/x --version >xout 2>&1 || exit 1
-		! grep -q "sbx 0" xout || exit 1
+		test_grep ! "sbx 0" xout || exit 1
 		expect_code 127 ./mysbx exec esc /proc/self/exe --version >xout 2>&1 || exit 1
-		! grep -q "sbx 0" xout || exit 1
+		test_grep ! "sbx 0" xout || exit 1
 	done &&
 	./mysbx exec esc sh -c "ln -sf /proc/self/exe /workspace/l" &&
-	expect_code 127 ./mysbx exec esc /workspace/l --version >xout 2>&1 && ! grep -q "sbx 0" xout &&
+	expect_code 127 ./mysbx exec esc /workspace/l --version >xout 2>&1 && test_grep ! "sbx 0" xout &&
 	: "init runs the sbx binary: its exe is out of reach" &&
 	expect_code 1 ./mysbx exec esc cat /proc/1/exe >/dev/null 2>&1 &&
 	sleep 1 &&
 	./mysbx exec esc cat /workspace/seen >seen &&
 	: "control: the watcher does read the exe of the sandbox processes it can" &&
-	grep -q -e /bin/ -e /usr/ seen && ! grep -q mysbx seen &&
-	test "$(./mysbx exec esc sh -c "cat /workspace/grabbed 2>/dev/null | wc -l")" = 0 &&
-	./mysbx exec esc sh -c "exec 3</proc/self/exe && echo own-exe-readable" | grep -q own-exe-readable &&
-	test "$(sha256sum <mysbx)" = "$sum"
+	test_grep -e /bin/ -e /usr/ seen && test_grep ! mysbx seen &&
+	test_eq 0 "$(./mysbx exec esc sh -c "cat /workspace/grabbed 2>/dev/null | wc -l")" &&
+	./mysbx exec esc sh -c "exec 3</proc/self/exe && echo own-exe-readable" | test_grep own-exe-readable &&
+	test_eq "$sum" "$(sha256sum <mysbx)"
 '
 
 # --- 3. the caller's terminal ---------------------------------------------------------------
@@ -215,22 +216,22 @@ test_expect_success 'without -t no terminal fd enters: a process left behind rea
 	tm send-keys -t esc "echo typed-after-return-SBX" Enter &&
 	sleep 3.5 &&
 	sbx exec term cat /workspace/fds >fds && cat fds &&
-	! grep -q /dev/pts fds && grep -q "0 ->.*pipe:" fds && grep -q "1 ->.*pipe:" fds &&
-	test -z "$(sbx exec term sh -c "cat /workspace/stolen 2>/dev/null")" &&
-	! screen | grep -q LATE-SBX-WRITE &&
+	test_grep ! /dev/pts fds && test_grep "0 ->.*pipe:" fds && test_grep "1 ->.*pipe:" fds &&
+	test_eq "" "$(sbx exec term sh -c "cat /workspace/stolen 2>/dev/null")" &&
+	screen | test_grep ! LATE-SBX-WRITE &&
 	: "control: the same on the host, in a session of its own, steals and writes" &&
 	tm send-keys -t esc "clear; ls -l /proc/self/fd/ >hostfds; setsid sh -c \"exec 3<&0; (sleep 1; head -n 1 <&3 >$TRASH/stolen-host) & (sleep 1; echo LATE-HOST-WRITE) &\"; echo rc2=\$?; sleep 3" Enter &&
 	wait_screen "rc2=0" &&
 	tm send-keys -t esc "echo typed-after-return-HOST" Enter &&
 	wait_screen "LATE-HOST-WRITE" &&
 	for i in $(seq 40); do grep -q typed-after-return-HOST stolen-host 2>/dev/null && break; sleep 0.1; done &&
-	grep -q typed-after-return-HOST stolen-host && grep -q /dev/pts hostfds
+	test_grep typed-after-return-HOST stolen-host && test_grep /dev/pts hostfds
 '
 
 test_expect_success 'without -t, output through the relay keeps order and status; pipes still pass straight' '
 	tm send-keys -t esc "clear; \"$SBX\" exec term sh -c \"echo out-1; echo err-2 >&2; echo out-3; exit 7\"; echo rc3=\$?" Enter &&
-	wait_screen "rc3=7" && screen | grep -x -A2 out-1 | tr "\n" " " | grep -q "out-1 err-2 out-3" &&
-	sbx exec term sh -c "ls -l /proc/self/fd/1" | grep -q "pipe:"
+	wait_screen "rc3=7" && screen | grep -x -A2 out-1 | tr "\n" " " | test_grep "out-1 err-2 out-3" &&
+	sbx exec term sh -c "ls -l /proc/self/fd/1" | test_grep "pipe:"
 '
 else
 	test_skip 'terminals without -t' 'tmux is not installed'
@@ -248,9 +249,9 @@ test_expect_success '--disk: writes stop at the size inside; without it the same
 	test "$(du -k "$SBX_HOME/sandboxes/$id/disk.img" | cut -f1)" -le $((24 * 1024)) &&
 	: "the disk goes with the sandbox through release, a copy, resume and rm" &&
 	sbx pause --release dk >/dev/null && echo kept >kept && sbx cp kept dk:/workspace/kept &&
-	sbx resume dk >/dev/null && test "$(sbx exec dk cat /workspace/kept)" = kept &&
+	sbx resume dk >/dev/null && test_eq kept "$(sbx exec dk cat /workspace/kept)" &&
 	sbx rm -f dk >/dev/null && test ! -e "$SBX_HOME/sandboxes/$id" &&
-	! losetup -a 2>/dev/null | grep -q "$id" &&
+	losetup -a 2>/dev/null | test_grep ! "$id" &&
 	: "control: without --disk the same write succeeds" &&
 	sbx create --name nodk >/dev/null &&
 	sbx exec nodk sh -c "dd if=/dev/zero of=/workspace/big bs=1M count=40 2>/dev/null" &&
@@ -261,7 +262,7 @@ test_expect_success '--disk as an ordinary user: 125 saying it needs root, nothi
 	before=$(ls "$SBX_HOME/sandboxes" | wc -l) &&
 	expect_code 125 sbx create --name dk --disk 32m 2>err &&
 	expect_one_error_line err "^sbx: error: --disk needs root" &&
-	test "$(ls "$SBX_HOME/sandboxes" | wc -l)" = "$before" && test ! -e "$SBX_HOME/names/dk" &&
+	test_eq "$before" "$(ls "$SBX_HOME/sandboxes" | wc -l)" && test ! -e "$SBX_HOME/names/dk" &&
 	sbx create --name nodk >/dev/null && sbx rm -f nodk >/dev/null
 '
 fi
@@ -270,7 +271,7 @@ test_expect_success '--disk: bad sizes are usage errors (125), and E2B refuses i
 	expect_code 125 sbx create --disk 1m 2>/dev/null &&
 	expect_code 125 sbx create --disk lots 2>/dev/null &&
 	E2B_API_KEY=x expect_code 125 sbx create --provider e2b --disk 1g 2>err &&
-	grep -q "does not support --disk" err
+	test_grep "does not support --disk" err
 '
 
 test_done

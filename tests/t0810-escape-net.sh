@@ -52,7 +52,7 @@ refused_403() {
 	if head -n 1 "$f.lf" | grep -Eq '^HTTP/1\.[01] 403' && test "$(grep -c '' "$f.body")" = 1 &&
 		grep -q refused "$f.body"; then
 		for w in "$@"; do
-			grep -qF -- "$w" "$f.body" || { say "no '$w' in:" >&2; cat "$f.body" >&2; return 1; }
+			test_grep -F -- "$w" "$f.body" || { say "no '$w' in:" >&2; cat "$f.body" >&2; return 1; }
 		done
 		return 0
 	fi
@@ -84,15 +84,15 @@ for d in /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/unified; do
 done
 
 test_expect_success 'set-up: from the host itself, every server answers, on every address' '
-	test -n "$ME" &&
-	test "$("${CURL[@]}" "http://$TN_WEB/hello")" = "hello from web" &&
-	test "$("${CURL[@]}" "http://$TN_PRIV/hello")" = "hello from web" &&
+	test_ne "" "$ME" &&
+	test_eq "hello from web" "$("${CURL[@]}" "http://$TN_WEB/hello")" &&
+	test_eq "hello from web" "$("${CURL[@]}" "http://$TN_PRIV/hello")" &&
 	for a in "$TN_HOST" "$TN_HOST_PRIV" 127.0.0.1; do
-		test "$("${CURL[@]}" "http://$a:$ME/hello")" = "hello from me" || exit 1
+		test_eq "hello from me" "$("${CURL[@]}" "http://$a:$ME/hello")" || exit 1
 	done &&
 	sbx create --name open --net open >/dev/null &&
 	sbx cp "$HELPERS/netload.py" open:/workspace/netload.py &&
-	test "$(sbx exec open "${CURL[@]}" "http://$TN_WEB/hello?t=ok1")" = "hello from web"
+	test_eq "hello from web" "$(sbx exec open "${CURL[@]}" "http://$TN_WEB/hello?t=ok1")"
 '
 
 test_expect_success '--net open: the host'"'"'s own addresses, loopback or not, in any spelling: 403' '
@@ -106,22 +106,22 @@ test_expect_success '--net open: the host'"'"'s own addresses, loopback or not, 
 	refused_403 resp "an address of this host" &&
 	for t in "2130706433:$ME" "127.1:$ME" "localhost:$ME"; do
 		sbx exec open python3 /workspace/netload.py connect-raw 3128 "$(hex "$t")" >out &&
-		head -n 1 out | grep -q " 403 " && grep -q "loopback" out || { cat out; exit 1; }
+		head -n 1 out | test_grep " 403 " && test_grep "loopback" out || { cat out; exit 1; }
 	done &&
-	expect_code 56 sbx exec open "${NOPX[@]}" "${CURL[@]}" -k "https://$TN_HOST:$ME/" 2>err && grep -q 403 err &&
+	expect_code 56 sbx exec open "${NOPX[@]}" "${CURL[@]}" -k "https://$TN_HOST:$ME/" 2>err && test_grep 403 err &&
 	expect_code 97 sbx exec open "${NOPX[@]}" "${CURL[@]}" --socks5-hostname 127.0.0.1:1080 \
 		"http://$TN_HOST:$ME/hello?t=own7" &&
-	test "$(grep -c "^me conn" "$HOSTLOG")" = "$n" &&
-	test "$("${CURL[@]}" "http://$TN_HOST:$ME/hello")" = "hello from me"
+	test_eq "$n" "$(grep -c "^me conn" "$HOSTLOG")" &&
+	test_eq "hello from me" "$("${CURL[@]}" "http://$TN_HOST:$ME/hello")"
 '
 
 test_expect_success 'an address the host gets after the sandbox started is refused too' '
 	"$TN_IP" addr add 198.51.100.7/32 dev sbxt-h &&
-	test "$("${CURL[@]}" "http://198.51.100.7:$ME/hello")" = "hello from me" &&
+	test_eq "hello from me" "$("${CURL[@]}" "http://198.51.100.7:$ME/hello")" &&
 	n=$(grep -c "^me conn" "$HOSTLOG") &&
 	through open "http://198.51.100.7:$ME/hello?t=later" &&
 	refused_403 resp "198.51.100.7 is an address of this host" &&
-	test "$(grep -c "^me conn" "$HOSTLOG")" = "$n"
+	test_eq "$n" "$(grep -c "^me conn" "$HOSTLOG")"
 '
 
 test_expect_success 'link-local and cloud metadata addresses: 403 under open, and no flag lifts it' '
@@ -137,24 +137,24 @@ test_expect_success 'link-local and cloud metadata addresses: 403 under open, an
 '
 
 test_expect_success 'a private address: 403 under open and allow=, 200 with --net-allow-private' '
-	test "$("${CURL[@]}" "http://$TN_PRIV/hello")" = "hello from web" &&
+	test_eq "hello from web" "$("${CURL[@]}" "http://$TN_PRIV/hello")" &&
 	through open "http://$TN_PRIV/hello?t=priv1" &&
 	refused_403 resp "$TN_PRIV is a private address" "--net-allow-private" &&
 	expect_code 56 sbx exec open "${NOPX[@]}" "${CURL[@]}" -k "https://$TN_PRIV:80/" &&
 	sbx exec open python3 /workspace/netload.py connect-raw 3128 "$(hex "172818434:80")" >out &&
-	head -n 1 out | grep -q " 403 " && grep -q "resolves to $TN_PRIV, a private address" out &&
+	head -n 1 out | test_grep " 403 " && test_grep "resolves to $TN_PRIV, a private address" out &&
 	sbx create --name allow --net "allow=$TN_PRIV" --net-preset none >/dev/null &&
 	through allow "http://$TN_PRIV/hello?t=priv2" && refused_403 resp "private" &&
-	! grep -q "t=priv[12]" "$INET" &&
-	test "$(sbx exec priv "${NOPX[@]}" "${CURL[@]}" "http://$TN_PRIV/hello?t=priv3")" = "hello from web" &&
+	test_grep ! "t=priv[12]" "$INET" &&
+	test_eq "hello from web" "$(sbx exec priv "${NOPX[@]}" "${CURL[@]}" "http://$TN_PRIV/hello?t=priv3")" &&
 	sbx create --name allowp --net "allow=$TN_PRIV" --net-preset none --net-allow-private >/dev/null &&
-	test "$(sbx exec allowp "${NOPX[@]}" "${CURL[@]}" "http://$TN_PRIV/hello?t=priv4")" = "hello from web" &&
-	grep -qx "web GET /hello?t=priv3" "$INET" && grep -qx "web GET /hello?t=priv4" "$INET" &&
+	test_eq "hello from web" "$(sbx exec allowp "${NOPX[@]}" "${CURL[@]}" "http://$TN_PRIV/hello?t=priv4")" &&
+	test_grep -x "web GET /hello?t=priv3" "$INET" && test_grep -x "web GET /hello?t=priv4" "$INET" &&
 	sbx inspect priv >j && json_assert j "assert r[\"options\"][\"net\"][\"allow_private\"] is True, r" &&
 	sbx inspect open >j && json_assert j "assert r[\"options\"][\"net\"][\"allow_private\"] is False, r" &&
 	through priv "http://$TN_HOST_PRIV:$ME/hello?t=priv5" && refused_403 resp "an address of this host" &&
 	through priv "http://127.0.0.1:$ME/hello?t=priv6" && refused_403 resp "loopback" &&
-	! grep -q "t=priv[56]" "$HOSTLOG"
+	test_grep ! "t=priv[56]" "$HOSTLOG"
 '
 
 test_expect_success '--add-host: to the host itself refused; to a private server, that name'"'"'s opt-in' '
@@ -164,9 +164,9 @@ test_expect_success '--add-host: to the host itself refused; to a private server
 	refused_403 resp "me.test is mapped to $TN_HOST by --add-host, an address of this host" &&
 	through mapped "http://lo.test:$ME/hello?t=map2" && refused_403 resp "loopback" &&
 	expect_code 97 sbx exec mapped "${CURL[@]}" --socks5-hostname 127.0.0.1:1080 "http://me.test:$ME/" &&
-	test "$(sbx exec mapped "${CURL[@]}" "http://srv.test/hello?t=map3")" = "hello from web" &&
+	test_eq "hello from web" "$(sbx exec mapped "${CURL[@]}" "http://srv.test/hello?t=map3")" &&
 	through mapped "http://$TN_PRIV/hello?t=map4" && refused_403 resp "private" &&
-	grep -qx "web GET /hello?t=map3" "$INET" && ! grep -q "t=map" "$HOSTLOG"
+	test_grep -x "web GET /hello?t=map3" "$INET" && test_grep ! "t=map" "$HOSTLOG"
 '
 
 test_expect_success 'a loopback preview: 401 without its token, 200 with it; --no-auth; not with --public' '
@@ -174,16 +174,16 @@ test_expect_success 'a loopback preview: 401 without its token, 200 with it; --n
 	sbx exec -d pv python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null &&
 	wait_until 10 sbx exec pv "${CURL[@]}" -f http://127.0.0.1:8000/ &&
 	url=$(sbx preview pv 8000) && base=${url%%\?*} && tok=${url##*sbx_token=} &&
-	echo "$url" | grep -Eqx "http://127\.0\.0\.1:[0-9]+/\?sbx_token=[0-9a-f]{32}" &&
-	"${CURL[@]}" -o body -w "%{http_code}" "$base" >code && test "$(cat code)" = 401 &&
-	test "$(grep -c "" body)" = 1 &&
+	echo "$url" | test_grep -Ex "http://127\.0\.0\.1:[0-9]+/\?sbx_token=[0-9a-f]{32}" &&
+	"${CURL[@]}" -o body -w "%{http_code}" "$base" >code && test_eq 401 "$(cat code)" &&
+	test_eq 1 "$(grep -c "" body)" &&
 	"${CURL[@]}" -o /dev/null -w "%{http_code}" -H "X-Sbx-Preview-Token: x$tok" "$base" >code &&
-	test "$(cat code)" = 401 &&
+	test_eq 401 "$(cat code)" &&
 	"${CURL[@]}" -o /dev/null -w "%{http_code}" -H "X-Sbx-Preview-Token: $tok" "$base" >code &&
-	test "$(cat code)" = 200 &&
-	"${CURL[@]}" -L -c jar -b jar -o /dev/null -w "%{http_code}" "$url" >code && test "$(cat code)" = 200 &&
+	test_eq 200 "$(cat code)" &&
+	"${CURL[@]}" -L -c jar -b jar -o /dev/null -w "%{http_code}" "$url" >code && test_eq 200 "$(cat code)" &&
 	sbx preview --json pv 8000 >j && json_assert j "assert r[\"token\"] == \"$tok\", r" &&
-	open=$(sbx preview --no-auth pv 8001) && echo "$open" | grep -Eqx "http://127\.0\.0\.1:[0-9]+/" &&
+	open=$(sbx preview --no-auth pv 8001) && echo "$open" | test_grep -Ex "http://127\.0\.0\.1:[0-9]+/" &&
 	sbx exec -d pv python3 -m http.server 8001 --bind 127.0.0.1 >/dev/null &&
 	wait_until 10 "${CURL[@]}" -f "$open" &&
 	expect_code 125 sbx preview --public --no-auth pv 8002 2>err && expect_one_error_line err "^sbx: error: " &&
@@ -196,7 +196,7 @@ test_expect_success 'previews back after a release keep their tokens; --no-auth 
 	sbx exec -d pv python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null &&
 	sbx exec -d pv python3 -m http.server 8001 --bind 127.0.0.1 >/dev/null &&
 	wait_until 10 "${CURL[@]}" -f -H "X-Sbx-Preview-Token: $tok" "$base" &&
-	"${CURL[@]}" -o /dev/null -w "%{http_code}" "$base" >code && test "$(cat code)" = 401 &&
+	"${CURL[@]}" -o /dev/null -w "%{http_code}" "$base" >code && test_eq 401 "$(cat code)" &&
 	wait_until 10 "${CURL[@]}" -f "$open" &&
 	sbx preview --json pv >j &&
 	json_assert j "by = {p[\"port\"]: p for p in r}
@@ -206,15 +206,15 @@ assert by[8001][\"token\"] is None and by[8001][\"auth\"] is False, r"
 
 test_expect_success 'the egress log: a name that is not UTF-8 or has terminal controls, escaped' '
 	sbx exec open python3 /workspace/netload.py connect-raw 3128 "$(hex "ex\x80ample.test:443")" >out &&
-	head -n 1 out | grep -q " 403 " &&
+	head -n 1 out | test_grep " 403 " &&
 	sbx exec open python3 /workspace/netload.py socks-raw 1080 "$(hex "\x1b[31mred.test")" 80 >out &&
-	test "$(cat out)" = "reply 2" &&
+	test_eq "reply 2" "$(cat out)" &&
 	wait_until 10 sh -c "\"$SBX\" logs --egress --json open | grep -qF red.test" &&
 	sbx logs --egress --json open >log.json &&
 	jsonl_assert log.json "d = [e[\"domain\"] for e in r]
 assert \"ex\\\\x80ample.test\" in d and \"\\\\x1b[31mred.test\" in d, d" &&
-	sbx logs --egress open >table && ! grep -q "$(printf "\033")" table &&
-	grep -qF "\\x1b[31mred.test" table && grep -qF "ex\\x80ample.test" table
+	sbx logs --egress open >table && test_grep ! "$(printf "\033")" table &&
+	test_grep -F "\\x1b[31mred.test" table && test_grep -F "ex\\x80ample.test" table
 '
 
 test_expect_success '3000 idle connections: few threads, bounded memory, sbx preview and previews answer' '
@@ -231,17 +231,17 @@ test_expect_success '3000 idle connections: few threads, bounded memory, sbx pre
 	fds=$(ls "/proc/$(sup_pid flood)/fd" | wc -l) &&
 	say "supervisor under the flood: $threads threads, $rss kB resident, $fds descriptors" &&
 	test "$threads" -le 3 && test "$rss" -le 32768 && test "$fds" -le 1024 &&
-	timeout 5 "$SBX" preview flood 8000 >again && test "$(cat again)" = "$url" &&
+	timeout 5 "$SBX" preview flood 8000 >again && test_eq "$url" "$(cat again)" &&
 	"${CURL[@]}" -H "X-Sbx-Preview-Token: $tok" -o /dev/null -w "%{http_code}" "$base" >code &&
-	test "$(cat code)" = 200 &&
+	test_eq 200 "$(cat code)" &&
 	sbx exec flood "${CURL[@]}" -i --max-time 5 "http://$TN_WEB/hello?t=flood" >resp &&
-	tr -d "\r" <resp | head -n 1 | grep -q "^HTTP/1.1 503" &&
-	grep -q "the egress proxy of this sandbox has [0-9]* connections open, its limit" resp &&
-	wait_until 40 test -s flood.rc && test "$(cat flood.rc)" = 0 &&
+	tr -d "\r" <resp | head -n 1 | test_grep "^HTTP/1.1 503" &&
+	test_grep "the egress proxy of this sandbox has [0-9]* connections open, its limit" resp &&
+	wait_until 40 test -s flood.rc && test_eq 0 "$(cat flood.rc)" &&
 	sbx exec flood cat /workspace/flood.status >st && cat st &&
-	read -r w opened refused closed <st && test "$w" = done && test "$closed" -gt 0 &&
+	read -r w opened refused closed <st && test_eq done "$w" && test "$closed" -gt 0 &&
 	wait_until 15 sh -c "test \$(ls /proc/$(sup_pid flood)/fd | wc -l) -lt 32" &&
-	test "$(sbx exec flood "${CURL[@]}" "http://$TN_WEB/hello?t=flood2")" = "hello from web" &&
+	test_eq "hello from web" "$(sbx exec flood "${CURL[@]}" "http://$TN_WEB/hello?t=flood2")" &&
 	test "$(sup_field flood Threads)" -le 3
 '
 
@@ -253,13 +253,13 @@ test_expect_success 'a byte every 2 s: cut at the 10 s head deadline (HTTP and S
 		--data "\x05\x02\x00\x02\x01\x0c" >slows.out 2>&1 &
 	sleep 3 &&
 	t0=$(date +%s) &&
-	test "$(sbx exec open "${CURL[@]}" "http://$TN_WEB/hello?t=fast")" = "hello from web" &&
+	test_eq "hello from web" "$(sbx exec open "${CURL[@]}" "http://$TN_WEB/hello?t=fast")" &&
 	test $(($(date +%s) - t0)) -le 5 &&
 	wait &&
 	cat slow.out slows.out &&
-	grep -Eq "^closed after (9|1[0-4])\.[0-9] s, [4-9] bytes sent, got: HTTP/1.1 408" slow.out &&
-	grep -Eq "^closed after (9|1[0-4])\.[0-9] s, [4-9] bytes sent" slows.out &&
-	! grep -q "t=slow" "$INET" && grep -qx "web GET /hello?t=fast" "$INET"
+	test_grep -E "^closed after (9|1[0-4])\.[0-9] s, [4-9] bytes sent, got: HTTP/1.1 408" slow.out &&
+	test_grep -E "^closed after (9|1[0-4])\.[0-9] s, [4-9] bytes sent" slows.out &&
+	test_grep ! "t=slow" "$INET" && test_grep -x "web GET /hello?t=fast" "$INET"
 '
 
 test_expect_success 'an idle tunnel is cut after the idle timeout; a talking one is not' '
@@ -272,8 +272,8 @@ test_expect_success 'an idle tunnel is cut after the idle timeout; a talking one
 	sbx exec open python3 /workspace/netload.py tunnel 3128 "$TN_WEB" 7777 --talk 0.1 --every 0.5 \
 		--limit 4 >control.out &&
 	cat quiet.out talk.out control.out &&
-	grep -Eq "^closed after [1-4]\.[0-9] s" quiet.out && grep -q "^open after 5" talk.out &&
-	grep -q "^open after 4" control.out
+	test_grep -E "^closed after [1-4]\.[0-9] s" quiet.out && test_grep "^open after 5" talk.out &&
+	test_grep "^open after 4" control.out
 '
 
 # no_threads SB: from now on the sandbox's supervisor cannot start a thread (root: a pids
@@ -309,16 +309,16 @@ if command -v prlimit >/dev/null; then
 		sbx exec nothr "${NOPX[@]}" curl -sS --max-time 30 -i "http://localhost:$ME/hello?t=nothr1" \
 			>resp.lookup &
 		sleep 1 &&
-		test "$(sbx exec nothr "${CURL[@]}" "http://$TN_WEB/hello?t=nothr2")" = "hello from web" &&
-		test "$(sbx exec nothr "${CURL[@]}" "http://map.test/hello?t=nothr3")" = "hello from web" &&
+		test_eq "hello from web" "$(sbx exec nothr "${CURL[@]}" "http://$TN_WEB/hello?t=nothr2")" &&
+		test_eq "hello from web" "$(sbx exec nothr "${CURL[@]}" "http://map.test/hello?t=nothr3")" &&
 		wait && cat resp.lookup && t=$(($(date +%s) - t0)) &&
-		tr -d "\r" <resp.lookup | head -n 1 | grep -q "^HTTP/1.1 504" &&
-		grep -q "cannot resolve localhost: no thread could be started" resp.lookup &&
+		tr -d "\r" <resp.lookup | head -n 1 | test_grep "^HTTP/1.1 504" &&
+		test_grep "cannot resolve localhost: no thread could be started" resp.lookup &&
 		test "$t" -ge 9 && test "$t" -le 20 &&
-		test "$(sup_field nothr Threads)" = 1 &&
+		test_eq 1 "$(sup_field nothr Threads)" &&
 		threads_back nothr &&
 		through nothr "http://localhost:$ME/hello?t=nothr4" && refused_403 resp "loopback" &&
-		grep -qx "web GET /hello?t=nothr2" "$INET" && grep -qx "web GET /hello?t=nothr3" "$INET"
+		test_grep -x "web GET /hello?t=nothr2" "$INET" && test_grep -x "web GET /hello?t=nothr3" "$INET"
 	'
 
 	test_expect_success 'out of descriptors: the supervisor does not spin, and recovers' '
@@ -333,7 +333,7 @@ if command -v prlimit >/dev/null; then
 		test $((c1 - c0)) -lt 150 &&
 		prlimit --pid "$sup" --nofile="$hard:$hard" &&
 		wait_until 10 sbx exec nofd "${CURL[@]}" -f "http://$TN_WEB/hello?t=nofd" &&
-		grep -qx "web GET /hello?t=nofd" "$INET"
+		test_grep -x "web GET /hello?t=nofd" "$INET"
 	'
 else
 	test_skip 'no thread can be started: lookups fail clearly, in time' 'no prlimit'

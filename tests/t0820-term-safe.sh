@@ -50,21 +50,21 @@ open(sys.argv[1], "w").write(json.dumps(r))' "$SBX_HOME/sandboxes/0123456789ab/s
 test_expect_success 'an error line naming what it was given shows escapes, on one line' '
 	expect_code 125 sbx inspect "$EVIL" 2>err &&
 	expect_one_error_line err "^sbx: error: no such sandbox" &&
-	grep -qF "$EVIL_SHOWN" err && term_safe err &&
-	expect_code 125 sbx "$EVIL" 2>err && term_safe err && grep -qF "$EVIL_SHOWN" err &&
+	test_grep -F "$EVIL_SHOWN" err && term_safe err &&
+	expect_code 125 sbx "$EVIL" 2>err && term_safe err && test_grep -F "$EVIL_SHOWN" err &&
 	expect_code 125 sbx rm "$(printf "a\nb")" 2>err && expect_one_error_line err "a\\\\nb"
 '
 
 test_expect_success 'debug lines show escapes too' '
 	expect_code 125 sbx --debug inspect "$EVIL" 2>err &&
-	grep -q "^sbx: debug: " err && grep -qF "$EVIL_SHOWN" err && term_safe err
+	test_grep "^sbx: debug: " err && test_grep -F "$EVIL_SHOWN" err && term_safe err
 '
 
 test_expect_success 'ls: a record holding control characters is shown escaped; --json keeps them' '
 	write_record &&
 	sbx ls >out && term_safe out &&
-	grep -F "0123456789ab" out | grep -qF "$EVIL_UTF8_SHOWN" &&
-	sbx ls -q >out && test "$(cat out)" = 0123456789ab &&
+	grep -F "0123456789ab" out | test_grep -F "$EVIL_UTF8_SHOWN" &&
+	sbx ls -q >out && test_eq 0123456789ab "$(cat out)" &&
 	sbx ls --json >out.json && ascii_only out.json &&
 	json_assert out.json "import os
 assert r[0][\"name\"] == os.environ[\"EVIL_UTF8\"], r[0][\"name\"]
@@ -82,7 +82,7 @@ e = {\"config\": \"sha256:\" + \"a\" * 64, \"manifest\": \"sha256:\" + \"b\" * 6
 refs = {\"docker.io/library/\" + os.environ[\"EVIL_UTF8\"] + \":t\" + os.environ[\"EVIL_UTF8\"]: e}
 open(sys.argv[1], \"w\").write(json.dumps(refs))" "$SBX_HOME/images/refs.json" &&
 	sbx image ls >out && term_safe out &&
-	grep -qF "$EVIL_UTF8_SHOWN" out && grep -qF "t$EVIL_UTF8_SHOWN" out &&
+	test_grep -F "$EVIL_UTF8_SHOWN" out && test_grep -F "t$EVIL_UTF8_SHOWN" out &&
 	sbx image ls --json >out.json && ascii_only out.json &&
 	json_assert out.json "import os; assert r[0][\"tag\"] == \"t\" + os.environ[\"EVIL_UTF8\"], r" &&
 	rm -f "$SBX_HOME/images/refs.json"
@@ -90,7 +90,7 @@ open(sys.argv[1], \"w\").write(json.dumps(refs))" "$SBX_HOME/images/refs.json" &
 
 test_expect_success 'provider ls: an API URL from the environment is shown escaped' '
 	SBX_E2B_API_URL="http://$EVIL_UTF8" E2B_API_KEY=k sbx provider ls >out && term_safe out &&
-	grep -qF "API at http://$EVIL_UTF8_SHOWN" out &&
+	test_grep -F "API at http://$EVIL_UTF8_SHOWN" out &&
 	SBX_E2B_API_URL="http://$EVIL_UTF8" sbx provider ls --json >out.json && ascii_only out.json
 '
 
@@ -117,12 +117,12 @@ t.addfile(i)
 t.close()" evil.tar &&
 	expect_code 125 sbx cp - box:/tmp <evil.tar 2>err &&
 	expect_one_error_line err "^sbx: error: .*device nodes are never created" &&
-	grep -qF "$EVIL_SHOWN" err && term_safe err
+	test_grep -F "$EVIL_SHOWN" err && term_safe err
 '
 
 test_expect_success 'a command not found, named with control characters: the error is escaped' '
 	expect_code 127 sbx exec box -- "$EVIL" 2>err &&
-	term_safe err && grep -qF "$EVIL_SHOWN" err
+	term_safe err && test_grep -F "$EVIL_SHOWN" err
 '
 
 test_expect_success 'exec output and a cp - stream pass through untouched' '
@@ -148,7 +148,7 @@ print(json.dumps({\"match\": sys.argv[1], \"kind\": \"status\", \"status\": 400,
 	fake_fault "$(fault "POST /pause\$")" &&
 	expect_code 125 sbx pause ebox 2>err &&
 	expect_one_error_line err "^sbx: error: .*E2B answered HTTP 400: bad x" &&
-	term_safe err && grep -qF "\xc2\x9by" err &&
+	term_safe err && test_grep -F "\xc2\x9by" err &&
 	sbx rm -f ebox
 '
 

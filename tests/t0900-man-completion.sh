@@ -37,8 +37,8 @@ strip_generated() { grep -v -e '^\.TH ' -e '^\.\\"' "$1"; }
 
 test_expect_success 'sbx __complete commands lists the visible commands only' '
 	commands >cmds &&
-	grep -qx create cmds && grep -qx exec cmds && grep -qx rm cmds &&
-	! grep -q "^__" cmds &&
+	test_grep -x create cmds && test_grep -x exec cmds && test_grep -x rm cmds &&
+	test_grep ! "^__" cmds &&
 	sbx --help | sed -n "/^Commands:/,/^$/p" | awk "NF > 1 { print \$1 }" >from_help &&
 	test -s from_help && diff from_help cmds
 '
@@ -49,7 +49,7 @@ test_expect_success 'every command has a man page source and a generated page' '
 	while read -r c; do
 		test -f "$MAN/sbx-$c.1.scd" || { echo "missing man/sbx-$c.1.scd"; exit 1; }
 		test -f "$MAN/sbx-$c.1" || { echo "missing man/sbx-$c.1"; exit 1; }
-		grep -qx "sbx-$c(1)" "$MAN/sbx-$c.1.scd" || { echo "bad header in sbx-$c.1.scd"; exit 1; }
+		test_grep -x "sbx-$c(1)" "$MAN/sbx-$c.1.scd" || { echo "bad header in sbx-$c.1.scd"; exit 1; }
 	done <cmds
 '
 
@@ -73,9 +73,9 @@ fi
 test_expect_success 'each page has NAME, SYNOPSIS, DESCRIPTION, OPTIONS, EXAMPLES, EXIT STATUS, SEE ALSO' '
 	for c in $(commands); do
 		for s in NAME SYNOPSIS DESCRIPTION OPTIONS EXAMPLES "EXIT STATUS" "SEE ALSO"; do
-			grep -qx "# $s" "$MAN/sbx-$c.1.scd" || { echo "sbx-$c.1.scd: no $s"; exit 1; }
+			test_grep -x "# $s" "$MAN/sbx-$c.1.scd" || { echo "sbx-$c.1.scd: no $s"; exit 1; }
 		done
-		grep -q "^sbx-$c - " "$MAN/sbx-$c.1.scd" || { echo "sbx-$c.1.scd: bad NAME"; exit 1; }
+		test_grep "^sbx-$c - " "$MAN/sbx-$c.1.scd" || { echo "sbx-$c.1.scd: bad NAME"; exit 1; }
 	done
 '
 
@@ -90,10 +90,10 @@ test_expect_success 'each SYNOPSIS is the usage printed by sbx CMD --help' '
 
 test_expect_success 'each page documents every option its --help lists' '
 	for c in $(commands); do
-		help_options "$c" >opts && grep -qx -- --help opts &&
+		help_options "$c" >opts && test_grep -x -- --help opts &&
 		scd_option_items "$MAN/sbx-$c.1.scd" >items &&
 		while read -r o; do
-			grep -qF -- "*$o*" items ||
+			test_grep -F -- "*$o*" items ||
 				{ echo "sbx-$c.1.scd: option $o not in OPTIONS"; exit 1; }
 		done <opts || exit 1
 	done
@@ -104,17 +104,17 @@ test_expect_success 'sbx.1: synopsis, global options, commands, files, environme
 	sbx --help | sed -n "s/^Usage: //p" >want &&
 	scd_synopsis "$f" | head -n 1 >got && diff -u want got &&
 	scd_option_items "$f" >items &&
-	for o in --debug -h --help -V --version; do grep -qF -- "*$o*" items || exit 1; done &&
+	for o in --debug -h --help -V --version; do test_grep -F -- "*$o*" items || exit 1; done &&
 	for s in NAME SYNOPSIS DESCRIPTION OPTIONS COMMANDS FILES ENVIRONMENT "EXIT STATUS" \
 		"SEE ALSO"; do
-		grep -qx "# $s" "$f" || { echo "sbx.1.scd: no $s"; exit 1; }
+		test_grep -x "# $s" "$f" || { echo "sbx.1.scd: no $s"; exit 1; }
 	done &&
 	for c in $(commands); do
-		grep -qx "\*$c\*" "$f" || { echo "sbx.1.scd: command $c not listed"; exit 1; }
-		grep -qF "*sbx-$c*(1)" "$f" || { echo "sbx.1.scd: no reference to sbx-$c(1)"; exit 1; }
+		test_grep -x "\*$c\*" "$f" || { echo "sbx.1.scd: command $c not listed"; exit 1; }
+		test_grep -F "*sbx-$c*(1)" "$f" || { echo "sbx.1.scd: no reference to sbx-$c(1)"; exit 1; }
 	done &&
 	for w in SBX_HOME SBX_DEBUG sandbox.json names/ "*125*" "*126*" "*127*" "*124*"; do
-		grep -qF -- "$w" "$f" || { echo "sbx.1.scd: $w not mentioned"; exit 1; }
+		test_grep -F -- "$w" "$f" || { echo "sbx.1.scd: $w not mentioned"; exit 1; }
 	done
 '
 
@@ -123,12 +123,12 @@ test_expect_success 'sbx __complete options CMD offers every option of sbx CMD -
 		help_options "$c" >opts && test -s opts &&
 		sbx __complete options "$c" >offered &&
 		while read -r o; do
-			grep -qx -- "$o" offered ||
+			test_grep -x -- "$o" offered ||
 				{ echo "sbx __complete options $c: $o missing"; exit 1; }
 		done <opts || exit 1
 	done &&
-	sbx __complete options create | grep -qx -- --provider &&
-	sbx __complete providers | grep -qx local
+	sbx __complete options create | test_grep -x -- --provider &&
+	sbx __complete providers | test_grep -x local
 '
 
 # complete LINE...: the words the bash completion offers for "LINE" (last word = the cursor's)
@@ -147,7 +147,7 @@ bash_complete() {
 
 test_expect_success 'bash completion loads and registers _sbx for sbx' '
 	bash --norc --noprofile -c ". \"$COMP/sbx.bash\" && complete -p sbx" >out 2>err &&
-	test ! -s err && grep -q -- "-F _sbx sbx" out
+	test ! -s err && test_grep -- "-F _sbx sbx" out
 '
 
 test_expect_success 'bash completion completes commands and options from the binary' '
@@ -194,12 +194,12 @@ test_expect_success 'bash completion completes image subcommands and the names i
 '
 
 test_expect_success 'zsh and fish completions ask the binary for commands, options, sandboxes' '
-	head -n 1 "$COMP/_sbx" | grep -qx "#compdef sbx" &&
-	grep -q "complete -c sbx" "$COMP/sbx.fish" &&
+	head -n 1 "$COMP/_sbx" | test_grep -x "#compdef sbx" &&
+	test_grep "complete -c sbx" "$COMP/sbx.fish" &&
 	for f in "$COMP/_sbx" "$COMP/sbx.fish" "$COMP/sbx.bash"; do
 		for w in "__complete commands" "__complete options" "__complete sandboxes" \
 			"__complete providers" "__complete images"; do
-			grep -q "$w" "$f" || { echo "$f: does not use $w"; exit 1; }
+			test_grep "$w" "$f" || { echo "$f: does not use $w"; exit 1; }
 		done
 	done
 '
@@ -217,8 +217,8 @@ if command -v fish >/dev/null; then
 		PATH="$TRASH/bin:$PATH" fish --no-config -c "source \"$COMP/sbx.fish\"; \
 			complete -C \"sbx ex\"; complete -C \"sbx exec --ti\"; \
 			complete -C \"sbx image p\"" >out &&
-		grep -q "^exec" out && grep -q "^--timeout" out && grep -q "^pull" out &&
-		grep -q "^prune" out
+		test_grep "^exec" out && test_grep "^--timeout" out && test_grep "^pull" out &&
+		test_grep "^prune" out
 	'
 else
 	test_skip 'fish completion parses and completes commands and options' 'fish missing'
@@ -232,7 +232,7 @@ if command -v man >/dev/null; then
 			MANWIDTH=80 man $warn -l "$page" >out 2>err </dev/null ||
 				{ echo "man -l $page failed"; cat err; exit 1; }
 			test ! -s err || { echo "man -l $page:"; cat err; exit 1; }
-			grep -q "^SYNOPSIS" out || { echo "$page: no SYNOPSIS rendered"; exit 1; }
+			test_grep "^SYNOPSIS" out || { echo "$page: no SYNOPSIS rendered"; exit 1; }
 		done
 	'
 else
