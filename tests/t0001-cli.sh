@@ -139,11 +139,12 @@ test_expect_success '__complete answers commands and providers' '
 # expect_one_error_line_first FILE PATTERN: FILE's first line matches PATTERN (grep -E) and is the
 # only "sbx: error:" line
 expect_one_error_line_first() {
-	head -n 1 "$1" | grep -Eq -- "$2" && test "$(grep -c "^sbx: error:" "$1")" = 1 || {
-		say "stderr does not start with '$2':" >&2
-		cat "$1" >&2
-		return 1
-	}
+	if head -n 1 "$1" | grep -Eq -- "$2" && test "$(grep -c "^sbx: error:" "$1")" = 1; then
+		return 0
+	fi
+	say "stderr does not start with '$2':" >&2
+	cat "$1" >&2
+	return 1
 }
 
 test_expect_success 'an option a command does not have is unknown for it, not missing a value' '

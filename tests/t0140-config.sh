@@ -1,6 +1,8 @@
 #!/bin/bash
 # A sandbox's configuration: --hostname end to end, what a provider cannot do refused before
 # anything exists (for every provider), the capability table in sbx-provider(1), -h vs --hostname.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS
 : "${SBX_SRC:?SBX_SRC must point at the repository (run tests through tests/run.sh)}"

@@ -17,15 +17,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 /* an invariant that failed is a crash libFuzzer keeps the input of */
-#define FUZZ_CHECK(cond, ...)                                                          \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			fprintf(stderr, "fuzz: %s:%d: check failed: %s: ", __FILE__,   \
-				__LINE__, #cond);                                      \
-			fprintf(stderr, __VA_ARGS__);                                  \
-			fputc('\n', stderr);                                           \
-			abort();                                                       \
-		}                                                                      \
+#define FUZZ_CHECK(cond, ...)                                                                  \
+	do {                                                                                   \
+		if (!(cond)) {                                                                 \
+			fprintf(stderr, "fuzz: %s:%d: check failed: %s: ", __FILE__, __LINE__, \
+				#cond);                                                        \
+			fprintf(stderr, __VA_ARGS__);                                          \
+			fputc('\n', stderr);                                                   \
+			abort();                                                               \
+		}                                                                              \
 	} while (0)
 
 /* the input as a NUL-terminated string (what a reader of a file or a header gets) */
@@ -79,8 +79,8 @@ static inline void fuzz_file(const char *dir, const char *name, const void *data
 }
 
 /* splits the input at each "\n----\n" into up to max parts; the count found */
-static inline size_t fuzz_split(const uint8_t *data, size_t size, const uint8_t **part,
-				size_t *len, size_t max)
+static inline size_t fuzz_split(const uint8_t *data, size_t size, const uint8_t **part, size_t *len,
+				size_t max)
 {
 	static const char sep[] = "\n----\n";
 	size_t n = 0, start = 0;

@@ -6,16 +6,16 @@
 
 extern int unit_pass, unit_fail, unit_skip;
 
-#define CHECK(cond, ...)                                                                  \
-	do {                                                                              \
-		if (cond) {                                                               \
-			unit_pass++;                                                      \
-		} else {                                                                  \
-			unit_fail++;                                                      \
-			printf("not ok - %s:%d: ", __FILE__, __LINE__);                   \
-			printf(__VA_ARGS__);                                              \
-			printf("\n");                                                     \
-		}                                                                         \
+#define CHECK(cond, ...)                                                \
+	do {                                                            \
+		if (cond) {                                             \
+			unit_pass++;                                    \
+		} else {                                                \
+			unit_fail++;                                    \
+			printf("not ok - %s:%d: ", __FILE__, __LINE__); \
+			printf(__VA_ARGS__);                            \
+			printf("\n");                                   \
+		}                                                       \
 	} while (0)
 
 void test_util(void);
