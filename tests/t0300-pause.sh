@@ -153,10 +153,19 @@ test_expect_success '--ttl: exec traffic keeps a sandbox running' '
 	sbx rm -f busy >/dev/null
 '
 
+none_alive() {
+	local p
+	for p in "$@"; do
+		! pid_alive "$p" || return 1
+	done
+}
+
 test_expect_success '--ttl-action rm: the idle sandbox is removed with everything it had' '
 	id=$(sbx create --name gone --ttl 1s --ttl-action rm) &&
 	pids=$(sandbox_pids "$id") &&
 	i=0 && while [ -e "$SBX_HOME/sandboxes/$id" ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i+1)); done &&
+	# the supervisor removes the sandbox as its last act, then ends
+	wait_until 5 none_alive $pids &&
 	assert_gone "$id" $pids &&
 	expect_code 125 sbx inspect gone 2>/dev/null &&
 	test ! -e "$SBX_HOME/names/gone"
