@@ -8,19 +8,24 @@ sbx_bin=$(realpath "${1:?usage: tests/run.sh SBX UNIT}")
 unit_bin=$(realpath "${2:?usage: tests/run.sh SBX UNIT}")
 src=$(cd "$(dirname "$0")" && pwd)
 TEST_UID=${TEST_UID:-4242}
-SBX_SRC=$(cd "$src/.." && pwd)
 
 passed=0
 failed=0
 skipped=0
 
-# a world-readable copy of the binary and the tests, so an unprivileged uid can run them
+# a world-readable copy of the binary, the tests and what they read from the repository (man
+# pages, completions, the README), so an unprivileged uid can run them from a checkout it cannot
+# enter; SBX_SRC points the tests at this copy
 work=$(mktemp -d /tmp/sbx-run.XXXXXX)
 chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
 cp "$sbx_bin" "$work/sbx"
 cp -r "$src" "$work/tests"
+for f in man completions README.md; do
+	[ -e "$src/../$f" ] && cp -r "$src/../$f" "$work/$f"
+done
 chmod -R a+rX "$work"
+SBX_SRC=$work
 
 count() { # parses "# NAME: X ok, Y not ok, Z skipped" from a log
 	local line
@@ -37,6 +42,7 @@ count() { # parses "# NAME: X ok, Y not ok, Z skipped" from a log
 		grep -E '^[^#].*\.sh: line [0-9]+: ' "$1" | sed 's/^/#   /'
 		failed=$((failed + 1))
 	fi
+	# shellcheck disable=SC2086 # split on purpose
 	set -- $line
 	passed=$((passed + $3))
 	failed=$((failed + $5))

@@ -12,7 +12,10 @@
 # the variables set here
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
-test_skip_unless USERNS python3 curl node npm
+test_skip_unless USERNS python3 curl node npm &&
+	{ node -e 'const [a, b] = process.versions.node.split(".").map(Number);
+		process.exit(a > 22 || (a === 22 && b >= 12) || (a === 20 && b >= 19) ? 0 : 1)' ||
+		TEST_SKIP_ALL="missing prerequisite Node.js 20.19 or later (the SDK require()s ES modules)"; }
 
 SDK_SRC=$TEST_DIR/sdk/e2b
 FAKE=$TEST_DIR/fakes/e2b.py
