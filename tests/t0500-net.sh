@@ -263,7 +263,7 @@ test_expect_success 'an allowed name on a loopback address without --add-host: r
 	sbx create --name lo --net allow=localhost --net-preset none >/dev/null &&
 	hp=$(count_lines "^hp1 conn" "$HOSTLOG") &&
 	sbx exec lo env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://localhost:$HP1/hello?t=lo1" >resp &&
-	refused_403 resp localhost "--host-port" && test_grep "127.0.0.1, a loopback address" resp.body &&
+	refused_403 resp localhost "--host-port" && test_grep -E "(127\.0\.0\.1|::1), a loopback address" resp.body &&
 	expect_code 56 sbx exec lo env -u NO_PROXY -u no_proxy "${CURL[@]}" -k "https://localhost:$HP1/" &&
 	expect_code 97 sbx exec lo env -u NO_PROXY -u no_proxy -u http_proxy -u HTTP_PROXY \
 		"${CURL[@]}" "http://localhost:$HP1/hello?t=lo2" &&
