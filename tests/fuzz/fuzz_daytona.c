@@ -14,7 +14,6 @@ static void sandbox(const json_t *j)
 	rec->id = xstrdup("0123456789ab");
 	rec->provider = xstrdup("daytona");
 	rec->provider_id = xstrdup("dt-1");
-	rec->options = json_object();
 	daytona_decode_sandbox(rec, j);
 	FUZZ_CHECK(rec->state >= SBX_STATE_UNKNOWN && rec->state <= SBX_STATE_MISSING, "state %d",
 		   rec->state);

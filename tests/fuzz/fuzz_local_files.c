@@ -32,7 +32,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rec->id = xstrdup("0123456789ab");
 	rec->provider = xstrdup("local");
 	rec->state = SBX_STATE_STOPPED;
-	rec->options = json_object();
 	rec->dir = xstrdup(dir);
 	struct sbx_err err = { 0 };
 
