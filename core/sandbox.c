@@ -140,14 +140,15 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	if (sbx_config_from_json(stored, &rec->config, err) < 0)
 		return -1;
 	struct sbx_config *c = &rec->config;
+	/* the image first: a pull can take a while, and no record waits on it; a hosted
+	 * provider's --image names its template or snapshot. Its WorkingDir comes before the
+	 * provider's default */
+	if (c->image.ref && (p->caps & SBX_CAP_IMAGE) && image_config(ctx, c, err) < 0)
+		return -1;
 	if (!c->workdir && p->default_workdir)
 		c->workdir = xstrdup(p->default_workdir);
 	if (p->caps & SBX_CAP_NET_ALLOW)
 		c->net.set = true; /* a provider that keeps a policy records the default one */
-	/* the image first: a pull can take a while, and no record waits on it; a hosted
-	 * provider's --image names its template or snapshot */
-	if (c->image.ref && (p->caps & SBX_CAP_IMAGE) && image_config(ctx, c, err) < 0)
-		return -1;
 	if (sbx_store_claim(&ctx->store, o->name, &id, err) < 0)
 		return -1;
 	sbx_debug("claimed id %s%s%s", id, o->name ? " for name " : "", o->name ? o->name : "");
