@@ -1,5 +1,6 @@
 /* Process helpers shared by every process sbx runs: a process's state and start time from
- * /proc/PID/stat, the processes /proc lists, pidfds, and a child's report to its parent. */
+ * /proc/PID/stat, the processes /proc lists, pidfds, a child's report to its parent (struct
+ * sbx_err's too, sbx_err_send/recv), writes to /proc/PID files and a user namespace's id maps. */
 #ifndef SBX_CORE_PROC_H
 #define SBX_CORE_PROC_H
 
