@@ -340,14 +340,10 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 	if (sbx_archive_load(err) < 0)
 		return -1;
 	sbx_confine_prepare();
-	_cleanup_free_ char *bpfpath = xasprintf("%s/seccomp.bpf", rec->dir);
 	size_t bpf_len = 0;
-	_cleanup_free_ void *bpf = sbx_read_file(bpfpath, 1 << 20, &bpf_len);
-	if (!bpf || !bpf_len || bpf_len % 8)
-		return sbx_err_set(err, SBX_E_STATE,
-				   "sandbox '%s' has no usable seccomp filter "
-				   "('%s'); remove it with 'sbx rm -f %s'",
-				   label, bpfpath, label);
+	_cleanup_free_ void *bpf = NULL;
+	if (local_seccomp_of(rec, label, &bpf, &bpf_len, err) < 0)
+		return -1;
 	_cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null_fd < 0)
 		return sbx_err_errno(err, "cannot open /dev/null");

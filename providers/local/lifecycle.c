@@ -536,14 +536,10 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 				   "sandbox '%s' has no files (its creation did "
 				   "not finish); remove it with 'sbx rm -f %s'",
 				   rec->id, rec->id);
-	_cleanup_free_ char *bpfpath = xasprintf("%s/seccomp.bpf", rec->dir);
 	size_t bpf_len = 0;
-	_cleanup_free_ void *bpf = sbx_read_file(bpfpath, 1 << 20, &bpf_len);
-	if (!bpf || !bpf_len || bpf_len % 8)
-		return sbx_err_set(err, SBX_E_STATE,
-				   "sandbox '%s' has no usable seccomp filter "
-				   "('%s'); remove it with 'sbx rm -f %s'",
-				   rec->id, bpfpath, rec->id);
+	_cleanup_free_ void *bpf = NULL;
+	if (local_seccomp_of(rec, rec->id, &bpf, &bpf_len, err) < 0)
+		return -1;
 	for (size_t i = 0; i < rec->config.n_volumes; i++)
 		if (access(rec->config.volumes[i].host, F_OK) < 0)
 			return sbx_err_errno(err, "cannot use volume '%s'",

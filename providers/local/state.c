@@ -55,6 +55,25 @@ int local_write_maps(pid_t pid, bool map_range)
 			 : sbx_proc_write_id_maps(pid, 0, 0);
 }
 
+int local_seccomp_of(const struct sbx_record *rec, const char *label, void **ret, size_t *ret_len,
+		     struct sbx_err *err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/seccomp.bpf", rec->dir);
+	size_t len = 0;
+	void *bpf = sbx_read_file(path, 1 << 20, &len);
+
+	if (!bpf || !len || len % 8) {
+		free(bpf);
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' has no usable seccomp filter ('%s'); remove it "
+				   "with 'sbx rm -f %s'",
+				   label, path, label);
+	}
+	*ret = bpf;
+	*ret_len = len;
+	return 0;
+}
+
 const char *local_hostname(const struct sbx_record *rec)
 {
 	return rec->config.hostname ? rec->config.hostname : rec->name ? rec->name : rec->id;
