@@ -565,11 +565,10 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	_cleanup_close_ int actfd = open(actpath, O_WRONLY | O_CLOEXEC);
 
 	/* everything read from the host must be read before joining the sandbox */
-	_cleanup_free_ char *bpfpath = xasprintf("%s/seccomp.bpf", rec->dir);
 	size_t bpf_len = 0;
-	_cleanup_free_ char *bpf = sbx_read_file(bpfpath, 1 << 20, &bpf_len);
-	if (!bpf)
-		return sbx_err_errno(err, "cannot read '%s'", bpfpath);
+	_cleanup_free_ void *bpf = NULL;
+	if (local_seccomp_of(rec, label, &bpf, &bpf_len, err) < 0)
+		return -1;
 	_cleanup_close_ int nullfd = -1;
 	if (!o->interactive && !o->tty) {
 		nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
