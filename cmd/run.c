@@ -84,12 +84,12 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 		if (!n) {
 			struct sbx_err e2 = { 0 };
 			(void)sbx_sandbox_rm(ctx, rec->id, true, &e2);
+			ret = cmd_usage_error(
+				"run", "missing command: image '%s' has no Entrypoint or Cmd",
+				a.o.config.image.ref);
 			sbx_record_free(rec);
 			create_args_release(&a);
-			return cmd_usage_error("run",
-					       "missing command: image '%s' has no Entrypoint "
-					       "or Cmd",
-					       a.o.config.image.ref);
+			return ret;
 		}
 		x.argv = image_argv;
 	}

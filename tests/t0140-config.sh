@@ -156,4 +156,12 @@ test_expect_success 'a create option is known to help, completion and the value-
 	! grep -qx -- --net-allow-private v && ! grep -qx -- --json v
 '
 
+test_expect_success 'run --image of an image with no Entrypoint or Cmd: 125 naming the image, nothing left' '
+	mkdir -p bare && echo hi >bare/file &&
+	sbx image import --rootfs bare bare:1 >/dev/null &&
+	expect_code 125 sbx run --image bare:1 2>e &&
+	test_grep "^sbx: error: missing command: image .bare:1. has no Entrypoint or Cmd" e &&
+	no_sandbox_left && sbx image rm bare:1 >/dev/null
+'
+
 test_done
