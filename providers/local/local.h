@@ -86,8 +86,8 @@ bool local_map_range_of(const struct sbx_record *rec);
 /* the id maps of a sandbox's user namespace, for its first process pid: run by root, sandbox
  * ids 0-65535 as LOCAL_UID_BASE.. (map_range), otherwise the caller's uid and gid as 0 */
 int local_write_maps(pid_t pid, bool map_range);
-/* the seccomp filter written at create (sandboxes/ID/seccomp.bpf); STATE naming label when it
- * is missing or not a whole filter */
+/* the seccomp filter written at create (sandboxes/ID/seccomp.bpf); a read error (EMFILE, ...)
+ * as such, STATE naming label when it is missing or not a whole filter */
 int local_seccomp_of(const struct sbx_record *rec, const char *label, void **ret, size_t *ret_len,
 		     struct sbx_err *err);
 /* its --hostname, or its name, or its id */

@@ -62,6 +62,9 @@ int local_seccomp_of(const struct sbx_record *rec, const char *label, void **ret
 	size_t len = 0;
 	void *bpf = sbx_read_file(path, 1 << 20, &len);
 
+	/* out of descriptors, say, is not a broken sandbox */
+	if (!bpf && errno != ENOENT)
+		return sbx_err_errno(err, "cannot read '%s'", path);
 	if (!bpf || !len || len % 8) {
 		free(bpf);
 		return sbx_err_set(err, SBX_E_STATE,
