@@ -119,11 +119,14 @@ test_grep() {
 	fi
 	grep -q "${flags[@]}" "${pats[@]}" -- "${files[@]}"
 	rc=$?
-	if { [ -z "$neg" ] && [ "$rc" -eq 0 ]; } || { [ -n "$neg" ] && [ "$rc" -ne 0 ]; }; then
+	# negated, only "no line" (1) passes: a file that is missing or unreadable (2) fails
+	if { [ -z "$neg" ] && [ "$rc" -eq 0 ]; } || { [ -n "$neg" ] && [ "$rc" -eq 1 ]; }; then
 		[ -z "$in" ] || rm -f "$in"
 		return 0
 	fi
-	if [ -n "$neg" ]; then
+	if [ -n "$neg" ] && [ "$rc" -ne 0 ]; then
+		say "check failed: grep could not read ${files[*]} (status $rc)" >&2
+	elif [ -n "$neg" ]; then
 		say "check failed: expected no line matching '$pat'${flags[*]:+ (grep ${flags[*]})}, found:" >&2
 		grep "${flags[@]}" "${pats[@]}" -- "${files[@]}" 2>&1 | head -n 20 | sed -e 's/^/  /' >&2
 	else

@@ -17,6 +17,7 @@ test_expect_success 'a failed check of lib.sh says what it expected and what it 
 	printf "ab\n" | expect_code 1 test_grep -x a 2>out &&
 	grep -q "expected a line matching .a. (grep -x)" out && grep -q "^  ab$" out &&
 	expect_code 1 test_grep ! two f 2>out && grep -q "^  two$" out &&
+	expect_code 1 test_grep ! two no-such-file 2>out && grep -q "could not read no-such-file" out &&
 	test_eq x x && test_ne x y && test_match "^a+$" aa && test_contains ee needle &&
 	test_file_eq f f && test_grep -x two f && test_grep ! three f && printf "ab\n" | test_grep b
 '

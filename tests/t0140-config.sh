@@ -9,7 +9,8 @@ test_skip_unless USERNS
 
 # nothing of a sandbox exists: no record, no directory, no name
 no_sandbox_left() {
-	test -z "$(sbx ls -q)" &&
+	local ids
+	ids=$(sbx ls -q) && test -z "$ids" &&
 		{ [ ! -d "$SBX_HOME/sandboxes" ] || [ -z "$(ls -A "$SBX_HOME/sandboxes")" ]; } &&
 		{ [ ! -d "$SBX_HOME/names" ] || [ -z "$(ls -A "$SBX_HOME/names")" ]; }
 }
