@@ -51,21 +51,6 @@ static json_t *strv_json(char *const *v)
 	return a;
 }
 
-/* the strings of an array (others are skipped); NULL when j is no array */
-static char **strv_of(const json_t *j)
-{
-	size_t i, n = 0;
-	json_t *v;
-
-	if (!json_is_array(j))
-		return NULL;
-	char **r = xcalloc(json_array_size(j) + 1, sizeof(char *));
-	json_array_foreach (j, i, v)
-		if (json_is_string(v))
-			r[n++] = xstrdup(json_string_value(v));
-	return r;
-}
-
 static char *str_of(const json_t *obj, const char *key)
 {
 	const char *s = sbx_json_str(obj, key);
@@ -154,15 +139,27 @@ static void image_from_json(const json_t *j, struct sbx_image_config *im)
 	im->ref = str_of(j, "ref");
 	im->name = str_of(j, "name");
 	im->id = str_of(j, "id");
-	im->layers = strv_of(json_object_get(j, "layers"));
-	im->chain = strv_of(json_object_get(j, "chain"));
-	im->entrypoint = strv_of(json_object_get(j, "entrypoint"));
-	im->cmd = strv_of(json_object_get(j, "cmd"));
+	im->layers = sbx_json_strv(json_object_get(j, "layers"));
+	im->chain = sbx_json_strv(json_object_get(j, "chain"));
+	im->entrypoint = sbx_json_strv(json_object_get(j, "entrypoint"));
+	im->cmd = sbx_json_strv(json_object_get(j, "cmd"));
+}
+
+json_t *sbx_config_labels_json(const struct sbx_config *c)
+{
+	json_t *labels = json_object();
+
+	for (char **l = c->labels; l && *l; l++) {
+		const char *eq = strchr(*l, '=');
+		_cleanup_free_ char *k = eq ? xstrndup(*l, (size_t)(eq - *l)) : xstrdup(*l);
+		json_object_set_new(labels, k, json_string(eq ? eq + 1 : ""));
+	}
+	return labels;
 }
 
 json_t *sbx_config_to_json(const struct sbx_config *c)
 {
-	json_t *j = json_object(), *labels = json_object(), *vols = json_array();
+	json_t *j = json_object(), *vols = json_array();
 
 	json_object_set_new(j, "version", json_integer(SBX_CONFIG_VERSION));
 	for (size_t i = 0; i < ARRAY_SIZE(fields); i++) {
@@ -180,12 +177,7 @@ json_t *sbx_config_to_json(const struct sbx_config *c)
 						"dest", c->volumes[i].dest, "read_only",
 						c->volumes[i].ro));
 	json_object_set_new(j, "volumes", vols);
-	for (char **l = c->labels; l && *l; l++) {
-		const char *eq = strchr(*l, '=');
-		_cleanup_free_ char *k = eq ? xstrndup(*l, (size_t)(eq - *l)) : xstrdup(*l);
-		json_object_set_new(labels, k, json_string(eq ? eq + 1 : ""));
-	}
-	json_object_set_new(j, "labels", labels);
+	json_object_set_new(j, "labels", sbx_config_labels_json(c));
 	if (c->ttl_ms)
 		json_object_set_new(j, "ttl_action", json_string(c->ttl_rm ? "rm" : "pause"));
 	/* a policy, or a companion flag given without --net */
@@ -219,7 +211,7 @@ int sbx_config_from_json(const json_t *j, struct sbx_config *c, struct sbx_err *
 			*AT(c, f, char *) = json_is_string(m) ? xstrdup(json_string_value(m))
 							      : NULL;
 		else if (f->type == F_STRV)
-			*AT(c, f, char **) = strv_of(m);
+			*AT(c, f, char **) = sbx_json_strv(m);
 		else if (json_is_integer(m))
 			*AT(c, f, long long) = json_integer_value(m);
 	}

@@ -117,6 +117,8 @@ void sbx_config_init(struct sbx_config *c);
 void sbx_config_release(struct sbx_config *c);
 /* the stored form, the record's "options" */
 json_t *sbx_config_to_json(const struct sbx_config *c);
+/* the labels as an object, {K: V} */
+json_t *sbx_config_labels_json(const struct sbx_config *c);
 /* what to_json wrote (a member of the wrong type reads as unset); fails on a later version */
 int sbx_config_from_json(const json_t *j, struct sbx_config *ret, struct sbx_err *err);
 /* SBX_E_UNSUPPORTED naming the first option c asks for that caps lack */

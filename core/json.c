@@ -66,3 +66,17 @@ char *sbx_json_dump(const json_t *j, bool pretty)
 {
 	return sbx_json_dumps(j, JSON_SORT_KEYS | (pretty ? JSON_INDENT(2) : JSON_COMPACT));
 }
+
+char **sbx_json_strv(const json_t *a)
+{
+	size_t i, n = 0;
+	json_t *v;
+
+	if (!json_is_array(a))
+		return NULL;
+	char **r = xcalloc(json_array_size(a) + 1, sizeof(char *));
+	json_array_foreach (a, i, v)
+		if (json_is_string(v))
+			r[n++] = xstrdup(json_string_value(v));
+	return r;
+}

@@ -20,6 +20,9 @@ const char *sbx_json_str(const json_t *obj, const char *key);
 /* string member, error naming the key when absent or not a string */
 int sbx_json_get_str(const json_t *obj, const char *key, const char **ret, struct sbx_err *err);
 long long sbx_json_int(const json_t *obj, const char *key, long long dflt);
+/* the strings of an array (other members skipped), NULL-terminated, malloc'd; NULL when a is
+ * no array */
+char **sbx_json_strv(const json_t *a);
 /* sorted keys, 2-space indent (or compact); terminal-safe as sbx_json_dumps; caller frees */
 char *sbx_json_dump(const json_t *j, bool pretty);
 /* json_dumps (any value) with FLAGS, plus what makes the text safe on a terminal whatever its

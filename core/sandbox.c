@@ -32,18 +32,6 @@ static void env_merge(char ***env, const char *kv)
 	(*env)[n + 1] = NULL;
 }
 
-static char **strings_of(const json_t *a)
-{
-	size_t i, n = 0;
-	json_t *v;
-	char **r = xcalloc(json_array_size(a) + 1, sizeof(char *));
-
-	json_array_foreach (a, i, v)
-		if (json_is_string(v))
-			r[n++] = xstrdup(json_string_value(v));
-	return r;
-}
-
 /* --image, an OCI image: pulled when the store lacks it; its config's defaults go under the
  * flags: Env, then -e; WorkingDir unless -w; User (exec -u overrides) */
 static int image_config(struct sbx_ctx *ctx, struct sbx_config *c, struct sbx_err *err)
@@ -86,8 +74,8 @@ static int image_config(struct sbx_ctx *ctx, struct sbx_config *c, struct sbx_er
 		im->layers[k] = xstrdup(img.layers[k]);
 		im->chain[k] = xstrdup(img.chain[k]);
 	}
-	im->entrypoint = strings_of(json_object_get(cfg, "Entrypoint"));
-	im->cmd = strings_of(json_object_get(cfg, "Cmd"));
+	im->entrypoint = sbx_json_strv(json_object_get(cfg, "Entrypoint"));
+	im->cmd = sbx_json_strv(json_object_get(cfg, "Cmd"));
 	sbx_image_release(&img);
 	return 0;
 }

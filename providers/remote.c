@@ -557,13 +557,8 @@ void remote_sigs_restore(const struct remote_sigs *s)
 
 json_t *remote_labels(const struct sbx_record *rec)
 {
-	json_t *j = json_object();
+	json_t *j = sbx_config_labels_json(&rec->config);
 
-	for (char **l = rec->config.labels; l && *l; l++) {
-		const char *eq = strchr(*l, '=');
-		_cleanup_free_ char *k = eq ? xstrndup(*l, (size_t)(eq - *l)) : xstrdup(*l);
-		json_object_set_new(j, k, json_string(eq ? eq + 1 : ""));
-	}
 	json_object_set_new(j, "sbx.id", json_string(rec->id));
 	if (rec->name)
 		json_object_set_new(j, "sbx.name", json_string(rec->name));
