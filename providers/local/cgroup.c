@@ -11,25 +11,20 @@
  * sandbox (and is what pause freezes); sbx/ID/supervisor holds the supervisor, whose work for
  * the sandbox (its proxy, its previews) is so charged to the sandbox's memory, pids and CPU. */
 #define _GNU_SOURCE
-#include "providers/local/local.h"
+#include "providers/local/cgroup.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ctype.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "core/log.h"
 #include "core/test-hook.h"
 
-enum {
-	ROLE_V2,
-	ROLE_MEMORY,
-	ROLE_PIDS,
-	ROLE_CPU,
-	ROLE_FREEZER,
-	N_ROLES
-};
 static const char *const role_name[N_ROLES] = { "v2", "memory", "pids", "cpu", "freezer" };
 
 /* --- small file helpers ------------------------------------------------------------------- */
@@ -42,7 +37,7 @@ static int cg_write(const char *dir, const char *file, const char *text)
 	return sbx_write_file(p, text);
 }
 
-static char *cg_read(const char *dir, const char *file)
+char *local_cg_read(const char *dir, const char *file)
 {
 	char p[PATH_MAX];
 
@@ -51,9 +46,9 @@ static char *cg_read(const char *dir, const char *file)
 }
 
 /* "KEY N" in a flat keyed file (memory.events, cgroup.events, memory.oom_control); -1 absent */
-static long long cg_key(const char *dir, const char *file, const char *key)
+long long local_cg_key(const char *dir, const char *file, const char *key)
 {
-	_cleanup_free_ char *t = cg_read(dir, file);
+	_cleanup_free_ char *t = local_cg_read(dir, file);
 	size_t kl = strlen(key);
 
 	for (char *l = t; l && *l;) {
@@ -187,10 +182,6 @@ static char *pick_parent(const struct hier *h)
 	}
 }
 
-/* the sandbox's two leaves under sbx/ID */
-#define LEAF_SANDBOX "sandbox"
-#define LEAF_SUPERVISOR "supervisor"
-
 /* mkdir dir, dir/sandbox and dir/supervisor; false when this hierarchy is not ours to write */
 static bool make_dirs(const char *dir)
 {
@@ -221,7 +212,7 @@ static char *leaf_of(const char *dir, const char *leaf)
 static void v2_enable(const char *mount, const char *parent)
 {
 	static const char *const ctl[] = { "memory", "pids", "cpu" };
-	_cleanup_free_ char *avail = cg_read(parent, "cgroup.controllers");
+	_cleanup_free_ char *avail = local_cg_read(parent, "cgroup.controllers");
 	_cleanup_free_ char *up = xstrdup(parent);
 	char *slash = strrchr(up, '/');
 
@@ -230,10 +221,10 @@ static void v2_enable(const char *mount, const char *parent)
 	for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
 		char w[32];
 		snprintf(w, sizeof(w), "+%s", ctl[i]);
-		_cleanup_free_ char *upc = cg_read(up, "cgroup.controllers");
+		_cleanup_free_ char *upc = local_cg_read(up, "cgroup.controllers");
 		if (upc && strstr(upc, ctl[i]))
 			(void)cg_write(up, "cgroup.subtree_control", w);
-		_cleanup_free_ char *pc = cg_read(parent, "cgroup.controllers");
+		_cleanup_free_ char *pc = local_cg_read(parent, "cgroup.controllers");
 		if (pc && strstr(pc, ctl[i]))
 			(void)cg_write(parent, "cgroup.subtree_control", w);
 	}
@@ -242,18 +233,14 @@ static void v2_enable(const char *mount, const char *parent)
 
 /* --- the sandbox's cgroups --------------------------------------------------------------- */
 
-struct cgroups {
-	char *dir[N_ROLES]; /* NULL: none for that role */
-};
-
-static void cgroups_release(struct cgroups *c)
+void local_cg_release(struct cgroups *c)
 {
 	for (int i = 0; i < N_ROLES; i++)
 		free(c->dir[i]);
 	memset(c, 0, sizeof(*c));
 }
 
-static void cgroups_load(const char *sbdir, struct cgroups *c)
+void local_cg_load(const char *sbdir, struct cgroups *c)
 {
 	_cleanup_free_ char *p = xasprintf("%s/cgroups", sbdir);
 	_cleanup_free_ char *t = sbx_read_file(p, 65536, NULL);
@@ -274,7 +261,7 @@ static void cgroups_load(const char *sbdir, struct cgroups *c)
 /* the same, each directory replaced by its leaf (the sandbox's processes: what pause freezes) */
 static void cgroups_load_leaf(const char *sbdir, struct cgroups *c, const char *leaf)
 {
-	cgroups_load(sbdir, c);
+	local_cg_load(sbdir, c);
 	for (int i = 0; i < N_ROLES; i++)
 		if (c->dir[i]) {
 			char *l = leaf_of(c->dir[i], leaf);
@@ -284,11 +271,11 @@ static void cgroups_load_leaf(const char *sbdir, struct cgroups *c, const char *
 }
 
 /* the v2 directory when it has controller ctl enabled */
-static bool v2_offers(const struct cgroups *c, const char *ctl)
+bool local_cg_v2_offers(const struct cgroups *c, const char *ctl)
 {
 	if (!c->dir[ROLE_V2])
 		return false;
-	_cleanup_free_ char *t = cg_read(c->dir[ROLE_V2], "cgroup.controllers");
+	_cleanup_free_ char *t = local_cg_read(c->dir[ROLE_V2], "cgroup.controllers");
 	if (!t)
 		return false;
 	char *save = NULL;
@@ -309,7 +296,7 @@ static int apply_limits(const struct cgroups *c, const struct local_limits *lim,
 
 	if (lim->memory > 0) {
 		snprintf(v, sizeof(v), "%lld", lim->memory);
-		if (v2_offers(c, "memory")) {
+		if (local_cg_v2_offers(c, "memory")) {
 			if (cg_write(c->dir[ROLE_V2], "memory.max", v) < 0)
 				return sbx_err_errno(err, "cannot set the memory limit");
 			(void)cg_write(c->dir[ROLE_V2], "memory.swap.max", "0");
@@ -328,7 +315,7 @@ static int apply_limits(const struct cgroups *c, const struct local_limits *lim,
 	}
 	if (lim->pids > 0) {
 		snprintf(v, sizeof(v), "%lld", lim->pids);
-		const char *d = v2_offers(c, "pids") ? c->dir[ROLE_V2] : c->dir[ROLE_PIDS];
+		const char *d = local_cg_v2_offers(c, "pids") ? c->dir[ROLE_V2] : c->dir[ROLE_PIDS];
 		if (!d)
 			return sbx_err_set(err, SBX_E_STATE,
 					   "cannot apply --pids-limit: no writable "
@@ -341,7 +328,7 @@ static int apply_limits(const struct cgroups *c, const struct local_limits *lim,
 		long long period = 100000, quota = lim->cpu_millis * period / 1000;
 		if (quota < 1000)
 			quota = 1000;
-		if (v2_offers(c, "cpu")) {
+		if (local_cg_v2_offers(c, "cpu")) {
 			snprintf(v, sizeof(v), "%lld %lld", quota, period);
 			if (cg_write(c->dir[ROLE_V2], "cpu.max", v) < 0)
 				return sbx_err_errno(err, "cannot set the CPU limit");
@@ -408,11 +395,27 @@ int local_cgroup_setup(const char *sbdir, const char *id, const struct local_lim
 		}
 	if (apply_limits(&c, lim, err) < 0)
 		goto out;
+	/* the same limits on the sandbox's leaf, the root of its cgroup namespace: what runtimes
+	 * inside read (the directory above still bounds the sandbox and its supervisor together) */
+	static const char *const ctl[] = { "memory", "pids", "cpu" };
+	for (size_t k = 0; k < ARRAY_SIZE(ctl); k++)
+		if (local_cg_v2_offers(&c, ctl[k])) {
+			char w[32];
+			snprintf(w, sizeof(w), "+%s", ctl[k]);
+			(void)cg_write(c.dir[ROLE_V2], "cgroup.subtree_control", w);
+		}
+	struct cgroups leaf = { 0 };
+	for (int i = 0; i < N_ROLES; i++)
+		leaf.dir[i] = c.dir[i] ? xasprintf("%s/" LEAF_SANDBOX, c.dir[i]) : NULL;
+	struct sbx_err lerr = { 0 };
+	if (apply_limits(&leaf, lim, &lerr) < 0)
+		sbx_debug("cgroup: the leaf's limits: %s", lerr.msg);
+	local_cg_release(&leaf);
 	sbx_debug("cgroup: %s", *out ? out : "none writable\n");
 	r = 0;
 out:
 	free(out);
-	cgroups_release(&c);
+	local_cg_release(&c);
 	return r;
 }
 
@@ -423,7 +426,7 @@ static int enter(const char *sbdir, pid_t pid, const char *leaf, int skip)
 	char v[32];
 	int r = 0;
 
-	cgroups_load(sbdir, &c);
+	local_cg_load(sbdir, &c);
 	snprintf(v, sizeof(v), "%d", (int)pid);
 	for (int i = 0; i < N_ROLES; i++) {
 		if (!c.dir[i] || i == skip)
@@ -442,7 +445,7 @@ static int enter(const char *sbdir, pid_t pid, const char *leaf, int skip)
 			break;
 		}
 	}
-	cgroups_release(&c);
+	local_cg_release(&c);
 	return r;
 }
 
@@ -486,7 +489,7 @@ bool local_cgroup_can_freeze(const char *sbdir)
 	cgroups_load_leaf(sbdir, &c, LEAF_SANDBOX);
 	bool ok = (c.dir[ROLE_V2] && cg_has(c.dir[ROLE_V2], "cgroup.freeze")) ||
 		c.dir[ROLE_FREEZER];
-	cgroups_release(&c);
+	local_cg_release(&c);
 	return ok;
 }
 
@@ -529,7 +532,7 @@ int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err)
 			if (poll(&pf, 1, 1) < 0 && errno != EINTR)
 				nap_ms(1);
 		}
-		if (freeze && cg_key(c.dir[ROLE_V2], "cgroup.events", "frozen") == 1) {
+		if (freeze && local_cg_key(c.dir[ROLE_V2], "cgroup.events", "frozen") == 1) {
 			r = 0;
 			goto out;
 		}
@@ -552,7 +555,8 @@ int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err)
 			goto out;
 		}
 		for (int i = 0; i < 2000; i++) {
-			_cleanup_free_ char *st = cg_read(c.dir[ROLE_FREEZER], "freezer.state");
+			_cleanup_free_ char *st = local_cg_read(c.dir[ROLE_FREEZER],
+								"freezer.state");
 			if (st && startswith(st, want)) {
 				r = 0;
 				goto out;
@@ -568,7 +572,7 @@ int local_cgroup_freeze(const char *sbdir, bool freeze, struct sbx_err *err)
 	}
 	sbx_err_set(err, SBX_E_UNSUPPORTED, "the sandbox has no cgroup freezer");
 out:
-	cgroups_release(&c);
+	local_cg_release(&c);
 	return r;
 }
 
@@ -576,9 +580,9 @@ out:
 static char *leaf_read(const char *dir, const char *file)
 {
 	_cleanup_free_ char *d = xasprintf("%s/" LEAF_SANDBOX, dir);
-	char *t = cg_read(d, file);
+	char *t = local_cg_read(d, file);
 
-	return t || errno != ENOENT ? t : cg_read(dir, file);
+	return t || errno != ENOENT ? t : local_cg_read(dir, file);
 }
 
 int local_cgroup_frozen(const char *sbdir)
@@ -586,7 +590,7 @@ int local_cgroup_frozen(const char *sbdir)
 	struct cgroups c;
 	int r = -1;
 
-	cgroups_load(sbdir, &c);
+	local_cg_load(sbdir, &c);
 	if (c.dir[ROLE_V2]) {
 		/* what was asked, not only what is done: a freeze in progress counts */
 		_cleanup_free_ char *t = leaf_read(c.dir[ROLE_V2], "cgroup.freeze");
@@ -598,7 +602,7 @@ int local_cgroup_frozen(const char *sbdir)
 		if (st)
 			r = !startswith(st, "THAWED");
 	}
-	cgroups_release(&c);
+	local_cg_release(&c);
 	return r;
 }
 
@@ -607,22 +611,22 @@ long long local_cgroup_oom_kills(const char *sbdir)
 	struct cgroups c;
 	long long n = -1;
 
-	cgroups_load(sbdir, &c);
-	if (v2_offers(&c, "memory")) {
+	local_cg_load(sbdir, &c);
+	if (local_cg_v2_offers(&c, "memory")) {
 		/* v2 counts a leaf's kills in its ancestors too */
-		n = cg_key(c.dir[ROLE_V2], "memory.events", "oom_kill");
+		n = local_cg_key(c.dir[ROLE_V2], "memory.events", "oom_kill");
 	} else if (c.dir[ROLE_MEMORY]) {
 		/* v1 counts a kill only where the killed process was: both leaves, and the
 		 * directory itself for a sandbox made before the leaves existed */
 		static const char *const leaf[] = { "", "/" LEAF_SANDBOX, "/" LEAF_SUPERVISOR };
 		for (size_t i = 0; i < ARRAY_SIZE(leaf); i++) {
 			_cleanup_free_ char *d = xasprintf("%s%s", c.dir[ROLE_MEMORY], leaf[i]);
-			long long k = cg_key(d, "memory.oom_control", "oom_kill");
+			long long k = local_cg_key(d, "memory.oom_control", "oom_kill");
 			if (k >= 0)
 				n = (n < 0 ? 0 : n) + k;
 		}
 	}
-	cgroups_release(&c);
+	local_cg_release(&c);
 	return n;
 }
 
@@ -631,12 +635,12 @@ char *local_cgroup_describe(const char *sbdir)
 	struct cgroups c;
 	char *s = NULL;
 
-	cgroups_load(sbdir, &c);
+	local_cg_load(sbdir, &c);
 	bool v2 = c.dir[ROLE_V2] != NULL, v1 = false;
 	for (int i = ROLE_MEMORY; i < N_ROLES; i++)
 		v1 = v1 || c.dir[i];
 	s = xstrdup(v2 && v1 ? "hybrid" : v2 ? "v2" : v1 ? "v1" : "none");
-	cgroups_release(&c);
+	local_cg_release(&c);
 	return s;
 }
 
@@ -645,7 +649,7 @@ void local_cgroup_remove(const char *sbdir)
 	static const char *const leaf[] = { "/" LEAF_SANDBOX, "/" LEAF_SUPERVISOR, "" };
 	struct cgroups c;
 
-	cgroups_load(sbdir, &c);
+	local_cg_load(sbdir, &c);
 	for (int i = 0; i < N_ROLES; i++) {
 		if (!c.dir[i])
 			continue;
@@ -664,5 +668,111 @@ void local_cgroup_remove(const char *sbdir)
 			}
 		}
 	}
-	cgroups_release(&c);
+	local_cg_release(&c);
+}
+
+/* --- the sandbox's view of its cgroups, delegation ---------------------------------------- */
+
+/* the v1 controllers among a hierarchy's mount options, comma-joined into out */
+static void v1_controllers(const char *super, char *out, size_t len)
+{
+	static const char *const known[] = { "cpu",	"cpuacct",    "cpuset",	 "memory",
+					     "devices", "freezer",    "net_cls", "net_prio",
+					     "blkio",	"perf_event", "hugetlb", "pids",
+					     "rdma",	"misc" };
+	_cleanup_free_ char *t = xstrdup(super);
+	char *save = NULL;
+
+	out[0] = 0;
+	for (char *o = strtok_r(t, ",", &save); o; o = strtok_r(NULL, ",", &save))
+		for (size_t i = 0; i < ARRAY_SIZE(known); i++)
+			if (streq(o, known[i])) {
+				size_t n = strlen(out);
+				snprintf(out + n, len - n, "%s%s", n ? "," : "", o);
+			}
+}
+
+/* the controllers of the v1 hierarchy that holds path (its deepest cgroup mount above it) */
+static bool v1_hier_of(const char *path, char *out, size_t len)
+{
+	_cleanup_free_ char *t = sbx_read_file("/proc/self/mountinfo", 1 << 20, NULL);
+	size_t best = 0;
+
+	for (char *l = t; l && *l;) {
+		char *nl = strchrnul(l, '\n');
+		_cleanup_free_ char *line = xstrndup(l, (size_t)(nl - l));
+		l = *nl ? nl + 1 : nl;
+		char *f[5] = { 0 }, *save = NULL, *w = strtok_r(line, " ", &save);
+		for (int i = 0; i < 5 && w; i++, w = strtok_r(NULL, " ", &save))
+			f[i] = w;
+		while (w && !streq(w, "-"))
+			w = strtok_r(NULL, " ", &save);
+		char *fstype = w ? strtok_r(NULL, " ", &save) : NULL;
+		char *source = fstype ? strtok_r(NULL, " ", &save) : NULL;
+		char *super = source ? strtok_r(NULL, " ", &save) : NULL;
+		size_t ml = f[4] ? strlen(f[4]) : 0;
+		if (!super || !streq(fstype, "cgroup") || ml <= best ||
+		    strncmp(path, f[4], ml) != 0 || path[ml] != '/')
+			continue;
+		v1_controllers(super, out, len);
+		best = ml;
+	}
+	return best > 0 && *out;
+}
+
+size_t local_cgroup_mounts(const char *sbdir, struct local_cgroup_mount *m, size_t max)
+{
+	struct cgroups c;
+	size_t n = 0;
+
+	local_cg_load(sbdir, &c);
+	bool v1 = false;
+	for (int i = ROLE_MEMORY; i < N_ROLES; i++)
+		v1 = v1 || c.dir[i];
+	if (c.dir[ROLE_V2] && !v1 && max > 0) {
+		memset(&m[n], 0, sizeof(m[n]));
+		m[n++].v2 = true;
+	}
+	for (int i = ROLE_MEMORY; v1 && i < N_ROLES && n < max; i++) {
+		char opts[64];
+		if (!c.dir[i] || !v1_hier_of(c.dir[i], opts, sizeof(opts)))
+			continue;
+		bool dup = false;
+		for (size_t k = 0; k < n; k++)
+			dup = dup || streq(m[k].opts, opts);
+		if (dup)
+			continue;
+		memset(&m[n], 0, sizeof(m[n]));
+		snprintf(m[n].name, sizeof(m[n].name), "%s", opts);
+		snprintf(m[n].opts, sizeof(m[n].opts), "%s", opts);
+		n++;
+	}
+	if (c.dir[ROLE_V2] && v1 && n < max) {
+		memset(&m[n], 0, sizeof(m[n]));
+		snprintf(m[n].name, sizeof(m[n].name), "unified");
+		m[n++].v2 = true;
+	}
+	local_cg_release(&c);
+	return n;
+}
+
+int local_cgroup_delegate(const char *sbdir, uid_t uid, gid_t gid, struct sbx_err *err)
+{
+	/* the files cgroup v2 names for delegation, and their v1 counterparts */
+	static const char *const files[] = { "", "/cgroup.procs", "/cgroup.threads",
+					     "/cgroup.subtree_control", "/tasks" };
+	struct cgroups c;
+	int r = 0;
+
+	cgroups_load_leaf(sbdir, &c, LEAF_SANDBOX);
+	for (int i = 0; i < N_ROLES && r == 0; i++)
+		for (size_t k = 0; c.dir[i] && k < ARRAY_SIZE(files); k++) {
+			_cleanup_free_ char *p = xasprintf("%s%s", c.dir[i], files[k]);
+			if (lchown(p, uid, gid) < 0 && errno != ENOENT) {
+				r = sbx_err_errno(err, "cannot delegate '%s'", p);
+				break;
+			}
+		}
+	local_cg_release(&c);
+	return r;
 }

@@ -597,6 +597,9 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		return -1;
 
 	bool map_range = local_map_range_of(rec);
+	/* the OOM counters, read from the host: before joining */
+	struct local_oom_watch oom;
+	local_cgroup_oom_watch(rec->dir, rec->config.memory, &oom);
 	/* the command's cgroups are the sandbox's: its limits, its freezer */
 	if (local_cgroup_enter(rec->dir, getpid()) < 0)
 		return sbx_err_errno(err, "cannot join the cgroup of sandbox '%s'", label);
@@ -745,6 +748,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		run_child(&cs);
 	}
 	child_pid = pid;
+	local_cgroup_oom_pid(&oom, pid);
 	close(ep[1]);
 	close(TAKE_FD(lk));
 	if (cs.tramp_fd >= 0)
@@ -846,6 +850,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		*ret_status = SBX_EXIT_TIMEOUT;
 		return 0;
 	}
+	local_cgroup_oom_say(&oom, label, o->argv[0], st);
 	if (WIFEXITED(st))
 		*ret_status = WEXITSTATUS(st);
 	else if (WIFSIGNALED(st))

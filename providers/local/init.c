@@ -265,6 +265,51 @@ static void serve_factory(int fd)
 		close(s);
 }
 
+/* the sandbox's own cgroups at /sys/fs/cgroup, seen through its cgroup namespace (whose root
+ * is the sandbox's cgroup, so nothing of the host's tree shows): a cgroup2 there on v2; on v1
+ * or the hybrid, a tmpfs with each v1 hierarchy at its name ("cpu,cpuacct", with a symlink per
+ * controller) and the unified one at unified, as docker lays them out. Runtimes that size
+ * themselves from /proc/self/cgroup and /sys/fs/cgroup (Node, the JVM, Go, Python) so find
+ * --memory and --cpus. Read-only unless delegated (s->cgroup_writable). */
+static void mount_cgroups(const struct local_setup *s)
+{
+	const char *top = R "/sys/fs/cgroup";
+	unsigned long fl = MS_NOSUID | MS_NODEV | MS_NOEXEC | (s->cgroup_writable ? 0 : MS_RDONLY);
+	struct stat st;
+
+	if (!s->n_cgroup_mounts || lstat(top, &st) < 0 || !S_ISDIR(st.st_mode))
+		return;
+	if (!s->cgroup_mounts[0].name[0]) {
+		if (mount("cgroup2", top, "cgroup2", fl, NULL) < 0)
+			init_fail("cannot mount the sandbox's cgroup at /sys/fs/cgroup");
+		return;
+	}
+	if (mount("tmpfs", top, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0755,size=64k") <
+	    0)
+		init_fail("cannot mount a tmpfs at /sys/fs/cgroup");
+	for (size_t i = 0; i < s->n_cgroup_mounts; i++) {
+		const struct local_cgroup_mount *m = &s->cgroup_mounts[i];
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/%s", top, m->name);
+		if (mkdir(p, 0555) < 0 && errno != EEXIST)
+			init_fail("cannot create '%s'", p);
+		if (mount(m->v2 ? "cgroup2" : "cgroup", p, m->v2 ? "cgroup2" : "cgroup", fl,
+			  m->v2 ? NULL : m->opts) < 0)
+			init_fail("cannot mount the sandbox's cgroup at /sys/fs/cgroup/%s",
+				  m->name);
+		if (!strchr(m->name, ','))
+			continue;
+		char list[sizeof(m->opts)], *save = NULL;
+		snprintf(list, sizeof(list), "%s", m->opts);
+		for (char *c = strtok_r(list, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+			snprintf(p, sizeof(p), "%s/%s", top, c);
+			(void)symlink(m->name, p);
+		}
+	}
+	(void)mount(NULL, top, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		    "mode=0755,size=64k");
+}
+
 void local_init(const struct local_setup *s, int rootfd, int *volfds, int *layerfds, int sync_fd,
 		int report_fd)
 {
@@ -335,6 +380,8 @@ void local_init(const struct local_setup *s, int rootfd, int *volfds, int *layer
 	if (mount("sysfs", R "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, NULL) <
 	    0)
 		(void)0; /* no sysfs: an empty /sys, as under bubblewrap */
+	else
+		mount_cgroups(s);
 
 	if (sethostname(s->hostname, strlen(s->hostname)) < 0)
 		init_fail("cannot set the hostname");

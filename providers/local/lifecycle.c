@@ -217,6 +217,14 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	s->layers = layers_owned;
 	if (local_cgroup_setup(rec->dir, rec->id, &lim, err) < 0)
 		return -1;
+	/* what init mounts at /sys/fs/cgroup; delegated to sandbox root only when asked (test-only:
+	 * SBX_TEST_CGROUP_WRITABLE) */
+	s->n_cgroup_mounts = local_cgroup_mounts(rec->dir, s->cgroup_mounts, LOCAL_CGROUP_MOUNTS);
+	const char *tw = getenv("SBX_TEST_CGROUP_WRITABLE");
+	if (tw && *tw)
+		s->cgroup_writable = true;
+	if (s->cgroup_writable && local_cgroup_delegate(rec->dir, s->uid, s->gid, err) < 0)
+		return -1;
 	local_touch_activity(rec->dir);
 	sbx_test_hook("boot-cgroups");
 
@@ -371,6 +379,7 @@ static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx
 	json_object_set_new(live, "cgroup", json_string(cg));
 	long long oom = local_cgroup_oom_kills(rec->dir);
 	json_object_set_new(live, "oom_kills", oom >= 0 ? json_integer(oom) : json_null());
+	local_cgroup_stats(rec->dir, live);
 	long long ttl = rec->config.ttl_ms;
 	long long dl = rec->state == SBX_STATE_RUNNING ? local_idle_deadline(rec->dir, ttl) : 0;
 	if (dl > 0) {

@@ -45,6 +45,16 @@ struct local_limits {
 	long long cpu_millis; /* thousandths of a CPU */
 };
 
+/* a cgroup hierarchy of the sandbox, as init mounts it under /sys/fs/cgroup: name "" is a
+ * cgroup2 mounted there itself (v2 alone); otherwise a directory of that name on a tmpfs, with a
+ * v1 hierarchy of the controllers opts ("cpu,cpuacct") or, v2 set, the unified hierarchy */
+struct local_cgroup_mount {
+	char name[64];
+	char opts[64];
+	bool v2;
+};
+#define LOCAL_CGROUP_MOUNTS 8
+
 /* everything the supervisor and init need, prepared by the CLI before the fork */
 struct local_setup {
 	const char *dir;	/* the sandbox directory on the host */
@@ -68,6 +78,12 @@ struct local_setup {
 	char **layers;			 /* --image: the unpacked layer directories, base first */
 	size_t n_layers;		 /* 0: the host's system view */
 	bool disk; /* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
+	/* the sandbox's cgroups at /sys/fs/cgroup inside (from local_cgroup_mounts at boot) */
+	struct local_cgroup_mount cgroup_mounts[LOCAL_CGROUP_MOUNTS];
+	size_t n_cgroup_mounts;
+	/* mounted read-write, the sandbox's cgroup delegated to its root (nested sandboxes);
+	 * otherwise read-only */
+	bool cgroup_writable;
 };
 
 /* the supervisor's report to the creating CLI */
@@ -132,6 +148,31 @@ int local_cgroup_frozen(const char *sbdir);
 long long local_cgroup_oom_kills(const char *sbdir);
 /* "v2", "v1", "hybrid" or "none" */
 char *local_cgroup_describe(const char *sbdir);
+/* what init mounts at /sys/fs/cgroup: the sandbox's hierarchies, at most max; their number */
+size_t local_cgroup_mounts(const char *sbdir, struct local_cgroup_mount *m, size_t max);
+/* delegation: the sandbox's own cgroup (its leaf) made writable by sandbox root, host uid:gid,
+ * so that it can make cgroups under it; the limits stay on the directory above */
+int local_cgroup_delegate(const char *sbdir, uid_t uid, gid_t gid, struct sbx_err *err);
+/* inspect: "memory_stats" (usage, limit, failcnt or the events high and max) and "pressure"
+ * (memory and cpu PSI, some and full avg10) of the sandbox's cgroups into live */
+void local_cgroup_stats(const char *sbdir, json_t *live);
+/* exec's OOM report: watch opens the sandbox's OOM counters and the host's /proc before exec
+ * joins the sandbox; pid notes the command's pid (the host's) once forked; say, after it
+ * ended with wait status st, prints one line when the kernel killed a process for the memory
+ * limit meanwhile, and closes what watch opened */
+struct local_oom_watch {
+	int fd[3];
+	int procfd;
+	long long before;
+	long long limit;
+	pid_t pid; /* the command's, as the sandbox sees it (0: unknown) */
+};
+void local_cgroup_oom_watch(const char *sbdir, long long limit, struct local_oom_watch *w);
+void local_cgroup_oom_pid(struct local_oom_watch *w, pid_t pid);
+void local_cgroup_oom_say(struct local_oom_watch *w, const char *label, const char *cmd, int st);
+/* --cpus: pid (init) may run on ceil(cpu_millis / 1000) of the CPUs the caller may use, a run
+ * of them chosen by the sandbox's id, so that nproc and runtimes count what they get */
+void local_cpu_affinity(pid_t pid, const char *id, long long cpu_millis);
 /* removes the sandbox's cgroup directories (waiting briefly for the last tasks) */
 void local_cgroup_remove(const char *sbdir);
 

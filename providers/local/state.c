@@ -99,6 +99,11 @@ int local_join(const struct sbx_record *rec, pid_t init_pid, int pidfd, struct s
 	/* --net host: the sandbox shares our network namespace, which we may not re-enter */
 	bool host_net = local_net_host(rec);
 
+	/* --cpus: the CPUs init may use, so nproc says the same in every process */
+	cpu_set_t cpus;
+	if (rec->config.cpu_millis > 0 && sched_getaffinity(init_pid, sizeof(cpus), &cpus) == 0)
+		(void)sched_setaffinity(0, sizeof(cpus), &cpus);
+
 	if (setns(pidfd, host_net ? NS_ALL & ~CLONE_NEWNET : NS_ALL) == 0)
 		return 0;
 	/* kernels before 5.8: one namespace at a time */
@@ -126,6 +131,38 @@ int local_join(const struct sbx_record *rec, pid_t init_pid, int pidfd, struct s
 		if (fds[k] >= 0)
 			close(fds[k]);
 	return r;
+}
+
+void local_cpu_affinity(pid_t pid, const char *id, long long cpu_millis)
+{
+	cpu_set_t have, want;
+	int n = 0, k = 0;
+
+	if (cpu_millis <= 0 || sched_getaffinity(0, sizeof(have), &have) < 0)
+		return;
+	int count = CPU_COUNT(&have), need = (int)((cpu_millis + 999) / 1000);
+	if (need >= count)
+		return;
+	/* a run starting at a CPU picked by the id: sandboxes of one CPU spread over the host */
+	unsigned h = 5381;
+	for (const char *c = id; c && *c; c++)
+		h = h * 33 + (unsigned char)*c;
+	int first = (int)(h % (unsigned)count);
+	CPU_ZERO(&want);
+	for (int cpu = 0; cpu < CPU_SETSIZE && n < need; cpu++) {
+		if (!CPU_ISSET(cpu, &have))
+			continue;
+		if (k++ >= first) {
+			CPU_SET(cpu, &want);
+			n++;
+		}
+	}
+	for (int cpu = 0; cpu < CPU_SETSIZE && n < need; cpu++)
+		if (CPU_ISSET(cpu, &have) && !CPU_ISSET(cpu, &want)) {
+			CPU_SET(cpu, &want);
+			n++;
+		}
+	(void)sched_setaffinity(pid, sizeof(want), &want);
 }
 
 bool local_map_range_of(const struct sbx_record *rec)

@@ -223,6 +223,8 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	if (local_cgroup_enter(s->dir, pid) < 0)
 		sup_fail(report_fd, pid, "cannot move the sandbox into its cgroup");
+	/* --cpus N: init (and so every process after it) runs on ceil(N) CPUs */
+	local_cpu_affinity(pid, s->id, s->config ? s->config->cpu_millis : 0);
 	/* run by root, volumes are id-mapped through the sandbox's user namespace, so what host
 	 * root owns there, sandbox root owns (podman's :idmap); filesystems without id-mapped
 	 * mounts keep plain ownership */
