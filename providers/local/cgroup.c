@@ -14,6 +14,7 @@
 #include "providers/local/cgroup.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ctype.h>
 #include <poll.h>
@@ -644,6 +645,56 @@ char *local_cgroup_describe(const char *sbdir)
 	return s;
 }
 
+/* thaws the v1 freezer cgroups a delegated sandbox made under dir */
+static void thaw_below(const char *dir, int depth)
+{
+	DIR *d = depth < 16 ? opendir(dir) : NULL;
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		if (e->d_type != DT_DIR || streq(e->d_name, ".") || streq(e->d_name, ".."))
+			continue;
+		_cleanup_free_ char *sub = xasprintf("%s/%s", dir, e->d_name);
+		(void)cg_write(sub, "freezer.state", "THAWED");
+		thaw_below(sub, depth + 1);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* the cgroups a delegated sandbox made under dir, deepest first (cgroupfs holds only
+ * directories and files: nothing there leads elsewhere) */
+static void remove_below(const char *dir, bool freezer, int depth)
+{
+	DIR *d = depth < 16 ? opendir(dir) : NULL;
+	struct dirent *e;
+
+	while (d && (e = readdir(d))) {
+		if (e->d_type != DT_DIR || streq(e->d_name, ".") || streq(e->d_name, ".."))
+			continue;
+		_cleanup_free_ char *sub = xasprintf("%s/%s", dir, e->d_name);
+		if (freezer)
+			(void)cg_write(sub, "freezer.state", "THAWED");
+		remove_below(sub, freezer, depth + 1);
+		for (int k = 0; k < 200 && rmdir(sub) < 0 && errno == EBUSY; k++)
+			nap_ms(5);
+	}
+	if (d)
+		closedir(d);
+}
+
+void local_cgroup_thaw_below(const char *sbdir)
+{
+	struct cgroups c;
+
+	local_cg_load(sbdir, &c);
+	if (c.dir[ROLE_FREEZER]) {
+		_cleanup_free_ char *d = xasprintf("%s/" LEAF_SANDBOX, c.dir[ROLE_FREEZER]);
+		thaw_below(d, 0);
+	}
+	local_cg_release(&c);
+}
+
 void local_cgroup_remove(const char *sbdir)
 {
 	static const char *const leaf[] = { "/" LEAF_SANDBOX, "/" LEAF_SUPERVISOR, "" };
@@ -661,6 +712,11 @@ void local_cgroup_remove(const char *sbdir)
 			}
 		for (size_t l = 0; l < ARRAY_SIZE(leaf); l++) {
 			_cleanup_free_ char *d = xasprintf("%s%s", c.dir[i], leaf[l]);
+			if (l == 0) {
+				if (i == ROLE_V2)
+					(void)cg_write(d, "cgroup.kill", "1");
+				remove_below(d, i == ROLE_FREEZER, 0);
+			}
 			for (int k = 0; k < 200 && rmdir(d) < 0 && errno == EBUSY; k++) {
 				if (i == ROLE_V2 && k == 0)
 					(void)cg_write(d, "cgroup.kill", "1");

@@ -474,6 +474,7 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 					     label, &ignored);
 			(void)local_freeze(rec->dir, &pids, false, &ignored);
 		}
+		local_cgroup_thaw_below(rec->dir);
 		/* killing init ends every process of the pid namespace; the supervisor follows */
 		if (kill_checked(pids.init_pid, pids.init_start, "init", label, err) < 0)
 			return -1;

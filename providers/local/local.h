@@ -173,6 +173,9 @@ void local_cgroup_oom_say(struct local_oom_watch *w, const char *label, const ch
 /* --cpus: pid (init) may run on ceil(cpu_millis / 1000) of the CPUs the caller may use, a run
  * of them chosen by the sandbox's id, so that nproc and runtimes count what they get */
 void local_cpu_affinity(pid_t pid, const char *id, long long cpu_millis);
+/* thaws the v1 freezer cgroups a delegated sandbox froze under its own: its processes there
+ * could not die */
+void local_cgroup_thaw_below(const char *sbdir);
 /* removes the sandbox's cgroup directories (waiting briefly for the last tasks) */
 void local_cgroup_remove(const char *sbdir);
 
