@@ -57,7 +57,8 @@ print(sum(os.times()[:2]) - c0)" >used &&
 		sbx rm -f again >/dev/null
 	'
 
-	# a python allocation loop: 1 MiB at a time until the kernel stops it
+	# a python allocation loop: 1 MiB at a time until the kernel stops it (used in the eval'd bodies)
+	# shellcheck disable=SC2034
 	hog='b = []
 while True: b.append(b"x" * (1 << 20))'
 
