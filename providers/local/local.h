@@ -67,7 +67,9 @@ struct local_setup {
 	const char *label;		 /* name or id, for messages */
 	char **layers;			 /* --image: the unpacked layer directories, base first */
 	size_t n_layers;		 /* 0: the host's system view */
-	bool disk; /* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
+	bool disk;   /* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
+	bool nested; /* --nested: seccomp.bpf is the nested profile; /proc and /sys stay fully
+		      * visible, so a user namespace made inside may mount its own */
 };
 
 /* the supervisor's report to the creating CLI */
