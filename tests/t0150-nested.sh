@@ -61,6 +61,11 @@ test_expect_success 'what the sandbox itself may not do stays refused with --nes
 	test_grep "Permission denied" err &&
 	expect_code 1 sbx exec nest -- unshare -r nsenter -t 1 -m true 2>err &&
 	test_grep "cannot open /proc/1/ns/mnt: Permission denied" err &&
+	# the sandbox network: not its to change; one made inside is its own, with no way out
+	expect_code 2 sbx exec nest -- unshare -r ip link set lo down 2>err &&
+	test_grep "Operation not permitted" err &&
+	sbx exec nest -- unshare -rn sh -c "ip link set lo up && ip route get 1.1.1.1" 2>err;
+	test_grep "Network is unreachable" err &&
 	# sysfs: only read-only, and only in a network namespace of its own
 	sbx exec nest -- unshare -rmn sh -c "mount -t sysfs -o ro sysfs /mnt && test -d /mnt/class" &&
 	expect_code 32 sbx exec nest -- unshare -rmn mount -t sysfs sysfs /mnt 2>err &&
