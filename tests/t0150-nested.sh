@@ -137,6 +137,13 @@ else
 	'
 fi
 
+test_expect_success 'a released and resumed --nested sandbox is still one, the other still not' '
+	sbx pause --release nest >/dev/null && sbx resume nest >/dev/null &&
+	sbx pause --release flat >/dev/null && sbx resume flat >/dev/null &&
+	sbx exec nest -- unshare -r true &&
+	expect_code 1 sbx exec flat -- unshare -r true 2>/dev/null
+'
+
 test_expect_success 'nothing of the nested namespaces outlives rm' '
 	sbx exec -d nest -- unshare -rmpf --mount-proc sleep 300 &&
 	sbx rm -f nest flat >/dev/null && test -z "$(sbx ls -q)"
