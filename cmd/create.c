@@ -272,6 +272,12 @@ PARSER(opt_image)
 	return 0;
 }
 
+PARSER(opt_nested)
+{
+	CFG->nested = true;
+	return 0;
+}
+
 #define ARG required_argument
 /* getopt's val for a row without a short option: its index past this */
 #define OPT_CREATE_BASE 2000
@@ -322,6 +328,10 @@ static const struct create_option {
 	  "REF\tan OCI image's files as the root (pulled when missing);\n"
 	  "its Env, WorkingDir and User are the defaults",
 	  opt_image },
+	{ "nested", no_argument, 0,
+	  "\tits processes may make namespaces and mounts of their own\n"
+	  "(rootless podman, bwrap, unshare -r, Chromium's sandbox)",
+	  opt_nested },
 };
 
 static int val_of(size_t i)

@@ -14,16 +14,18 @@ const char *const sbx_cap_names[] = {
 	"preview",    "preview-auth", "limit-cpu", "limit-memory", "limit-pids",   "disk",
 	"volumes",    "net-none",     "net-open",  "net-allow",	   "net-host",	   "add-host",
 	"host-port",  "image",	      "template",  "ttl",	   "hostname",	   "cp",
-	"egress-log", "snapshot",     NULL,
+	"egress-log", "snapshot",     "nested",	   NULL,
 };
 
 /* --- the JSON mapping ------------------------------------------------------------------------ */
 
-/* the plain members: a string is written when set, a number when not 0, a list always */
+/* the plain members: a string is written when set, a number when not 0, a flag when true, a
+ * list always */
 enum ftype {
 	F_STR,
 	F_STRV,
-	F_LL
+	F_LL,
+	F_BOOL
 };
 static const struct field {
 	const char *key;
@@ -39,6 +41,7 @@ static const struct field {
 	{ "pids_limit", F_LL, offsetof(struct sbx_config, pids_limit) },
 	{ "disk", F_LL, offsetof(struct sbx_config, disk) },
 	{ "ttl_ms", F_LL, offsetof(struct sbx_config, ttl_ms) },
+	{ "nested", F_BOOL, offsetof(struct sbx_config, nested) },
 };
 
 #define AT(c, f, type) ((type *)((char *)(c) + (f)->off))
@@ -170,6 +173,8 @@ json_t *sbx_config_to_json(const struct sbx_config *c)
 			json_object_set_new(j, f->key, strv_json(*AT(c, f, char **)));
 		else if (f->type == F_LL && *AT(c, f, long long))
 			json_object_set_new(j, f->key, json_integer(*AT(c, f, long long)));
+		else if (f->type == F_BOOL && *AT(c, f, bool))
+			json_object_set_new(j, f->key, json_true());
 	}
 	for (size_t i = 0; i < c->n_volumes; i++)
 		json_array_append_new(vols,
@@ -212,6 +217,8 @@ int sbx_config_from_json(const json_t *j, struct sbx_config *c, struct sbx_err *
 							      : NULL;
 		else if (f->type == F_STRV)
 			*AT(c, f, char **) = sbx_json_strv(m);
+		else if (f->type == F_BOOL)
+			*AT(c, f, bool) = json_is_true(m);
 		else if (json_is_integer(m))
 			*AT(c, f, long long) = json_integer_value(m);
 	}
@@ -311,6 +318,7 @@ static const struct need {
 	{ SBX_CAP_HOSTNAME, "--hostname", A_PTR, offsetof(struct sbx_config, hostname) },
 	{ SBX_CAP_IMAGE | SBX_CAP_TEMPLATE, "--image", A_PTR,
 	  offsetof(struct sbx_config, image.ref) },
+	{ SBX_CAP_NESTED, "--nested", A_BOOL, offsetof(struct sbx_config, nested) },
 };
 
 static bool asks(const struct sbx_config *c, const struct need *n)

@@ -42,6 +42,7 @@ enum sbx_cap {
 	SBX_CAP_CP = 1u << 23,		/* cp */
 	SBX_CAP_EGRESS_LOG = 1u << 24,	/* logs --egress */
 	SBX_CAP_SNAPSHOT = 1u << 25,	/* a sandbox's files and memory saved under a name */
+	SBX_CAP_NESTED = 1u << 26,	/* --nested: namespaces and mounts of its own inside */
 };
 /* "exec-stdin", ... in bit order, NULL-terminated */
 extern const char *const sbx_cap_names[];
@@ -109,6 +110,7 @@ struct sbx_config {
 	long long disk;	      /* bytes written at most (0: no cap) */
 	long long ttl_ms;     /* idle time before the ttl action (0: none) */
 	bool ttl_rm;	      /* the ttl action: rm (else pause) */
+	bool nested;	      /* its processes may make namespaces and mounts of their own */
 	struct sbx_net_config net;
 	struct sbx_image_config image;
 };

@@ -99,25 +99,49 @@ static const char *const denied[] = {
 	"lsm_set_self_attr",
 };
 
+/* what the nested profile lets through of the list above: namespaces and the mount API. The
+ * kernel checks each against the capabilities of the caller's own user namespace, which
+ * the sandbox's processes lack in the sandbox's namespace: they only hold them in one they
+ * make, over mounts and namespaces of their own */
+static const char *const nested_allowed[] = {
+	"fsconfig",  "fsmount", "fsopen",     "fspick", "mount",   "mount_setattr", "move_mount",
+	"open_tree", "setns",	"pivot_root", "umount", "umount2", "unshare",
+};
+
+static bool nested_allows(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(nested_allowed); i++)
+		if (streq(nested_allowed[i], name))
+			return true;
+	return false;
+}
+
 int sbx_seccomp_build(void **ret_bpf, size_t *ret_len, struct sbx_err *err)
 {
+	return sbx_seccomp_build_profile(SBX_SECCOMP_STRICT, ret_bpf, ret_len, err);
+}
+
+int sbx_seccomp_build_profile(enum sbx_seccomp_profile p, void **ret_bpf, size_t *ret_len,
+			      struct sbx_err *err)
+{
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	bool nested = p == SBX_SECCOMP_NESTED;
 	int r = 0;
 
 	if (!ctx)
 		return sbx_err_set(err, SBX_E_SYSTEM, "cannot initialise the seccomp filter");
 	for (size_t i = 0; i < ARRAY_SIZE(denied) && r == 0; i++) {
 		int nr = seccomp_syscall_resolve_name(denied[i]);
-		if (nr == __NR_SCMP_ERROR)
-			continue; /* not on this architecture */
+		if (nr == __NR_SCMP_ERROR || (nested && nested_allows(denied[i])))
+			continue; /* not on this architecture, or allowed */
 		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
 	}
 	/* new user namespaces through clone; clone3 hides its flags in memory: ENOSYS makes libc
-	 * fall back to clone, whose flags can be checked */
-	if (r == 0)
+	 * fall back to clone, whose flags can be checked. Nested: both as they are */
+	if (r == 0 && !nested)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
 				     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
-	if (r == 0)
+	if (r == 0 && !nested)
 		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
 	/* pushing input into a terminal (CVE-2017-5226) and console tricks */
 	if (r == 0)
@@ -220,9 +244,16 @@ int sbx_caps_drop(void)
 
 int sbx_seccomp_cached(const char *store_root, void **ret_bpf, size_t *ret_len, struct sbx_err *err)
 {
-	_cleanup_free_ char *cache = store_root
-		? xasprintf("%s/seccomp-%s-%s.bpf", store_root, SBX_VERSION_STR, SBX_COMMIT_STR)
-		: NULL;
+	return sbx_seccomp_cached_profile(store_root, SBX_SECCOMP_STRICT, ret_bpf, ret_len, err);
+}
+
+int sbx_seccomp_cached_profile(const char *store_root, enum sbx_seccomp_profile p, void **ret_bpf,
+			       size_t *ret_len, struct sbx_err *err)
+{
+	const char *kind = p == SBX_SECCOMP_NESTED ? "nested-" : "";
+	_cleanup_free_ char *cache = store_root ? xasprintf("%s/seccomp-%s%s-%s.bpf", store_root,
+							    kind, SBX_VERSION_STR, SBX_COMMIT_STR)
+						: NULL;
 	size_t len = 0;
 	void *bpf = cache ? sbx_read_file(cache, 1 << 20, &len) : NULL;
 
@@ -232,7 +263,7 @@ int sbx_seccomp_cached(const char *store_root, void **ret_bpf, size_t *ret_len, 
 		return 0;
 	}
 	free(bpf);
-	if (sbx_seccomp_build(&bpf, &len, err) < 0)
+	if (sbx_seccomp_build_profile(p, &bpf, &len, err) < 0)
 		return -1;
 	if (cache) {
 		struct sbx_err ignored = { 0 };

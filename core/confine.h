@@ -8,9 +8,23 @@
 
 #include "core/err.h"
 
-/* the default seccomp profile (docker's default as the reference), as raw BPF */
-int sbx_seccomp_build(void **ret_bpf, size_t *ret_len, struct sbx_err *err);
+/* the seccomp profiles: strict (docker's default as the reference) for sbx's helpers and a
+ * sandbox's processes; nested for the processes of a sandbox created with --nested, which
+ * may also make namespaces (clone, clone3, unshare, setns) and use the mount API (mount,
+ * umount2, pivot_root, open_tree, move_mount, fsopen, fsmount, fsconfig, fspick,
+ * mount_setattr). Everything else the strict one refuses stays refused */
+enum sbx_seccomp_profile {
+	SBX_SECCOMP_STRICT,
+	SBX_SECCOMP_NESTED,
+};
+/* a profile as raw BPF */
+int sbx_seccomp_build_profile(enum sbx_seccomp_profile p, void **ret_bpf, size_t *ret_len,
+			      struct sbx_err *err);
 /* the same, compiled once per build of sbx and kept under store_root */
+int sbx_seccomp_cached_profile(const char *store_root, enum sbx_seccomp_profile p, void **ret_bpf,
+			       size_t *ret_len, struct sbx_err *err);
+/* the strict profile, built or cached */
+int sbx_seccomp_build(void **ret_bpf, size_t *ret_len, struct sbx_err *err);
 int sbx_seccomp_cached(const char *store_root, void **ret_bpf, size_t *ret_len,
 		       struct sbx_err *err);
 /* installs a raw BPF filter (no_new_privs first); -1 with errno */

@@ -109,8 +109,8 @@ console.log(v8.getHeapStatistics().heap_size_limit, process.constrainedMemory(),
 		sbx rm -f view wide >/dev/null
 	'
 
-	test_expect_success 'a delegated cgroup (nested sandboxes): writable below, not its own limits; removed with it' '
-		SBX_TEST_CGROUP_WRITABLE=1 sbx create --name deleg --memory 64m >/dev/null &&
+	test_expect_success '--nested: a delegated cgroup, writable below, not its own limits; removed with it' '
+		sbx create --nested --name deleg --memory 64m >/dev/null &&
 		id=$(sbx inspect deleg | python3 -c "import json, sys; print(json.load(sys.stdin)[\"id\"])") &&
 		sbx exec deleg sh -c "if [ -e /sys/fs/cgroup/memory.max ]; then d=/sys/fs/cgroup; l=memory.max; else d=/sys/fs/cgroup/memory; l=memory.limit_in_bytes; fi
 mkdir \$d/sub && echo 16777216 >\$d/sub/\$l && cat \$d/sub/\$l && echo \$\$ >\$d/sub/cgroup.procs && grep -c :/sub /proc/self/cgroup

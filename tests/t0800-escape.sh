@@ -7,6 +7,8 @@
 #  2. the sbx binary is out of reach of /proc/*/exe (CVE-2019-5736)
 #  3. no terminal of the caller's enters a sandbox without -t
 #  6. --disk bounds what a sandbox writes
+#  9. --nested: namespaces and mounts a sandbox makes inside reach nothing of the host, init or
+#     what sbx sees; what the filter refuses beyond namespaces and mounts stays refused
 # The other classes have files of their own: 4, 5 and 8 (the host through the proxy, the
 # supervisor under load, previews without a token) t0810-escape-net.sh, which runs whole in a
 # network namespace it makes; 7 (sandbox-chosen text on the terminal) t0820-term-safe.sh.
@@ -70,44 +72,9 @@ make_evil_image() { # NAME
 	sbx image import --rootfs img "$1" >/dev/null
 }
 
-# --- 1. helpers -------------------------------------------------------------------------------
-
-test_expect_success 'set-up: sandboxes on the host view and on a planted image' '
-	sbx create --name esc >/dev/null &&
-	make_evil_image evil:1 && sbx create --name ev --image evil:1 >/dev/null
-'
-
-test_expect_success 'control: the planted charset module and lzop do run when reached' '
-	make_evil_module ctl && rm -f gconv-pwned &&
-	{ GCONV_PATH=$PWD/ctl iconv -f ANSI_X3.4-1968 -t UTF-8 </dev/null >/dev/null 2>&1; true; } &&
-	test -s gconv-pwned &&
-	mkdir -p hostbin bout && printf "#!/bin/sh\necho ran >lzop-ran\ncat %s/payload.tar\n" "$PWD" >hostbin/lzop &&
-	chmod 755 hostbin/lzop && PATH=$PWD/hostbin:$PATH bsdtar -xf evil.lzo -C bout &&
-	test -s lzop-ran && test_eq payload "$(cat bout/f)"
-'
-
-test_expect_success 'cp into and out of a sandbox loads no charset module of the sandbox' '
-	mkdir -p src && echo hi >"src/naïve-é.txt" &&
-	sbx cp src ev:/workspace/ && sbx cp ev:/workspace/src out &&
-	test_eq hi "$(cat "out/naïve-é.txt")" &&
-	sbx pause --release ev >/dev/null && sbx cp src ev:/workspace/again &&
-	sbx cp ev:/workspace/again out2 && sbx resume ev >/dev/null &&
-	sbx exec ev ls / >ls.out && test_grep ! pwned ls.out
-'
-
-test_expect_success 'a stream that needs an external decompressor is refused, the planted one never runs' '
-	expect_code 125 sbx cp - ev:/workspace <evil.lzo 2>err &&
-	expect_one_error_line err "Unrecognized archive format" &&
-	sbx pause --release ev >/dev/null &&
-	expect_code 125 sbx cp - ev:/workspace <evil.lzo 2>err &&
-	sbx resume ev >/dev/null &&
-	sbx exec ev ls / /workspace >ls.out && test_grep ! -e pwned -e "^f$" ls.out &&
-	: "the same on the host: an image archive is never passed to lzop either" &&
-	mkdir -p pathbin && cp hostbin/lzop pathbin/ && rm -f lzop-ran &&
-	PATH=$PWD/pathbin:$PATH expect_code 125 sbx image import evil.lzo 2>/dev/null &&
-	test ! -e lzop-ran
-'
-
+# Classes 1 and 2 run twice: in sandboxes as created by default, and in --nested ones, whose
+# processes may make user, mount and pid namespaces of their own (there, the watcher of class 2
+# runs in a user namespace it made); the attempts only a --nested sandbox can make are class 9
 # the processes of the copy while it waits on a stream that does not come
 cp_blocked() { # SB: starts 'sbx cp - SB:/workspace' reading a fifo; sets CP_PID
 	rm -f fifo && mkfifo fifo &&
@@ -118,10 +85,55 @@ cp_unblock() { tar -cf - -T /dev/null >&7; exec 7>&-; wait "$CP_PID"; }
 # the status fields of a process
 status_of() { grep -E "^(NoNewPrivs|Seccomp|CapEff):" "/proc/$1/status"; }
 
-test_expect_success 'the cp helper of a running sandbox is confined as a command of it is' '
-	cp_blocked esc &&
+for mode in plain nested; do
+if [ $mode = nested ]; then
+	nested=--nested esc=escn ev=evn wrap="unshare -r" in_mode=" (--nested)"
+else
+	nested='' esc=esc ev=ev wrap='' in_mode=''
+fi
+
+# --- 1. helpers -------------------------------------------------------------------------------
+
+test_expect_success "set-up: sandboxes on the host view and on a planted image$in_mode" '
+	sbx create $nested --name $esc >/dev/null &&
+	make_evil_image evil:$mode && sbx create $nested --name $ev --image evil:$mode >/dev/null
+'
+
+[ $mode = nested ] || test_expect_success "control: the planted charset module and lzop do run when reached$in_mode" '
+	make_evil_module ctl && rm -f gconv-pwned &&
+	{ GCONV_PATH=$PWD/ctl iconv -f ANSI_X3.4-1968 -t UTF-8 </dev/null >/dev/null 2>&1; true; } &&
+	test -s gconv-pwned &&
+	mkdir -p hostbin bout && printf "#!/bin/sh\necho ran >lzop-ran\ncat %s/payload.tar\n" "$PWD" >hostbin/lzop &&
+	chmod 755 hostbin/lzop && PATH=$PWD/hostbin:$PATH bsdtar -xf evil.lzo -C bout &&
+	test -s lzop-ran && test_eq payload "$(cat bout/f)"
+'
+
+test_expect_success "cp into and out of a sandbox loads no charset module of the sandbox$in_mode" '
+	mkdir -p src && echo hi >"src/naïve-é.txt" &&
+	sbx cp src $ev:/workspace/ && sbx cp $ev:/workspace/src out &&
+	test_eq hi "$(cat "out/naïve-é.txt")" &&
+	sbx pause --release $ev >/dev/null && sbx cp src $ev:/workspace/again &&
+	sbx cp $ev:/workspace/again out2 && sbx resume $ev >/dev/null &&
+	sbx exec $ev ls / >ls.out && test_grep ! pwned ls.out
+'
+
+test_expect_success "a stream that needs an external decompressor is refused, the planted one never runs$in_mode" '
+	expect_code 125 sbx cp - $ev:/workspace <evil.lzo 2>err &&
+	expect_one_error_line err "Unrecognized archive format" &&
+	sbx pause --release $ev >/dev/null &&
+	expect_code 125 sbx cp - $ev:/workspace <evil.lzo 2>err &&
+	sbx resume $ev >/dev/null &&
+	sbx exec $ev ls / /workspace >ls.out && test_grep ! -e pwned -e "^f$" ls.out &&
+	: "the same on the host: an image archive is never passed to lzop either" &&
+	mkdir -p pathbin && cp hostbin/lzop pathbin/ && rm -f lzop-ran &&
+	PATH=$PWD/pathbin:$PATH expect_code 125 sbx image import evil.lzo 2>/dev/null &&
+	test ! -e lzop-ran
+'
+
+test_expect_success "the cp helper of a running sandbox is confined as a command of it is$in_mode" '
+	cp_blocked $esc &&
 	for i in $(seq 50); do
-		sbx exec esc sh -c "for d in /proc/[0-9]*; do
+		sbx exec $esc sh -c "for d in /proc/[0-9]*; do
 			[ \"\$(cat \$d/comm 2>/dev/null)\" = sbx ] && grep -E \"^(NoNewPrivs|Seccomp|CapEff):\" \$d/status
 		done; grep ^CapEff: /proc/self/status | sed s/^/self/" >st && grep -q NoNewPrivs st && break
 		sleep 0.1
@@ -134,7 +146,7 @@ test_expect_success 'the cp helper of a running sandbox is confined as a command
 	test_grep "^Seccomp:[[:space:]]*0" cli && tr "\0" "\n" <"/proc/$CP_PID/environ" | test_grep s3cr3t &&
 	if [ "$(id -u)" -eq 0 ]; then
 		: "as root the helper can be read from the host: no environment, the sandbox net" &&
-		init=$(awk "{ print \$1 }" "$SBX_HOME/sandboxes/$(sbx inspect esc | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])")/pids") &&
+		init=$(awk "{ print \$1 }" "$SBX_HOME/sandboxes/$(sbx inspect $esc | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"])")/pids") &&
 		for p in $(ls /proc | grep -E "^[0-9]+$"); do
 			[ "$(cat /proc/$p/comm 2>/dev/null)" = sbx ] || continue
 			[ "$(readlink /proc/$p/ns/pid)" = "$(readlink /proc/$init/ns/pid)" ] || continue
@@ -147,8 +159,8 @@ test_expect_success 'the cp helper of a running sandbox is confined as a command
 	cp_unblock
 '
 
-test_expect_success 'the cp helper of a released sandbox is confined the same, in namespaces of its own' '
-	sbx pause --release esc >/dev/null && cp_blocked esc &&
+test_expect_success "the cp helper of a released sandbox is confined the same, in namespaces of its own$in_mode" '
+	sbx pause --release $esc >/dev/null && cp_blocked $esc &&
 	for i in $(seq 50); do
 		kids=$(pgrep -P "$CP_PID"); for k in $kids; do helper=$(pgrep -P "$k"); done
 		test -n "${helper:-}" && break; sleep 0.1
@@ -163,36 +175,128 @@ test_expect_success 'the cp helper of a released sandbox is confined the same, i
 			test_ne "$(readlink /proc/self/ns/$ns)" "$(readlink /proc/$helper/ns/$ns)" || exit 1
 		done
 	fi &&
-	cp_unblock && sbx resume esc >/dev/null
+	cp_unblock && sbx resume $esc >/dev/null
 '
 
 # --- 2. the sbx binary ----------------------------------------------------------------------
 
-test_expect_success 'nothing in a sandbox reaches the sbx binary through /proc/*/exe' '
+test_expect_success "nothing in a sandbox reaches the sbx binary through /proc/*/exe$in_mode" '
 	cp "$SBX" mysbx && sum=$(sha256sum <mysbx) &&
 	: "a watcher that keeps every /proc/PID/exe it can read, the way an attacker would" &&
-	./mysbx exec -d esc sh -c "for i in \$(seq 300); do for p in /proc/[0-9]*; do
+	./mysbx exec -d $esc $wrap sh -c "for i in \$(seq 300); do for p in /proc/[0-9]*; do
 		l=\$(readlink \$p/exe 2>/dev/null) && echo \"\$l\" >>/workspace/seen
 		case \"\$l\" in *mysbx*) exec 3<\$p/exe && echo grabbed >>/workspace/grabbed;; esac
 	done; sleep 0.01; done" >/dev/null &&
-	printf "#!/proc/self/exe\n" >x && chmod 755 x && ./mysbx cp x esc:/workspace/x &&
+	printf "#!/proc/self/exe\n" >x && chmod 755 x && ./mysbx cp x $esc:/workspace/x &&
 	for i in 1 2 3 4 5; do
-		expect_code 127 ./mysbx exec esc /workspace/x --version >xout 2>&1 || exit 1
+		expect_code 127 ./mysbx exec $esc /workspace/x --version >xout 2>&1 || exit 1
 		test_grep ! "sbx 0" xout || exit 1
-		expect_code 127 ./mysbx exec esc /proc/self/exe --version >xout 2>&1 || exit 1
+		expect_code 127 ./mysbx exec $esc /proc/self/exe --version >xout 2>&1 || exit 1
 		test_grep ! "sbx 0" xout || exit 1
 	done &&
-	./mysbx exec esc sh -c "ln -sf /proc/self/exe /workspace/l" &&
-	expect_code 127 ./mysbx exec esc /workspace/l --version >xout 2>&1 && test_grep ! "sbx 0" xout &&
+	./mysbx exec $esc sh -c "ln -sf /proc/self/exe /workspace/l" &&
+	expect_code 127 ./mysbx exec $esc /workspace/l --version >xout 2>&1 && test_grep ! "sbx 0" xout &&
 	: "init runs the sbx binary: its exe is out of reach" &&
-	expect_code 1 ./mysbx exec esc cat /proc/1/exe >/dev/null 2>&1 &&
+	expect_code 1 ./mysbx exec $esc $wrap cat /proc/1/exe >/dev/null 2>&1 &&
 	sleep 1 &&
-	./mysbx exec esc cat /workspace/seen >seen &&
+	./mysbx exec $esc cat /workspace/seen >seen &&
 	: "control: the watcher does read the exe of the sandbox processes it can" &&
 	test_grep -e /bin/ -e /usr/ seen && test_grep ! mysbx seen &&
-	test_eq 0 "$(./mysbx exec esc sh -c "cat /workspace/grabbed 2>/dev/null | wc -l")" &&
-	./mysbx exec esc sh -c "exec 3</proc/self/exe && echo own-exe-readable" | test_grep own-exe-readable &&
+	test_eq 0 "$(./mysbx exec $esc sh -c "cat /workspace/grabbed 2>/dev/null | wc -l")" &&
+	./mysbx exec $esc sh -c "exec 3</proc/self/exe && echo own-exe-readable" | test_grep own-exe-readable &&
 	test_eq "$sum" "$(sha256sum <mysbx)"
+'
+done
+
+# --- 9. what a --nested sandbox may do with namespaces of its own ------------------------------
+
+# calls that stay refused with --nested, made as root of a user namespace of the probe's own:
+# "NAME ERRNO" each (0: it worked)
+cat >probe.c <<-\EOF
+	#define _GNU_SOURCE
+	#include <errno.h>
+	#include <fcntl.h>
+	#include <linux/keyctl.h>
+	#include <sched.h>
+	#include <stdio.h>
+	#include <string.h>
+	#include <sys/syscall.h>
+	#include <unistd.h>
+	static void say(const char *what, long r) { printf("%s %d\n", what, r < 0 ? errno : 0); }
+	int main(int argc, char **argv)
+	{
+		char h[512] = { 0 };
+		(void)argv;
+		if (argc > 1 && unshare(CLONE_NEWUSER) < 0)
+			return perror("unshare"), 2;
+		say("keyctl", syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, "sbx-probe"));
+		say("add_key", syscall(SYS_add_key, "user", "sbx-probe", "x", 1, KEY_SPEC_PROCESS_KEYRING));
+		say("bpf", syscall(SYS_bpf, 0, h, 64));
+		say("perf_event_open", syscall(SYS_perf_event_open, h, 0, -1, -1, 0));
+		say("open_by_handle_at", syscall(SYS_open_by_handle_at, AT_FDCWD, h, O_RDONLY));
+		say("name_to_handle_at", syscall(SYS_name_to_handle_at, AT_FDCWD, "/", h, h + 40, 0));
+		say("init_module", syscall(SYS_init_module, h, 0, ""));
+		say("kexec_load", syscall(SYS_kexec_load, 0, 0, NULL, 0));
+		say("io_uring_setup", syscall(SYS_io_uring_setup, 1, h));
+		say("process_vm_readv", syscall(SYS_process_vm_readv, getpid(), NULL, 0, NULL, 0, 0));
+		say("syslog", syscall(SYS_syslog, 3, h, 1));
+		return 0;
+	}
+EOF
+
+test_expect_success 'set-up: a --nested sandbox, and the probe' '
+	sbx create --nested --name nst >/dev/null && sbx create --name flt >/dev/null &&
+	cc -o probe probe.c && sbx cp probe nst:/workspace/probe && sbx cp probe flt:/workspace/probe
+'
+
+test_expect_success 'keyrings, BPF, perf, handles, modules, kexec, io_uring, other memory: still EPERM inside a namespace of its own' '
+	sbx exec nst /workspace/probe userns >in && cat in &&
+	test_eq 11 "$(grep -c " 1$" in)" "every call EPERM" &&
+	: "control: outside any sandbox, in a user namespace too, the kernel answers otherwise" &&
+	./probe userns >n9.out && cat n9.out && test_grep -x "keyctl 0" n9.out && test_grep -x "process_vm_readv 0" n9.out &&
+	: "and without --nested not even the namespace is allowed" &&
+	expect_code 2 sbx exec flt /workspace/probe userns 2>err && test_grep "Operation not permitted" err
+'
+
+test_expect_success 'mounts of a namespace made inside change nothing that sbx or the host sees' '
+	sum=$(sha256sum </usr/bin/id) &&
+	printf "#!/bin/sh\necho fake-id\n" >fake && sbx cp fake nst:/workspace/fake &&
+	sbx exec -d nst unshare -rm sh -c "chmod 755 /workspace/fake &&
+		mount --bind /workspace/fake /usr/bin/id && mount --bind /workspace/fake /proc/self/exe;
+		id >/workspace/inner; sleep 300" &&
+	for i in $(seq 50); do sbx exec nst test -s /workspace/inner && break; sleep 0.1; done &&
+	: "control: inside its own mount namespace the bind did take" &&
+	test_eq fake-id "$(sbx exec nst cat /workspace/inner)" &&
+	sbx exec nst id -u >real && test_eq 0 "$(cat real)" &&
+	test_eq "$sum" "$(sha256sum </usr/bin/id)"
+'
+
+test_expect_success 'the sandbox mounts are locked: no remount rw, no unmount revealing what lies under' '
+	expect_code 1 sbx exec nst unshare -rm sh -c "mount -o remount,bind,rw /usr; touch /usr/sbx-x" 2>err &&
+	test_grep "Read-only file system" err &&
+	expect_code 32 sbx exec nst unshare -rm umount /etc/hostname 2>err &&
+	expect_code 32 sbx exec nst unshare -rm umount -l /proc 2>err &&
+	test_eq "$(sbx exec nst cat /etc/hostname)" "$(sbx exec nst unshare -rm sh -c "umount /etc/hostname 2>/dev/null; cat /etc/hostname")" &&
+	: "control: a mount it made itself it may remount and unmount" &&
+	sbx exec nst unshare -rm sh -c "mount -t tmpfs t /mnt && mount -o remount,bind,ro /mnt && umount /mnt"
+'
+
+test_expect_success 'a new /proc shows only the processes of its own pid namespace, never the host or init' '
+	expect_code 32 sbx exec nst unshare -rm mount -t proc proc /mnt 2>err &&
+	sbx exec nst unshare -rmpf --mount-proc sh -c "echo /proc/[0-9]*; read -r c </proc/1/comm; echo \$c" >n9.out &&
+	test_eq "/proc/1 sh" "$(echo $(cat n9.out))" &&
+	: "setns through /proc/1/ns: its own pid 1 only, the sandbox init out of reach" &&
+	sbx exec nst unshare -rmpf --mount-proc nsenter -t 1 -m -p true &&
+	expect_code 1 sbx exec nst unshare -r nsenter -t 1 -m true 2>err &&
+	test_grep "Permission denied" err &&
+	: "control: the same nsenter as the sandbox itself is refused too, it lacks the capability" &&
+	expect_code 1 sbx exec nst nsenter -t 1 -m true 2>err
+'
+
+test_expect_success 'a cgroup hierarchy mounted inside is read-only to it' '
+	sbx exec nst unshare -rmC sh -c "mount -t cgroup2 none /mnt && tail -n 1 /proc/self/cgroup;
+		mkdir /mnt/sbx-x 2>&1; echo +pids >/mnt/cgroup.subtree_control 2>&1" >n9.out 2>&1;
+	cat n9.out && test_grep -x "0::/" n9.out && test_eq 2 "$(grep -c "Permission denied" n9.out)"
 '
 
 # --- 3. the caller's terminal ---------------------------------------------------------------

@@ -342,7 +342,10 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 	sbx_confine_prepare();
 	size_t bpf_len = 0;
 	_cleanup_free_ void *bpf = NULL;
-	if (local_seccomp_of(rec, label, &bpf, &bpf_len, err) < 0)
+	/* a --nested sandbox's own filter lets its processes make namespaces: the helper keeps
+	 * the strict one */
+	if (rec->config.nested ? sbx_seccomp_build(&bpf, &bpf_len, err) < 0
+			       : local_seccomp_of(rec, label, &bpf, &bpf_len, err) < 0)
 		return -1;
 	_cleanup_close_ int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null_fd < 0)

@@ -372,6 +372,13 @@ void local_init(const struct local_setup *s, int rootfd, int *volfds, int *layer
 		ensure_dir(dst, 0755);
 		bind_ro(host, dst);
 	}
+	/* /proc and /sys are whole, with nothing mounted over a file or directory of theirs: the
+	 * kernel lets a user namespace made inside (--nested) mount a proc or sysfs of its own
+	 * only while one fully visible is in its mount namespace (mnt_already_visible), and no
+	 * more writable than that one (sysfs: read-only). So no path of theirs is masked (a
+	 * mask would have to be left out for s->nested); what docker masks is unreadable to a
+	 * user namespace other than the initial one (kmsg, timer_list, kcore, sysrq-trigger) or
+	 * shows only what the reader may see (keys) */
 	ensure_dir(R "/proc", 0555);
 	if (mount("proc", R "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		init_fail("cannot mount /proc");

@@ -217,12 +217,8 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	s->layers = layers_owned;
 	if (local_cgroup_setup(rec->dir, rec->id, &lim, err) < 0)
 		return -1;
-	/* what init mounts at /sys/fs/cgroup; delegated to sandbox root only when asked (test-only:
-	 * SBX_TEST_CGROUP_WRITABLE) */
+	/* what init mounts at /sys/fs/cgroup; delegated to sandbox root only for --nested */
 	s->n_cgroup_mounts = local_cgroup_mounts(rec->dir, s->cgroup_mounts, LOCAL_CGROUP_MOUNTS);
-	const char *tw = getenv("SBX_TEST_CGROUP_WRITABLE");
-	if (tw && *tw)
-		s->cgroup_writable = true;
 	if (s->cgroup_writable && local_cgroup_delegate(rec->dir, s->uid, s->gid, err) < 0)
 		return -1;
 	local_touch_activity(rec->dir);
@@ -317,6 +313,8 @@ static struct local_setup setup_of(const struct sbx_record *rec)
 		.ttl_ms = c->ttl_ms,
 		.ttl_rm = c->ttl_rm,
 		.disk = c->disk > 0,
+		.nested = c->nested,
+		.cgroup_writable = c->nested,
 	};
 	for (char **l = c->image.layers; l && *l; l++)
 		s.n_layers++;
@@ -338,8 +336,11 @@ static int local_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 	}
 	if (prepare_root(rec->dir, &s, err) < 0)
 		return -1;
-	/* the filter is the same for every sandbox of this sbx: compiled once per build */
-	if (sbx_seccomp_cached(ctx->store.root, &bpf, &bpf_len, err) < 0)
+	/* the filter is the same for every sandbox of this sbx (of its profile): compiled once
+	 * per build */
+	if (sbx_seccomp_cached_profile(ctx->store.root,
+				       s.nested ? SBX_SECCOMP_NESTED : SBX_SECCOMP_STRICT, &bpf,
+				       &bpf_len, err) < 0)
 		return -1;
 	s.bpf = bpf;
 	s.bpf_len = bpf_len;
@@ -571,7 +572,7 @@ const struct sbx_provider sbx_provider_local = {
 		SBX_CAP_LIMIT_CPU | SBX_CAP_LIMIT_MEMORY | SBX_CAP_LIMIT_PIDS | SBX_CAP_DISK |
 		SBX_CAP_VOLUMES | SBX_CAP_NET_NONE | SBX_CAP_NET_OPEN | SBX_CAP_NET_ALLOW |
 		SBX_CAP_NET_HOST | SBX_CAP_ADD_HOST | SBX_CAP_HOST_PORT | SBX_CAP_IMAGE |
-		SBX_CAP_TTL | SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG,
+		SBX_CAP_NESTED | SBX_CAP_TTL | SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG,
 	.default_workdir = "/workspace",
 	.create = local_create,
 	.exec = local_exec,

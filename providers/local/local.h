@@ -84,6 +84,8 @@ struct local_setup {
 	/* mounted read-write, the sandbox's cgroup delegated to its root (nested sandboxes);
 	 * otherwise read-only */
 	bool cgroup_writable;
+	bool nested; /* --nested: seccomp.bpf is the nested profile; /proc and /sys stay fully
+		      * visible, so a user namespace made inside may mount its own */
 };
 
 /* the supervisor's report to the creating CLI */

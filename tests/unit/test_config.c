@@ -91,6 +91,22 @@ void test_config(void)
 	json_decref(hp);
 	sbx_config_release(&d);
 
+	/* --nested: written only when asked, read back, and a capability of its own */
+	c.nested = true;
+	hp = sbx_config_to_json(&c);
+	CHECK(json_is_true(json_object_get(hp, "nested")) &&
+		      sbx_config_from_json(hp, &d, &err) == 0 && d.nested,
+	      "--nested survives the record");
+	CHECK(sbx_config_supported(&c, ~0u & ~SBX_CAP_NESTED, "p", &err) < 0 &&
+		      strstr(err.msg, "--nested"),
+	      "no nested: %s", err.msg);
+	json_decref(hp);
+	sbx_config_release(&d);
+	c.nested = false;
+	hp = sbx_config_to_json(&c);
+	CHECK(!json_object_get(hp, "nested"), "no --nested: no member");
+	json_decref(hp);
+
 	/* a later layout is refused, an older record (no version) read */
 	json_object_set_new(j, "version", json_integer(SBX_CONFIG_VERSION + 1));
 	CHECK(sbx_config_from_json(j, &d, &err) < 0 && err.kind == SBX_E_CONFIG,
@@ -105,5 +121,5 @@ void test_config(void)
 	size_t n = 0;
 	while (sbx_cap_names[n])
 		n++;
-	CHECK(n < 32 && 1u << (n - 1) == SBX_CAP_SNAPSHOT, "a name for each capability bit");
+	CHECK(n < 32 && 1u << (n - 1) == SBX_CAP_NESTED, "a name for each capability bit");
 }
