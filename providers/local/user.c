@@ -130,3 +130,22 @@ int local_user_resolve(const char *spec, const char *label, struct local_user *u
 		u->home = xstrdup(u->uid == 0 ? "/root" : "/");
 	return 0;
 }
+
+int local_user_check_mapped(const struct local_idmap *m, const struct local_user *u,
+			    const char *advice, const char *label, struct sbx_err *err)
+{
+	bool uid_ok = local_idmap_has(m, u->uid);
+	unsigned long id = uid_ok ? u->gid : u->uid;
+
+	if (uid_ok && local_idmap_has(m, u->gid))
+		return 0;
+	if (m->kind == LOCAL_MAP_SELF)
+		return sbx_err_set(
+			err, SBX_E_STATE,
+			"%s %lu is not mapped in sandbox '%s': only your uid is mapped; %s",
+			uid_ok ? "gid" : "uid", id, label,
+			advice ? advice : "give it subordinate ids and recreate it");
+	return sbx_err_set(err, SBX_E_STATE, "%s %lu is not mapped in sandbox '%s' (it maps 0-%lu)",
+			   uid_ok ? "gid" : "uid", id, label,
+			   m->kind == LOCAL_MAP_RANGE ? LOCAL_UID_COUNT - 1ul : m->count);
+}
