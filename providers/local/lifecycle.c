@@ -313,6 +313,25 @@ static struct local_setup setup_of(const struct sbx_record *rec)
 	return s;
 }
 
+/* an image with users of its own, in a sandbox where only the caller's uid is mapped: what
+ * fails there (su, a service that will not run as root) fails for that, which the user should
+ * know before */
+static void note_image_users(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *label)
+{
+	_cleanup_(strv_freep) char **layers = NULL;
+	size_t n = 0;
+	struct sbx_err e = { 0 };
+	char names[200];
+
+	if (local_image_layers(ctx, rec, &layers, &n, &e) < 0 ||
+	    !local_image_users(layers, n, names, sizeof(names)))
+		return;
+	_cleanup_free_ char *advice = local_subid_advice();
+	sbx_warn("image '%s' has users other than root (%s), who cannot exist in sandbox '%s': "
+		 "only your uid is mapped; %s",
+		 rec->config.image.ref ? rec->config.image.ref : "?", names, label, advice);
+}
+
 static int local_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
 {
 	struct local_setup s = setup_of(rec);
@@ -322,6 +341,8 @@ static int local_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 	struct local_idmap map;
 	local_idmap_find(&map);
 	ids_for(&s, &map);
+	if (map.kind == LOCAL_MAP_SELF && geteuid() != 0 && s.n_layers)
+		note_image_users(ctx, rec, s.label);
 	long long disk = local_disk_size(rec);
 	if (disk > 0) {
 		if (local_disk_check(err) < 0 ||

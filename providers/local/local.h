@@ -178,6 +178,9 @@ int local_user_resolve(const char *spec, const char *label, struct local_user *u
  * advice (local_subid_advice, made before joining the sandbox) when only the caller's uid is */
 int local_user_check_mapped(const struct local_idmap *m, const struct local_user *u,
 			    const char *advice, const char *label, struct sbx_err *err);
+/* the image (its layer directories, base first) has users other than root in its
+ * /etc/passwd: their names, the first few, in names (len bytes) */
+bool local_image_users(char *const *layers, size_t n, char *names, size_t len);
 /* the entry of passwd or group text named name (or, name NULL, whose third field is id),
  * copied into line (len bytes: a longer entry is skipped) and split on ':' into fields (nf;
  * those an entry lacks are ""); entries of fewer than 3 fields are skipped */

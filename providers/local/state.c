@@ -120,10 +120,12 @@ void local_idmap_find(struct local_idmap *m)
 	char buf[4096];
 	if (getpwuid_r(getuid(), &pw, buf, sizeof(buf), &pwp) != 0)
 		pwp = NULL;
-	const char *name = pwp ? pwp->pw_name : NULL;
+	/* newuidmap and newgidmap serve only a user of the passwd database, in its own group */
+	if (!pwp || pwp->pw_uid != getuid() || pwp->pw_gid != getgid())
+		return;
 	unsigned long ub, uc, gb, gc;
-	if (!subid_range("/etc/subuid", name, getuid(), &ub, &uc) ||
-	    !subid_range("/etc/subgid", name, getuid(), &gb, &gc))
+	if (!subid_range("/etc/subuid", pwp->pw_name, getuid(), &ub, &uc) ||
+	    !subid_range("/etc/subgid", pwp->pw_name, getuid(), &gb, &gc))
 		return;
 	m->kind = LOCAL_MAP_SUBID;
 	m->sub_uid = ub;
