@@ -600,7 +600,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	local_idmap_of(rec, &idmap);
 	bool map_range = idmap.kind != LOCAL_MAP_SELF;
 	/* read on the host: the sandbox's passwd is no place to look for our name */
-	_cleanup_free_ char *advice = map_range ? NULL : local_subid_advice();
+	_cleanup_free_ char *advice = !map_range && o->user ? local_subid_advice() : NULL;
 	/* the command's cgroups are the sandbox's: its limits, its freezer */
 	if (local_cgroup_enter(rec->dir, getpid()) < 0)
 		return sbx_err_errno(err, "cannot join the cgroup of sandbox '%s'", label);

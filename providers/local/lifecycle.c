@@ -541,11 +541,12 @@ static int clean_maps(pid_t pid, void *map)
 static int clean_subids(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_err *err)
 {
 	struct local_idmap m;
+	/* a record without its map (a create that failed before its init ran): this caller's map
+	 * now, at best effort, since nothing may have been written */
+	bool known = rec->extra && json_object_get(rec->extra, "uid_count");
 
 	local_idmap_of(rec, &m);
-	/* a record without its map (a create that failed early): this caller's map now */
-	if (m.kind != LOCAL_MAP_SUBID && !(rec->extra && json_object_get(rec->extra, "id_map")) &&
-	    geteuid() != 0)
+	if (!known && geteuid() != 0)
 		local_idmap_find(&m);
 	if (m.kind != LOCAL_MAP_SUBID)
 		return 0;
@@ -572,6 +573,11 @@ static int clean_subids(struct sbx_ctx *ctx, const struct sbx_record *rec, struc
 	int r = sbx_jail_run(&jail, clean_trees, &j, err);
 	for (size_t i = 0; i < j.n; i++)
 		free(j.trees[i]);
+	if (r < 0 && !known) {
+		sbx_debug("rm: %s", err->msg);
+		sbx_err_clear(err);
+		r = 0;
+	}
 	return r;
 }
 
