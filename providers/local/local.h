@@ -4,7 +4,8 @@
  * exec, cp, pause, ...), its supervisor (forked by create, on the host side for the sandbox's
  * life), its init (PID 1 inside), and short-lived helper children (cp's child, the jail).
  *   lifecycle.c   the CLI: create (which forks the supervisor), state by looking, pause,
- *                 resume, rm; the provider's table
+ *                 resume, rm (with subordinate ids, in a jail of the sandbox's id map); the
+ *                 provider's table
  *   exec.c        the CLI, then its child that joined the sandbox: sbx exec
  *   trampoline/   the exec trampoline: a static program without libc, run from a sealed memfd,
  *                 that execs the command (so the sbx binary never runs a sandbox's file)
