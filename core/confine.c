@@ -470,7 +470,7 @@ static _noreturn_ void jail_child(const struct sbx_jail *j, int (*fn)(void *, st
 				  int sync_in, int sync_out)
 {
 	struct sbx_err e = { 0 };
-	bool host_root = all_ids();
+	bool host_root = all_ids() || j->maps;
 	char c;
 
 	if (unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
@@ -612,7 +612,8 @@ int sbx_jail_run(const struct sbx_jail *j, int (*fn)(void *arg, struct sbx_err *
 		return sbx_err_errno(err, "cannot fork");
 	}
 	bool all = all_ids();
-	if (sbx_userns_release(pid, s1[0], s2[1], jail_maps_of, &all) < 0) {
+	if (sbx_userns_release(pid, s1[0], s2[1], j->maps ? j->maps : jail_maps_of,
+			       j->maps ? j->maps_arg : &all) < 0) {
 		sbx_err_errno(err, "%s: cannot write the id maps of its namespace", j->what);
 		close(efd[0]);
 		return -1;

@@ -78,6 +78,10 @@ struct sbx_jail {
 	const int *keep;	/* descriptors the work uses */
 	size_t n_keep;
 	const char *what; /* for messages: "unpacking the layer" */
+	/* NULL: the maps above; else what writes the id maps of the jail's user namespace (they
+	 * must allow setgroups, which the jail calls to drop the caller's groups) */
+	int (*maps)(pid_t pid, void *arg);
+	void *maps_arg;
 };
 
 /* root, in a user namespace where ids base..base+count-1 exist (the initial one, or one that

@@ -44,5 +44,11 @@ int sbx_proc_write(pid_t pid, const char *file, const char *text);
  * outside; count 0: the caller's own uid and gid alone, as 0 (setgroups denied first, as the
  * kernel asks of a writer without CAP_SETGID outside); -1 with errno */
 int sbx_proc_write_id_maps(pid_t pid, unsigned long base, unsigned long count);
+/* runs prog (an absolute path: /usr/bin/newuidmap or /usr/bin/newgidmap, set-uid programs that
+ * write the maps an ordinary user's /etc/subuid and /etc/subgid allow) for pid's user namespace
+ * with n (at most 4) triples of maps (inside, outside, count), in an empty environment and
+ * without our descriptors; waits for it. -1 with errno: ENOENT when it cannot be run, EPERM
+ * when it refused */
+int sbx_proc_run_idmap(const char *prog, pid_t pid, const unsigned long *maps, size_t n);
 
 #endif

@@ -18,7 +18,8 @@ skipped=0
 # enter; SBX_SRC points the tests at this copy
 work=$(mktemp -d /tmp/sbx-run.XXXXXX)
 chmod 755 "$work"
-trap 'rm -rf "$work"' EXIT
+trap 'subids_restore; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
 cp "$sbx_bin" "$work/sbx"
 cp -r "$src" "$work/tests"
 for f in man completions README.md; do
@@ -98,6 +99,46 @@ report() { # log label
 	rm -f "$1"
 }
 
+# A file with the line '# run.sh: subordinate ids for the uid pass' has, for its pass as
+# TEST_UID, a range of subordinate ids (SUBID_BASE, 65536 of them) in /etc/subuid (by uid) and
+# /etc/subgid (by name), and an entry in /etc/passwd when the uid has none (newuidmap and
+# newgidmap serve only a user of the passwd database); the three files are restored exactly
+# afterwards (content, owner, mode), also when the pass fails or run.sh is interrupted.
+SUBID_BASE=300000
+subid_saved=
+subids_grant() {
+	local f name
+	subid_saved=$(mktemp -d /tmp/sbx-subids.XXXXXX) || return 1
+	for f in passwd subuid subgid; do
+		if [ -e "/etc/$f" ]; then
+			cp -p "/etc/$f" "$subid_saved/$f" || return 1
+		else
+			: >"$subid_saved/$f.absent"
+		fi
+	done
+	name=$(getent passwd "$TEST_UID" | cut -d: -f1)
+	if [ -z "$name" ]; then
+		name=sbx-test-$TEST_UID
+		echo "$name:x:$TEST_UID:$TEST_UID:sbx tests:/nonexistent:/usr/sbin/nologin" >>/etc/passwd
+	fi
+	echo "$TEST_UID:$SUBID_BASE:65536" >>/etc/subuid
+	echo "$name:$SUBID_BASE:65536" >>/etc/subgid
+}
+subids_restore() {
+	local f
+	[ -n "$subid_saved" ] || return 0
+	for f in passwd subuid subgid; do
+		if [ -e "$subid_saved/$f.absent" ]; then
+			rm -f "/etc/$f"
+		elif [ -e "$subid_saved/$f" ]; then
+			# into the same file: its inode, owner and mode stay
+			cat "$subid_saved/$f" >"/etc/$f"
+		fi
+	done
+	rm -rf "$subid_saved"
+	subid_saved=
+}
+
 new_log() { local l; l=$(mktemp); chmod 644 "$l"; echo "$l"; }
 
 for t in "$work"/tests/t[0-9]*.sh; do
@@ -118,7 +159,14 @@ for t in "$work"/tests/t[0-9]*.sh; do
 			wait
 		else
 			run_to_log "$a" "$t" root
+			if grep -qx '# run.sh: subordinate ids for the uid pass' "$t"; then
+				if ! subids_grant; then
+					echo "# $name: cannot grant uid $TEST_UID subordinate ids"
+					failed=$((failed + 1))
+				fi
+			fi
 			run_to_log "$b" "$t" "uid $TEST_UID" "${as_uid[@]}"
+			subids_restore
 		fi
 		report "$a" "$name as root"
 		report "$b" "$name as uid $TEST_UID"

@@ -592,7 +592,7 @@ layer4" &&
 	same 1700000000 sbx exec app stat -c %Y /etc/os-release &&
 	same "$IMAGE_UID:$IMAGE_UID" sbx exec app stat -c %u:%g /srv/app &&
 	: "(app itself wrote to /srv/app above: a fresh sandbox shows the image as it is)" &&
-	same 1700000000 sbx run --image "$REG/test/app" -- stat -c %Y /srv/app &&
+	test_eq 1700000000 "$(sbx run --image "$REG/test/app" -- stat -c %Y /srv/app)" &&
 	test_eq app "$(sbx exec app cat /etc/hostname)"
 '
 

@@ -55,9 +55,9 @@ struct cp_job {
 	/* read on the host before the child moves */
 	const void *bpf; /* the sandbox's seccomp filter */
 	size_t bpf_len;
-	int null_fd;	  /* /dev/null, for the standard descriptors the work does not use */
-	bool map_range;	  /* the sandbox maps a range of ids (created by root) */
-	bool join_cgroup; /* running and not paused: the copy is charged to the sandbox */
+	int null_fd;		/* /dev/null, for the standard descriptors the work does not use */
+	struct local_idmap map; /* the sandbox's ids */
+	bool join_cgroup;	/* running and not paused: the copy is charged to the sandbox */
 	const char *sbdir;
 	int disk_fd; /* stopped, with --disk: a mount of its disk (-1: none) */
 };
@@ -68,10 +68,11 @@ static _noreturn_ void child_exit(int efd, const struct sbx_err *err)
 	_exit(err ? 1 : 0);
 }
 
-/* uid and gid 0 in the user namespace just joined or made */
-static int become_root(bool map_range, struct sbx_err *err)
+/* uid and gid 0 in the user namespace just joined or made (with ids beyond 0, without the
+ * caller's supplementary groups) */
+static int become_root(const struct local_idmap *m, struct sbx_err *err)
 {
-	if ((map_range && setgroups(0, NULL) < 0) || setresgid(0, 0, 0) < 0 ||
+	if ((m->kind != LOCAL_MAP_SELF && setgroups(0, NULL) < 0) || setresgid(0, 0, 0) < 0 ||
 	    setresuid(0, 0, 0) < 0)
 		return sbx_err_errno(err, "cannot become root in the sandbox");
 	return 0;
@@ -141,7 +142,7 @@ static _noreturn_ void child_running(const struct cp_job *j, const struct sbx_re
 	}
 	/* after joining the mount namespace, '/' and the working directory are the sandbox's
 	 * root: every path, '..' and symlink resolves inside */
-	if (local_join(rec, init_pid, pidfd, &e) < 0 || become_root(j->map_range, &e) < 0)
+	if (local_join(rec, init_pid, pidfd, &e) < 0 || become_root(&j->map, &e) < 0)
 		child_exit(efd, &e);
 	tie_to(cli);
 	close(pidfd);
@@ -238,7 +239,7 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 	 * (sandbox root cannot traverse root's home); otherwise once in our own namespaces,
 	 * where we may. Into the sandbox's files first: unshare moves the working directory
 	 * onto our own copy of its mount */
-	if (j->map_range)
+	if (j->map.kind == LOCAL_MAP_RANGE)
 		treefd = sandbox_trees(j, rootfd, efd);
 	if (fchdir(rootfd) < 0) {
 		sbx_err_errno(&e, "cannot enter the sandbox's files");
@@ -256,7 +257,7 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 	close(sync_out);
 	/* not before: the parent (not root) could not open our id maps then */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	if (become_root(j->map_range, &e) < 0)
+	if (become_root(&j->map, &e) < 0)
 		child_exit(efd, &e);
 	tie_to(cli);
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
@@ -321,9 +322,9 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 	work(j, false, efd);
 }
 
-static int sandbox_maps(pid_t pid, void *map_range)
+static int sandbox_maps(pid_t pid, void *map)
 {
-	return local_write_maps(pid, *(bool *)map_range);
+	return local_write_maps(pid, map);
 }
 
 /* --- the parent ----------------------------------------------------------------------------- */
@@ -353,7 +354,7 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 	j->bpf = bpf;
 	j->bpf_len = bpf_len;
 	j->null_fd = null_fd;
-	j->map_range = local_map_range_of(rec);
+	local_idmap_of(rec, &j->map);
 	j->sbdir = rec->dir;
 	if (local_read_pids(rec->dir, &pids) == 0) {
 		pidfd = sbx_pidfd_open(pids.init_pid);
@@ -415,7 +416,7 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 		close(rootfd);
 		close(s1[1]);
 		close(s2[0]);
-		if (sbx_userns_release(pid, s1[0], s2[1], sandbox_maps, &j->map_range) < 0) {
+		if (sbx_userns_release(pid, s1[0], s2[1], sandbox_maps, &j->map) < 0) {
 			sbx_err_errno(err, "cannot write the id maps of the copy process");
 			close(efd[0]);
 			return -1;

@@ -596,7 +596,11 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	if (local_net_exec_env(rec, o->argv, env_list_set, &netenv, err) < 0)
 		return -1;
 
-	bool map_range = local_map_range_of(rec);
+	struct local_idmap idmap;
+	local_idmap_of(rec, &idmap);
+	bool map_range = idmap.kind != LOCAL_MAP_SELF;
+	/* read on the host: the sandbox's passwd is no place to look for our name */
+	_cleanup_free_ char *advice = !map_range && o->user ? local_subid_advice() : NULL;
 	/* the OOM counters, read from the host: before joining */
 	struct local_oom_watch oom;
 	local_cgroup_oom_watch(rec->dir, rec->config.memory, &oom);
@@ -618,8 +622,12 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	const char *user = o->user;
 	if (!user && map_range)
 		user = rec->config.user;
-	if (user && local_user_resolve(user, label, &u, err) < 0)
+	if (user &&
+	    (local_user_resolve(user, label, &u, err) < 0 ||
+	     local_user_check_mapped(&idmap, &u, advice, label, err) < 0)) {
+		free(u.home);
 		return -1;
+	}
 	_cleanup_free_ char *home = u.home;
 	char **env = NULL;
 	size_t n_env = 0;

@@ -331,7 +331,7 @@ void local_init(const struct local_setup *s, int rootfd, int *volfds, int *layer
 	if (unshare(CLONE_NEWCGROUP) < 0)
 		init_fail("cannot create the cgroup namespace");
 	/* sync_fd stays open as a lifeline: EOF on it means the supervisor died */
-	if (s->map_range && setgroups(0, NULL) < 0)
+	if (s->map.kind != LOCAL_MAP_SELF && setgroups(0, NULL) < 0)
 		init_fail("cannot drop supplementary groups");
 	if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
 		init_fail("cannot become root in the user namespace");

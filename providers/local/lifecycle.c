@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "providers/local/local.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -194,13 +195,6 @@ static int prepare_root(const char *dir, const struct local_setup *s, struct sbx
 	return r;
 }
 
-/* may sandbox root map to LOCAL_UID_BASE.. ? Root on the host, or root of a user namespace
- * that holds that range; otherwise only the caller's own uid is mapped */
-static bool can_map_range(void)
-{
-	return sbx_ids_mapped(LOCAL_UID_BASE, LOCAL_UID_COUNT);
-}
-
 /* the supervisor and init of a sandbox whose files exist: cgroups, fork, the report */
 static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup *s,
 		struct sbx_err *err)
@@ -274,6 +268,7 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	json_object_set_new(x, "supervisor_pid", json_integer(r.pids.sup_pid));
 	json_object_set_new(x, "uid_base", json_integer(s->uid));
 	json_object_set_new(x, "uid_count", json_integer((json_int_t)s->map_count));
+	json_object_set_new(x, "id_map", local_idmap_json(&s->map));
 	if (rec->extra)
 		json_decref(rec->extra);
 	rec->extra = x;
@@ -281,17 +276,20 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	return 0;
 }
 
-static void ids_for(struct local_setup *s, bool map_range)
+/* sandbox root is LOCAL_UID_BASE (root's range) or the caller (its uid alone, or with its
+ * subordinate ids beyond) */
+static void ids_for(struct local_setup *s, const struct local_idmap *m)
 {
-	s->map_range = map_range;
-	if (map_range) {
+	s->map = *m;
+	s->map_range = m->kind == LOCAL_MAP_RANGE;
+	if (s->map_range) {
 		s->uid = LOCAL_UID_BASE;
 		s->gid = LOCAL_UID_BASE;
 		s->map_count = LOCAL_UID_COUNT;
 	} else {
 		s->uid = geteuid();
 		s->gid = getegid();
-		s->map_count = 1;
+		s->map_count = m->kind == LOCAL_MAP_SUBID ? m->count + 1 : 1;
 	}
 }
 
@@ -321,13 +319,36 @@ static struct local_setup setup_of(const struct sbx_record *rec)
 	return s;
 }
 
+/* an image with users of its own, in a sandbox where only the caller's uid is mapped: what
+ * fails there (su, a service that will not run as root) fails for that, which the user should
+ * know before */
+static void note_image_users(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *label)
+{
+	_cleanup_(strv_freep) char **layers = NULL;
+	size_t n = 0;
+	struct sbx_err e = { 0 };
+	char names[200];
+
+	if (local_image_layers(ctx, rec, &layers, &n, &e) < 0 ||
+	    !local_image_users(layers, n, names, sizeof(names)))
+		return;
+	_cleanup_free_ char *advice = local_subid_advice();
+	sbx_warn("image '%s' has users other than root (%s), who cannot exist in sandbox '%s': "
+		 "only your uid is mapped; %s",
+		 rec->config.image.ref ? rec->config.image.ref : "?", names, label, advice);
+}
+
 static int local_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
 {
 	struct local_setup s = setup_of(rec);
 	_cleanup_free_ void *bpf = NULL;
 	size_t bpf_len = 0;
 
-	ids_for(&s, can_map_range());
+	struct local_idmap map;
+	local_idmap_find(&map);
+	ids_for(&s, &map);
+	if (map.kind == LOCAL_MAP_SELF && geteuid() != 0 && s.n_layers)
+		note_image_users(ctx, rec, s.label);
 	long long disk = local_disk_size(rec);
 	if (disk > 0) {
 		if (local_disk_check(err) < 0 ||
@@ -492,11 +513,91 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 	return 0;
 }
 
+/* the trees a sandbox wrote (root/, fs/), emptied in the jail */
+struct clean_job {
+	char *trees[2];
+	size_t n;
+};
+
+static int clean_trees(void *arg, struct sbx_err *err)
+{
+	const struct clean_job *j = arg;
+	int r = 0;
+
+	for (size_t i = 0; i < j->n; i++) {
+		DIR *d = opendir(j->trees[i]);
+		if (!d)
+			return sbx_err_errno(err, "cannot open '%s'", j->trees[i]);
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+				continue;
+			_cleanup_free_ char *p = xasprintf("%s/%s", j->trees[i], de->d_name);
+			if (sbx_rm_rf(p) < 0 && r == 0)
+				r = sbx_err_errno(err, "cannot remove '%s'", p);
+		}
+		closedir(d);
+	}
+	return r;
+}
+
+static int clean_maps(pid_t pid, void *map)
+{
+	return local_write_maps(pid, map);
+}
+
+/* with subordinate ids, what the sandbox made as another user is not the caller's to remove:
+ * its trees are emptied in a jail whose user namespace maps them as the sandbox's did (as
+ * `podman unshare` would); what is left is the caller's own */
+static int clean_subids(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_err *err)
+{
+	struct local_idmap m;
+	/* a record without its map (a create that failed before its init ran): this caller's map
+	 * now, at best effort, since nothing may have been written */
+	bool known = rec->extra && json_object_get(rec->extra, "uid_count");
+
+	local_idmap_of(rec, &m);
+	if (!known && geteuid() != 0)
+		local_idmap_find(&m);
+	if (m.kind != LOCAL_MAP_SUBID)
+		return 0;
+	struct clean_job j = { .n = 0 };
+	struct sbx_jail_tree trees[2];
+	static const char *const names[] = { "root", "fs" };
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		_cleanup_free_ char *p = xasprintf("%s/%s", rec->dir, names[i]);
+		struct stat st;
+		if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		trees[j.n].path = j.trees[j.n] = TAKE_PTR(p);
+		trees[j.n].ro = false;
+		j.n++;
+	}
+	if (!j.n)
+		return 0;
+	struct sbx_jail jail = { .trees = trees,
+				 .n_trees = j.n,
+				 .store_root = ctx->store.root,
+				 .what = "removing the sandbox's files",
+				 .maps = clean_maps,
+				 .maps_arg = &m };
+	int r = sbx_jail_run(&jail, clean_trees, &j, err);
+	for (size_t i = 0; i < j.n; i++)
+		free(j.trees[i]);
+	if (r < 0 && !known) {
+		sbx_debug("rm: %s", err->msg);
+		sbx_err_clear(err);
+		r = 0;
+	}
+	return r;
+}
+
 static int local_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struct sbx_err *err)
 {
-	(void)ctx;
 	(void)force;
-	return stop_all(rec, 0, err);
+	if (stop_all(rec, 0, err) < 0)
+		return -1;
+	return clean_subids(ctx, rec, err);
 }
 
 /* --- pause, resume -------------------------------------------------------------------------- */
@@ -558,7 +659,9 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 	struct local_setup s = setup_of(rec);
 	s.bpf = bpf;
 	s.bpf_len = bpf_len;
-	ids_for(&s, local_map_range_of(rec));
+	struct local_idmap map;
+	local_idmap_of(rec, &map);
+	ids_for(&s, &map);
 	sbx_debug("booting %s again on its files", rec->id);
 	return boot(ctx, rec, &s, err);
 }

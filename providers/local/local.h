@@ -4,7 +4,8 @@
  * exec, cp, pause, ...), its supervisor (forked by create, on the host side for the sandbox's
  * life), its init (PID 1 inside), and short-lived helper children (cp's child, the jail).
  *   lifecycle.c   the CLI: create (which forks the supervisor), state by looking, pause,
- *                 resume, rm; the provider's table
+ *                 resume, rm (with subordinate ids, in a jail of the sandbox's id map); the
+ *                 provider's table
  *   exec.c        the CLI, then its child that joined the sandbox: sbx exec
  *   trampoline/   the exec trampoline: a static program without libc, run from a sealed memfd,
  *                 that execs the command (so the sbx binary never runs a sandbox's file)
@@ -54,6 +55,20 @@ struct local_cgroup_mount {
 	bool v2;
 };
 #define LOCAL_CGROUP_MOUNTS 8
+/* how a sandbox's ids are the host's: decided at create, kept in the record (extra's "id_map";
+ * a record without it reads by its uid_count, as sandboxes made before it) */
+enum local_map_kind {
+	LOCAL_MAP_SELF,	 /* only sandbox 0, as the caller's uid and gid */
+	LOCAL_MAP_RANGE, /* run by root: sandbox 0..LOCAL_UID_COUNT-1 as LOCAL_UID_BASE.. */
+	LOCAL_MAP_SUBID, /* an ordinary user with subordinate ids (/etc/subuid, /etc/subgid):
+			  * sandbox 0 as the caller, 1..count as its ranges, written by
+			  * /usr/bin/newuidmap and newgidmap (as podman does) */
+};
+struct local_idmap {
+	enum local_map_kind kind;
+	unsigned long sub_uid, sub_gid; /* SUBID: the host ids of sandbox id 1 */
+	unsigned long count;		/* SUBID: how many ids from 1 on */
+};
 
 /* everything the supervisor and init need, prepared by the CLI before the fork */
 struct local_setup {
@@ -64,7 +79,8 @@ struct local_setup {
 	bool ttl_rm;	  /* at the timeout: remove, rather than pause */
 	const char *hostname;
 	const char *workdir;
-	bool map_range; /* run by root: map sandbox root to uid_base.. */
+	struct local_idmap map;
+	bool map_range; /* map.kind is LOCAL_MAP_RANGE: sandbox root is LOCAL_UID_BASE */
 	uid_t uid;	/* host uid/gid that sandbox root maps to */
 	gid_t gid;
 	unsigned long map_count;
@@ -99,11 +115,25 @@ struct local_report {
 #define LOCAL_UID_COUNT 65536u
 
 int local_read_pids(const char *dir, struct local_pids *ret);
-/* did this sandbox map a range of ids (created by root), or only the caller's uid */
+/* does this sandbox map ids beyond 0 (root's range, or the caller's subordinate ids), so that
+ * setgroups and other users work inside, or only the caller's uid */
 bool local_map_range_of(const struct sbx_record *rec);
-/* the id maps of a sandbox's user namespace, for its first process pid: run by root, sandbox
- * ids 0-65535 as LOCAL_UID_BASE.. (map_range), otherwise the caller's uid and gid as 0 */
-int local_write_maps(pid_t pid, bool map_range);
+/* the id map of a sandbox, from its record */
+void local_idmap_of(const struct sbx_record *rec, struct local_idmap *m);
+/* the id map for a new sandbox: root's range when we hold it; an ordinary user's first range
+ * of 65536 or more ids (else its largest) in both /etc/subuid and /etc/subgid (by name or uid)
+ * when /usr/bin/newuidmap and newgidmap exist; otherwise the caller's uid alone */
+void local_idmap_find(struct local_idmap *m);
+/* the record's "id_map": {"uid": [[inside, outside, count], ...], "gid": [...]} */
+json_t *local_idmap_json(const struct local_idmap *m);
+/* is sandbox uid (and gid) mapped */
+bool local_idmap_has(const struct local_idmap *m, unsigned long uid);
+/* the id maps of a sandbox's user namespace, for its first process pid (every user namespace
+ * made for the sandbox: init's, a stopped sandbox's cp, rm's cleaner); -1 with errno */
+int local_write_maps(pid_t pid, const struct local_idmap *m);
+/* what a user meets who has no subordinate ids: "add 'USER:100000:65536' to /etc/subuid and
+ * /etc/subgid (and install uidmap) and recreate it", malloc'd */
+char *local_subid_advice(void);
 /* the seccomp filter written at create (sandboxes/ID/seccomp.bpf); a read error (EMFILE, ...)
  * as such, STATE naming label when it is missing or not a whole filter */
 int local_seccomp_of(const struct sbx_record *rec, const char *label, void **ret, size_t *ret_len,
@@ -190,6 +220,13 @@ struct local_user {
 };
 int local_user_resolve(const char *spec, const char *label, struct local_user *u,
 		       struct sbx_err *err);
+/* is u's uid and gid mapped in the sandbox (map m): otherwise one line naming the id, and
+ * advice (local_subid_advice, made before joining the sandbox) when only the caller's uid is */
+int local_user_check_mapped(const struct local_idmap *m, const struct local_user *u,
+			    const char *advice, const char *label, struct sbx_err *err);
+/* the image (its layer directories, base first) has users other than root in its
+ * /etc/passwd: their names, the first few, in names (len bytes) */
+bool local_image_users(char *const *layers, size_t n, char *names, size_t len);
 /* the entry of passwd or group text named name (or, name NULL, whose third field is id),
  * copied into line (len bytes: a longer entry is skipped) and split on ':' into fields (nf;
  * those an entry lacks are ""); entries of fewer than 3 fields are skipped */

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <linux/mount.h>
 #include <time.h>
 
+#include "core/confine.h"
 #include "core/digest.h"
 #include "core/image.h"
 #include "core/json.h"
@@ -49,10 +51,165 @@ int local_read_pids(const char *dir, struct local_pids *ret)
 	return 0;
 }
 
-int local_write_maps(pid_t pid, bool map_range)
+#define NEWUIDMAP "/usr/bin/newuidmap"
+#define NEWGIDMAP "/usr/bin/newgidmap"
+
+int local_write_maps(pid_t pid, const struct local_idmap *m)
 {
-	return map_range ? sbx_proc_write_id_maps(pid, LOCAL_UID_BASE, LOCAL_UID_COUNT)
-			 : sbx_proc_write_id_maps(pid, 0, 0);
+	if (m->kind == LOCAL_MAP_RANGE)
+		return sbx_proc_write_id_maps(pid, LOCAL_UID_BASE, LOCAL_UID_COUNT);
+	if (m->kind == LOCAL_MAP_SELF)
+		return sbx_proc_write_id_maps(pid, 0, 0);
+	const unsigned long u[] = { 0, (unsigned long)getuid(), 1, 1, m->sub_uid, m->count };
+	const unsigned long g[] = { 0, (unsigned long)getgid(), 1, 1, m->sub_gid, m->count };
+	if (sbx_proc_run_idmap(NEWUIDMAP, pid, u, 2) < 0)
+		return -1;
+	return sbx_proc_run_idmap(NEWGIDMAP, pid, g, 2);
+}
+
+/* the range of /etc/subuid or /etc/subgid (path) granted to name or uid: the first of at least
+ * LOCAL_UID_COUNT ids, else the largest; false when there is none */
+static bool subid_range(const char *path, const char *name, uid_t uid, unsigned long *ret_base,
+			unsigned long *ret_count)
+{
+	_cleanup_free_ char *t = sbx_read_file(path, 1 << 20, NULL);
+	char num[24];
+	bool found = false;
+
+	snprintf(num, sizeof(num), "%u", (unsigned)uid);
+	for (char *l = t; l && *l;) {
+		char *nl = strchr(l, '\n');
+		if (nl)
+			*nl = 0;
+		char *c1 = strchr(l, ':');
+		char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		if (c2 && *l != '#') {
+			*c1 = 0;
+			char *e1, *e2;
+			errno = 0;
+			unsigned long base = strtoul(c1 + 1, &e1, 10);
+			unsigned long count = strtoul(c2 + 1, &e2, 10);
+			bool mine = (name && streq(l, name)) || streq(l, num);
+			if (mine && !errno && e1 == c2 && e2 != c2 + 1 && *e2 == 0 && count > 0 &&
+			    base > 0 && base + count > base && base + count - 1 <= 4294967294ul &&
+			    (!found || count > *ret_count)) {
+				*ret_base = base;
+				*ret_count = count;
+				found = true;
+				if (count >= LOCAL_UID_COUNT)
+					break;
+			}
+		}
+		l = nl ? nl + 1 : l + strlen(l);
+	}
+	return found;
+}
+
+void local_idmap_find(struct local_idmap *m)
+{
+	memset(m, 0, sizeof(*m));
+	if (sbx_ids_mapped(LOCAL_UID_BASE, LOCAL_UID_COUNT)) {
+		m->kind = LOCAL_MAP_RANGE;
+		return;
+	}
+	m->kind = LOCAL_MAP_SELF;
+	if (getuid() == 0 || getuid() != geteuid() || getgid() != getegid() ||
+	    access(NEWUIDMAP, X_OK) < 0 || access(NEWGIDMAP, X_OK) < 0)
+		return;
+	struct passwd pw, *pwp = NULL;
+	char buf[4096];
+	if (getpwuid_r(getuid(), &pw, buf, sizeof(buf), &pwp) != 0)
+		pwp = NULL;
+	/* newuidmap and newgidmap serve only a user of the passwd database, in its own group */
+	if (!pwp || pwp->pw_uid != getuid() || pwp->pw_gid != getgid())
+		return;
+	unsigned long ub, uc, gb, gc;
+	if (!subid_range("/etc/subuid", pwp->pw_name, getuid(), &ub, &uc) ||
+	    !subid_range("/etc/subgid", pwp->pw_name, getuid(), &gb, &gc))
+		return;
+	m->kind = LOCAL_MAP_SUBID;
+	m->sub_uid = ub;
+	m->sub_gid = gb;
+	m->count = uc < gc ? uc : gc;
+}
+
+static json_t *map_entry(unsigned long in, unsigned long out, unsigned long count)
+{
+	return json_pack("[III]", (json_int_t)in, (json_int_t)out, (json_int_t)count);
+}
+
+json_t *local_idmap_json(const struct local_idmap *m)
+{
+	json_t *u = json_array(), *g = json_array();
+
+	if (m->kind == LOCAL_MAP_RANGE) {
+		json_array_append_new(u, map_entry(0, LOCAL_UID_BASE, LOCAL_UID_COUNT));
+		json_array_append_new(g, map_entry(0, LOCAL_UID_BASE, LOCAL_UID_COUNT));
+	} else {
+		json_array_append_new(u, map_entry(0, geteuid(), 1));
+		json_array_append_new(g, map_entry(0, getegid(), 1));
+	}
+	if (m->kind == LOCAL_MAP_SUBID) {
+		json_array_append_new(u, map_entry(1, m->sub_uid, m->count));
+		json_array_append_new(g, map_entry(1, m->sub_gid, m->count));
+	}
+	return json_pack("{soso}", "uid", u, "gid", g);
+}
+
+/* the second entry [1, outside, count] of a map, or false */
+static bool second_entry(json_t *a, unsigned long *ret_out, unsigned long *ret_count)
+{
+	json_t *e = json_is_array(a) && json_array_size(a) == 2 ? json_array_get(a, 1) : NULL;
+	json_t *in = json_array_get(e, 0), *out = json_array_get(e, 1), *n = json_array_get(e, 2);
+
+	if (!json_is_integer(in) || json_integer_value(in) != 1 || !json_is_integer(out) ||
+	    json_integer_value(out) <= 0 || !json_is_integer(n) || json_integer_value(n) <= 0)
+		return false;
+	*ret_out = (unsigned long)json_integer_value(out);
+	*ret_count = (unsigned long)json_integer_value(n);
+	return true;
+}
+
+void local_idmap_of(const struct sbx_record *rec, struct local_idmap *m)
+{
+	json_t *im = rec->extra ? json_object_get(rec->extra, "id_map") : NULL;
+	json_t *n = rec->extra ? json_object_get(rec->extra, "uid_count") : NULL;
+	unsigned long gc;
+
+	memset(m, 0, sizeof(*m));
+	if (json_is_object(im) &&
+	    second_entry(json_object_get(im, "uid"), &m->sub_uid, &m->count) &&
+	    second_entry(json_object_get(im, "gid"), &m->sub_gid, &gc) && gc == m->count)
+		m->kind = LOCAL_MAP_SUBID;
+	else if (json_is_integer(n))
+		m->kind = json_integer_value(n) > 1 ? LOCAL_MAP_RANGE : LOCAL_MAP_SELF;
+	else
+		m->kind = geteuid() == 0 ? LOCAL_MAP_RANGE : LOCAL_MAP_SELF;
+}
+
+bool local_idmap_has(const struct local_idmap *m, unsigned long id)
+{
+	switch (m->kind) {
+	case LOCAL_MAP_RANGE:
+		return id < LOCAL_UID_COUNT;
+	case LOCAL_MAP_SUBID:
+		return id <= m->count;
+	default:
+		return id == 0;
+	}
+}
+
+char *local_subid_advice(void)
+{
+	struct passwd pw, *pwp = NULL;
+	char buf[4096], num[24];
+
+	if (getpwuid_r(getuid(), &pw, buf, sizeof(buf), &pwp) != 0)
+		pwp = NULL;
+	snprintf(num, sizeof(num), "%u", (unsigned)getuid());
+	return xasprintf("add '%s:%u:%u' to /etc/subuid and /etc/subgid (and install uidmap) and "
+			 "recreate it",
+			 pwp ? pwp->pw_name : num, LOCAL_UID_BASE, LOCAL_UID_COUNT);
 }
 
 int local_seccomp_of(const struct sbx_record *rec, const char *label, void **ret, size_t *ret_len,
@@ -167,11 +324,10 @@ void local_cpu_affinity(pid_t pid, const char *id, long long cpu_millis)
 
 bool local_map_range_of(const struct sbx_record *rec)
 {
-	json_t *n = rec->extra ? json_object_get(rec->extra, "uid_count") : NULL;
+	struct local_idmap m;
 
-	if (json_is_integer(n))
-		return json_integer_value(n) > 1;
-	return geteuid() == 0;
+	local_idmap_of(rec, &m);
+	return m.kind != LOCAL_MAP_SELF;
 }
 
 void local_touch_activity(const char *dir)

@@ -216,8 +216,13 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	free(layerfds);
 	int *volfds_keep = volfds; /* closed once the id maps are in place */
 
-	if (local_write_maps(pid, s->map_range) < 0)
-		sup_fail(report_fd, pid, "cannot write the user namespace's id maps");
+	if (local_write_maps(pid, &s->map) < 0)
+		sup_fail(
+			report_fd, pid,
+			s->map.kind == LOCAL_MAP_SUBID
+				? "cannot write the user namespace's id maps with /usr/bin/newuidmap "
+				  "and /usr/bin/newgidmap (see /etc/subuid and /etc/subgid)"
+				: "cannot write the user namespace's id maps");
 	/* not before: the maps of a child are written through its /proc files, which a process
 	 * that cannot be dumped (and its child) own as root */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

@@ -6,7 +6,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #define DB_MAX (4 << 20) /* a passwd or group file bigger than this is not read */
 
@@ -129,4 +131,85 @@ int local_user_resolve(const char *spec, const char *label, struct local_user *u
 	if (!u->home)
 		u->home = xstrdup(u->uid == 0 ? "/root" : "/");
 	return 0;
+}
+
+int local_user_check_mapped(const struct local_idmap *m, const struct local_user *u,
+			    const char *advice, const char *label, struct sbx_err *err)
+{
+	bool uid_ok = local_idmap_has(m, u->uid);
+	unsigned long id = uid_ok ? u->gid : u->uid;
+
+	if (uid_ok && local_idmap_has(m, u->gid))
+		return 0;
+	if (m->kind == LOCAL_MAP_SELF)
+		return sbx_err_set(
+			err, SBX_E_STATE,
+			"%s %lu is not mapped in sandbox '%s': only your uid is mapped; %s",
+			uid_ok ? "gid" : "uid", id, label,
+			advice ? advice : "give it subordinate ids and recreate it");
+	return sbx_err_set(err, SBX_E_STATE, "%s %lu is not mapped in sandbox '%s' (it maps 0-%lu)",
+			   uid_ok ? "gid" : "uid", id, label,
+			   m->kind == LOCAL_MAP_RANGE ? LOCAL_UID_COUNT - 1ul : m->count);
+}
+
+/* the image's /etc/passwd: the top layer's that has one, read beneath the layer directory
+ * without following a link (a layer is content a registry chose) */
+static char *image_passwd(char *const *layers, size_t n)
+{
+	struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+					RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+
+	for (size_t i = n; i-- > 0;) {
+		_cleanup_close_ int dir = open(layers[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dir < 0)
+			return NULL;
+		_cleanup_close_ int fd = (int)syscall(SYS_openat2, dir, "etc/passwd", &how,
+						      sizeof(how));
+		struct stat st;
+		if (fd < 0 && errno == ENOENT)
+			continue;
+		/* a whiteout, a directory, a link: no passwd to read */
+		if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+			return NULL;
+		char p[64];
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+		return read_db(p);
+	}
+	return NULL;
+}
+
+bool local_image_users(char *const *layers, size_t n, char *names, size_t len)
+{
+	_cleanup_free_ char *text = image_passwd(layers, n);
+	size_t used = 0, found = 0;
+
+	names[0] = 0;
+	for (char *l = text; l && *l;) {
+		char *nl = strchrnul(l, '\n');
+		char *next = *nl ? nl + 1 : nl;
+		*nl = 0;
+		char *c1 = strchr(l, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		long long v;
+		if (c2) {
+			*c1 = 0;
+			char *c3 = strchr(c2 + 1, ':');
+			if (c3)
+				*c3 = 0;
+			/* root, and the nobody of user namespaces (65534), need no id of their own */
+			if (id_of(c2 + 1, &v) && v != 0 && v != 65534) {
+				int w = snprintf(names + used, len - used, "%s%s",
+						 found ? ", " : "", l);
+				if (w > 0 && (size_t)w < len - used && found < 3)
+					used += (size_t)w;
+				else
+					names[used] = 0;
+				found++;
+			}
+		}
+		l = next;
+	}
+	if (found > 3 && used + 5 < len)
+		memcpy(names + used, ", ...", 6);
+	return found > 0;
 }
