@@ -842,6 +842,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		*ret_status = 0;
 		return 0;
 	}
+	local_net_exec_refusals(rec, netenv.v);
 	if (timed_out) {
 		*ret_status = SBX_EXIT_TIMEOUT;
 		return 0;

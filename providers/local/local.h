@@ -185,6 +185,9 @@ char *local_egress_log_path(const struct sbx_record *rec);
  * is left out with a warning, so the command still runs; -1 only out of descriptors */
 int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 		       void (*set)(void *, const char *), void *env, struct sbx_err *err);
+/* after an exec (env: what local_net_exec_env set) whose requests the egress policy refused:
+ * one line on stderr saying which */
+void local_net_exec_refusals(const struct sbx_record *rec, char *const *env);
 
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);

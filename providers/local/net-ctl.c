@@ -246,3 +246,69 @@ int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	*ret = p ? json_incref(p) : json_null();
 	return 0;
 }
+
+/* one entry of the egress log refused for exec id: "host:port (why)" into *sb */
+static bool refusal_of(const char *line, const char *id, char *out, size_t len)
+{
+	_cleanup_json_ json_t *j = json_loads(line, 0, NULL);
+	const char *ex = sbx_json_str(j, "exec"), *v = sbx_json_str(j, "verdict");
+	const char *dom = sbx_json_str(j, "domain"), *why = sbx_json_str(j, "reason");
+
+	if (!ex || !v || !dom || !streq(ex, id) || !streq(v, "deny"))
+		return false;
+	why = !why			    ? "refused"
+		: strstr(why, "allow list") ? "not allowed"
+		: strstr(why, "rate limit") ? "over the rate limit"
+		: strstr(why, "address")    ? "a forbidden address"
+		: strstr(why, "credential") ? "a bad credential"
+					    : "refused";
+	snprintf(out, len, "%s:%lld (%s)", dom, sbx_json_int(j, "port", 0), why);
+	return true;
+}
+
+void local_net_exec_refusals(const struct sbx_record *rec, char *const *env)
+{
+	const char *id = NULL;
+	static const char *const files[] = { ".1", "" };
+	size_t n = 0, k = 0; /* refusals, and the different ones shown */
+	char shown[3][300];
+
+	for (; env && *env && !id; env++)
+		if (startswith(*env, "SBX_EXEC_ID="))
+			id = *env + strlen("SBX_EXEC_ID=");
+	if (!id || !proxied(rec))
+		return;
+	for (size_t f = 0; f < ARRAY_SIZE(files); f++) {
+		_cleanup_free_ char *p = local_egress_log_at(rec->dir, files[f]);
+		_cleanup_free_ char *text = sbx_read_file(p, 8 << 20, NULL);
+		for (char *l = text; l && *l;) {
+			char *nl = strchr(l, '\n'), entry[300];
+			if (nl)
+				*nl = 0;
+			/* a cheap test first: most lines are another exec's */
+			if (strstr(l, id) && refusal_of(l, id, entry, sizeof(entry))) {
+				bool dup = false;
+				for (size_t i = 0; i < k; i++)
+					dup = dup || streq(shown[i], entry);
+				if (!dup && k < ARRAY_SIZE(shown))
+					snprintf(shown[k++], sizeof(shown[0]), "%s", entry);
+				else if (!dup)
+					k = ARRAY_SIZE(shown) + 1; /* more than shown */
+				n++;
+			}
+			l = nl ? nl + 1 : l + strlen(l);
+		}
+	}
+	if (n == 0)
+		return;
+	const char *label = rec->name ? rec->name : rec->id;
+	char list[1000] = "";
+	size_t m = k < ARRAY_SIZE(shown) ? k : ARRAY_SIZE(shown);
+	for (size_t i = 0; i < m; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
+			 shown[i]);
+	fprintf(stderr,
+		"sbx: %zu request%s %s refused by the egress policy: %s%s; see sbx logs "
+		"--egress %s\n",
+		n, n == 1 ? "" : "s", n == 1 ? "was" : "were", list, k > m ? ", ..." : "", label);
+}

@@ -135,16 +135,17 @@ bool local_egress_allowed(const struct local_egress *e, const char *host, int po
 	for (size_t i = 0; i < e->n_allow && !other_port; i++)
 		other_port = sbx_net_match(e->allow[i], host);
 	_cleanup_free_ char *h = local_escape_name(host, strlen(host));
+	const char *l = e->s->label;
 	if (other_port)
 		snprintf(reason, rlen,
-			 "port %d of %s is not in this sandbox's allow list (allow it "
-			 "with: sbx create --net allow=%s:%d,...)",
-			 port, h, h, port);
+			 "port %d is not in the allow list of sandbox '%s' (allow it: sbx update "
+			 "%s --net-allow %s:%d)",
+			 port, l, l, h, port);
 	else
 		snprintf(reason, rlen,
-			 "%s is not in this sandbox's allow list (allow it with: sbx "
-			 "create --net allow=%s,...)",
-			 h, h);
+			 "not in the allow list of sandbox '%s' (allow it: sbx update %s "
+			 "--net-allow %s)",
+			 l, l, h);
 	return false;
 }
 

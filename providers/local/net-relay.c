@@ -56,8 +56,10 @@ void local_conn_out(struct local_conn *c, const void *b, size_t len)
 
 static void conn_log(struct local_conn *c)
 {
-	if ((c->kind != LOCAL_K_HTTP && c->kind != LOCAL_K_SOCKS) || c->host_len == 0 || !c->proto)
+	if ((c->kind != LOCAL_K_HTTP && c->kind != LOCAL_K_SOCKS) || c->host_len == 0 ||
+	    !c->proto || c->logged)
 		return;
+	c->logged = true;
 	struct local_egress_entry x = {
 		.t0 = c->t0,
 		.exec = c->exec,
@@ -204,16 +206,29 @@ static int socks_code(int e)
 void local_proxy_fail(struct local_conn *c, enum local_fail f)
 {
 	_cleanup_free_ char *h = local_escape_name(c->host, c->host_len);
+	bool refused = f == LOCAL_F_DENY || f == LOCAL_F_RATE;
 
-	c->deny = f == LOCAL_F_DENY;
+	c->deny = refused;
+	if (refused) /* logged now: the exec that asked sees it once its command ends */
+		conn_log(c);
 	if (c->kind == LOCAL_K_SOCKS) {
-		local_conn_socks(c, f == LOCAL_F_DENY ? 2 : socks_code(c->dial_errno));
+		local_conn_socks(c, refused ? 2 : socks_code(c->dial_errno));
 		return;
 	}
-	_cleanup_free_ char *body = xasprintf("sbx: egress to %s:%d %s: %s\n", h, c->port,
-					      f == LOCAL_F_DENY ? "refused" : "failed", c->reason);
+	_cleanup_free_ char *line = xasprintf("sbx: egress to %s:%d %s: %s", h, c->port,
+					      refused ? "refused" : "failed", c->reason);
+	/* a refusal says why in the status line and a header too: for CONNECT most clients
+	 * show nothing else (the line is printable ASCII: names and reasons are escaped) */
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	_cleanup_free_ char *body = xasprintf("%s\n", line);
+	_cleanup_free_ char *extra = xasprintf("X-Sbx-Reason: %s\r\n%s", line,
+					       f == LOCAL_F_RATE ? "Retry-After: 1\r\n" : "");
 	if (f == LOCAL_F_DENY)
-		local_conn_http(c, 403, "Forbidden", NULL, body);
+		local_conn_http(c, 403, line, extra, body);
+	else if (f == LOCAL_F_RATE)
+		local_conn_http(c, 429, line, extra, body);
 	else if (f == LOCAL_F_TIMEOUT)
 		local_conn_http(c, 504, "Gateway Timeout", NULL, body);
 	else

@@ -293,7 +293,7 @@ struct local_conn {
 	char host[LOCAL_HOST_MAX + 1];
 	size_t host_len;
 	int port;
-	bool deny;
+	bool deny, logged;
 	char exec[13];
 	char *command;
 	char reason[400];
@@ -333,6 +333,7 @@ enum local_step {
 };
 enum local_fail {
 	LOCAL_F_DENY,
+	LOCAL_F_RATE, /* over a --net-rate request limit: 429 */
 	LOCAL_F_FAIL,
 	LOCAL_F_TIMEOUT
 };
@@ -357,8 +358,8 @@ void local_conn_reply(struct local_conn *c, char *data, size_t len);
 void local_conn_http(struct local_conn *c, int code, const char *status, const char *extra,
 		     const char *body);
 void local_conn_socks(struct local_conn *c, unsigned char code);
-/* the proxy gives up: a refusal by the policy (403, SOCKS 2), a failure (502), a timeout (504),
- * saying c->reason */
+/* the proxy gives up: a refusal by the policy (403, SOCKS 2; logged at once), a rate limit
+ * (429, SOCKS 2), a failure (502), a timeout (504), saying c->reason */
 void local_proxy_fail(struct local_conn *c, enum local_fail f);
 /* a preview's answer when the port inside cannot be reached */
 void local_preview_fail(struct local_conn *c, int code, const char *status, const char *why);
