@@ -16,7 +16,7 @@
 #define LINGER_MS 2000		/* after a final answer: the client's end, for so long */
 #define CTL_DEADLINE_MS 2000
 #define REFUSE_MAX 32 /* connections being told the cap is reached */
-#define CTL_MAX 4096
+#define CTL_MAX 65536 /* a control request line: sbx update sends a whole allow list */
 
 static const char *const pool_what[LOCAL_P_N] = { "the egress proxy", "the --host-port forwarding",
 						  "the preview service", "the control socket" };

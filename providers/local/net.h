@@ -7,6 +7,7 @@
  *                 (no sockets, no state: fuzzed by tests/fuzz/)
  *   net-ctl.c     the CLI's side: sbx preview's request on the control socket, the proxy
  *                 credential of each sbx exec, the paths of the log
+ *   net-rate.c    --net-rate's token buckets (the supervisor; below net-egress.c)
  *   net-egress.c  the supervisor's policy (allow list, --add-host, the addresses no
  *                 sandbox may reach), the egress log, exec credentials, and the resolver
  *                 threads (getaddrinfo blocks; the event loop never does)
@@ -19,6 +20,7 @@
 #ifndef SBX_PROVIDERS_LOCAL_NET_H
 #define SBX_PROVIDERS_LOCAL_NET_H
 
+#include <jansson.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -127,6 +129,21 @@ socklen_t local_ctl_addr(const char *dir, int dirfd, struct sockaddr_un *a);
 void local_hex(char *out, size_t bytes);
 /* DIR/egress.log + suffix */
 char *local_egress_log_at(const char *dir, const char *suffix);
+/* the egress log's line for a policy that changed (sbx update): {"time", "policy": "update",
+ * "mode", "allow", "preset", "rates"} */
+json_t *local_policy_entry(const struct sbx_config *c);
+
+/* --- net-rate.c: --net-rate's buckets (the supervisor) ---------------------------------- */
+
+struct local_rate;
+struct local_rate *local_rate_new(const struct sbx_net_config *n);
+/* n's limits from now on (a limit that stays keeps what it had used) */
+void local_rate_set(struct local_rate *r, const struct sbx_net_config *n);
+/* a request to host: 0 within the limits (counted), -1 over one (why into reason, naming the
+ * sandbox label and how to raise it) */
+int local_rate_request(struct local_rate *r, const char *host, const char *label, char *reason,
+		       size_t rlen);
+void local_rate_free(struct local_rate *r);
 
 /* --- net-egress.c: policy, log, credentials, resolver (the supervisor) -------------------- */
 
@@ -138,6 +155,13 @@ bool local_egress_open(const struct local_egress *e);
 /* the allow list: true when host:port may be dialled; else why into reason */
 bool local_egress_allowed(const struct local_egress *e, const char *host, int port, char *reason,
 			  size_t rlen);
+/* the policy's word on a request for host:port: 0 allowed, 403 not (local_egress_allowed), 429
+ * over a --net-rate request limit; why into reason */
+int local_egress_decide(struct local_egress *e, const char *host, int port, char *reason,
+			size_t rlen);
+/* sbx update: the policy of c from now on (mode allow or open, the allow list, the preset,
+ * the rate limits), logged; -1 with why in msg */
+int local_egress_update(struct local_egress *e, const struct sbx_config *c, char *msg, size_t len);
 /* the address --add-host maps host to, or NULL */
 const char *local_egress_mapped(const struct local_egress *e, const char *host);
 /* whether the addresses a name led to may be dialled (all of them): 0, or -1 with the
