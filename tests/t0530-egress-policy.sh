@@ -81,10 +81,11 @@ test_expect_success 'a port not allowed: the update names the port' '
 	test_eq "hello from alt" "$(sbx exec port "${CURL[@]}" "http://web.test:$ALT/hello")"
 '
 
-test_expect_success 'git shows the refusal (plain HTTP) with GIT_CURL_VERBOSE, or at least 403' '
-	expect_code 128 sbx exec pol -e GIT_CURL_VERBOSE=1 git clone -q "http://other.test:$PORT/repo.git" /tmp/r 2>err &&
-	test_grep "403" err &&
-	test_grep -F "not in the allow list" err
+test_expect_success 'git shows the refusal: the body of a plain-HTTP 403 (remote:), the status of CONNECT' '
+	expect_code 128 sbx exec pol git clone -q "http://other.test:$PORT/repo.git" /tmp/r 2>err &&
+	test_grep -F "remote: sbx: egress to other.test:$PORT refused: not in the allow list" err &&
+	expect_code 128 sbx exec -e GIT_CURL_VERBOSE=1 pol git clone -q "https://other.test:$PORT/repo.git" /tmp/r 2>err &&
+	test_grep -F "HTTP/1.1 403 sbx: egress to other.test:$PORT refused" err
 '
 
 test_expect_success 'an exec with refusals ends with one line saying which; one without, with none' '
