@@ -38,7 +38,11 @@ if [ -z "$TEST_SKIP_ALL" ]; then
 		--ready inet.ready --root www --lifetime 300 web:http:80 alt:http:8080 2>inet.log
 	test_atexit "stop_pid $TN_BG"
 	wait_until 10 test -s inet.ready
+	# a hosted provider, which cannot change a sandbox's policy
+	start_fake e2b || say "the E2B fake did not start" >&2
 fi
+export E2B_API_KEY=e2b_test_key SBX_E2B_API_URL=${FAKE_URL:-} SBX_E2B_SANDBOX_URL=${FAKE_URL:-}
+unset E2B_API_URL E2B_SANDBOX_URL E2B_DOMAIN
 PORT=$(ready_port inet.ready web) ALT=$(ready_port inet.ready alt)
 ADD=(--add-host "web.test:$TN_WEB" --add-host "other.test:$TN_WEB" --add-host "third.test:$TN_WEB")
 CURL=(curl -sS --max-time 10)
@@ -163,10 +167,22 @@ test_expect_success 'update: bad input is a usage error, before anything is look
 	expect_code 125 sbx create --net none --net-rate 5r/s 2>err && test_grep "net-rate goes with" err
 '
 
-test_expect_success 'local declares net-update and net-rate' '
+test_expect_success 'local declares net-update and net-rate; e2b neither, and is refused before any request' '
 	sbx provider ls --json >j &&
 	json_assert j "l = [p for p in r if p[\"name\"] == \"local\"][0][\"capabilities\"]
-assert \"net-update\" in l and \"net-rate\" in l, l"
+assert \"net-update\" in l and \"net-rate\" in l, l
+e = [p for p in r if p[\"name\"] == \"e2b\"][0][\"capabilities\"]
+assert \"net-update\" not in e and \"net-rate\" not in e, e" &&
+	test -n "$FAKE_URL" &&
+	sbx create --provider e2b --name hosted --net open >/dev/null &&
+	fake_reset &&
+	expect_code 125 sbx update hosted --net-allow web.test 2>err &&
+	test_eq 1 "$(grep -c "" err)" &&
+	test_grep -F "provider '"'"'e2b'"'"' cannot change the egress policy" err &&
+	fake_requests req.json && json_assert req.json "assert r == [], r" &&
+	expect_code 125 sbx create --provider e2b --net open --net-rate 5r/s 2>err &&
+	test_grep -F "provider '"'"'e2b'"'"' does not support --net-rate" err &&
+	sbx rm -f hosted >/dev/null
 '
 
 # N requests to web.test through SB, one by one: each status code on a line of codes
