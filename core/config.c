@@ -110,6 +110,8 @@ void sbx_net_rates_from_json(const json_t *a, struct sbx_net_config *n)
 					  .per_s = sbx_json_int(v, "per_s", 1),
 					  .bytes = sbx_json_int(v, "bytes_per_s", 0) };
 		int port;
+		if (!r.reqs)
+			r.per_s = 1; /* a byte limit alone */
 		if (r.reqs < 0 || r.reqs > 1000000 ||
 		    (r.per_s != 1 && r.per_s != 60 && r.per_s != 3600) || r.bytes < 0 ||
 		    (!r.reqs && !r.bytes))

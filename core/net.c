@@ -292,7 +292,7 @@ int sbx_net_parse_rate(const char *s, struct sbx_net_rate *r)
 	_cleanup_free_ char *t = xstrdup(s);
 	char *eq = strchr(t, '='), *limits = t, *save = NULL;
 
-	*r = (struct sbx_net_rate){ 0 };
+	*r = (struct sbx_net_rate){ .per_s = 1 };
 	if (eq) {
 		int port;
 		*eq = 0;

@@ -222,6 +222,21 @@ test_expect_success 'update --net-rate: a limit for a domain, then none' '
 	burst pol 10 dn >codes 2>/dev/null && test_eq 10 "$(grep -c "^200$" codes)"
 '
 
+test_expect_success '--net-rate: a byte limit slows a download down, which arrives whole; the log says so' '
+	sbx create --name slow --net allow=web.test --net-preset none --net-rate 512k/s "${ADD[@]}" >/dev/null &&
+	sbx exec slow "${CURL[@]}" --max-time 60 -o /tmp/big.bin "http://web.test:$PORT/big.bin?t=slow" &&
+	test_eq "$(sha256sum <www/big.bin)" "$(sbx exec slow sh -c "sha256sum </tmp/big.bin")" &&
+	sbx logs --egress --json slow >log &&
+	jsonl_assert log "d = [x for x in r if x.get(\"domain\") == \"web.test\" and x[\"verdict\"] == \"allow\"]
+assert len(d) == 1 and d[0][\"bytes_down\"] >= 2097152, d
+assert d[0].get(\"throttled_ms\", 0) > 0, d" &&
+	sbx exec pol "${CURL[@]}" -o /tmp/big.bin "http://web.test:$PORT/big.bin?t=fast" &&
+	test_eq "$(sha256sum <www/big.bin)" "$(sbx exec pol sh -c "sha256sum </tmp/big.bin")" &&
+	sbx logs --egress --json pol >log &&
+	jsonl_assert log "d = [x for x in r if x.get(\"domain\") == \"web.test\" and x.get(\"bytes_down\", 0) >= 2097152]
+assert len(d) == 1 and \"throttled_ms\" not in d[0], d"
+'
+
 test_expect_success 'rm: nothing of the sandboxes stays' '
 	rm_all_gone
 '

@@ -174,6 +174,11 @@ int local_egress_decide(struct local_egress *e, const char *host, int port, char
 	return 0;
 }
 
+struct local_rate *local_egress_rate(struct local_egress *e)
+{
+	return e->rate;
+}
+
 int local_egress_update(struct local_egress *e, const struct sbx_config *c, char *msg, size_t len)
 {
 	const struct sbx_net_config *net = &c->net;
@@ -444,6 +449,8 @@ void local_egress_log(struct local_egress *e, const struct local_egress_entry *x
 			      (json_int_t)(sbx_now_ms() - x->t0));
 	if (!j)
 		return;
+	if (x->throttled_ms)
+		json_object_set_new(j, "throttled_ms", json_integer(x->throttled_ms));
 	char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
 	json_decref(j);
 	if (!s)

@@ -359,6 +359,7 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 	n->idle_ms = idle && sbx_parse_int(idle, 1, LLONG_MAX, &iv) == 0 ? iv : IDLE_DEFAULT_MS;
 	caps_init(n);
 	n->eg = local_egress_new(s);
+	n->rate = local_egress_rate(n->eg);
 	n->epfd = epoll_create1(EPOLL_CLOEXEC);
 	n->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (n->epfd < 0) {

@@ -72,6 +72,7 @@ static void conn_log(struct local_conn *c)
 		.reason = c->reason,
 		.up = c->up_bytes,
 		.down = c->down_bytes,
+		.throttled_ms = c->throttled_ms,
 	};
 	local_egress_log(c->n->eg, &x);
 }
@@ -323,10 +324,14 @@ int local_relay_pump(struct local_conn *c)
 					return local_conn_close(c), LOCAL_STEP_WAIT;
 				}
 			}
-			if (!c->eof[d] && c->inpipe[d] < c->pipe_cap[d]) {
-				ssize_t r = splice(from, NULL, c->pipe[d][1], NULL,
-						   c->pipe_cap[d] - c->inpipe[d], flags);
+			/* a byte limit (--net-rate) holds reading back, not the relay */
+			size_t room = c->eof[d]
+				? 0
+				: local_rate_room(c, d, c->pipe_cap[d] - c->inpipe[d]);
+			if (room > 0) {
+				ssize_t r = splice(from, NULL, c->pipe[d][1], NULL, room, flags);
 				if (r > 0) {
+					local_rate_spent(c, d, (size_t)r);
 					c->inpipe[d] += (size_t)r;
 					*count += r;
 					moved += (size_t)r;

@@ -144,6 +144,12 @@ void local_rate_set(struct local_rate *r, const struct sbx_net_config *n);
 int local_rate_request(struct local_rate *r, const char *host, const char *label, char *reason,
 		       size_t rlen);
 void local_rate_free(struct local_rate *r);
+struct local_conn;
+/* a relay (d: 0 up, 1 down) may move at most this many of want bytes now: 0 over a byte limit
+ * (c->throttle_until says when to try again; the sweep wakes it) */
+size_t local_rate_room(struct local_conn *c, int d, size_t want);
+/* ... and moved these */
+void local_rate_spent(struct local_conn *c, int d, size_t bytes);
 
 /* --- net-egress.c: policy, log, credentials, resolver (the supervisor) -------------------- */
 
@@ -162,6 +168,8 @@ int local_egress_decide(struct local_egress *e, const char *host, int port, char
 /* sbx update: the policy of c from now on (mode allow or open, the allow list, the preset,
  * the rate limits), logged; -1 with why in msg */
 int local_egress_update(struct local_egress *e, const struct sbx_config *c, char *msg, size_t len);
+/* the rate limits' buckets */
+struct local_rate *local_egress_rate(struct local_egress *e);
 /* the address --add-host maps host to, or NULL */
 const char *local_egress_mapped(const struct local_egress *e, const char *host);
 /* whether the addresses a name led to may be dialled (all of them): 0, or -1 with the
@@ -187,6 +195,7 @@ struct local_egress_entry {
 	bool deny;
 	const char *reason;
 	long long up, down;
+	long long throttled_ms; /* held back by a byte limit */
 };
 /* appends one JSON line to the egress log (rotating it at its cap) */
 void local_egress_log(struct local_egress *e, const struct local_egress_entry *x);
@@ -318,6 +327,7 @@ struct local_conn {
 	size_t host_len;
 	int port;
 	bool deny, logged;
+	long long throttle_until, throttled_ms; /* --net-rate's byte limit */
 	char exec[13];
 	char *command;
 	char reason[400];
@@ -327,6 +337,7 @@ struct local_conn {
 struct local_net {
 	const struct local_setup *s;
 	struct local_egress *eg;
+	struct local_rate *rate; /* the egress policy's (sbx update changes what it holds) */
 	int epfd, spare_fd, factory_fd, pidfd;
 	struct local_ep_tag pidfd_ep, resolver_ep, factory_ep;
 	struct local_conn *fq[LOCAL_FACTORY_QUEUE]; /* asked of init, oldest first (NULL: gone) */

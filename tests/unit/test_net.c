@@ -89,14 +89,17 @@ static void test_rate(void)
 	t = sbx_net_rate_text(&c.net.rates[0]);
 	CHECK(streq(t, "a.test=2r/m,1MiB/s"), "text of a domain's: %s", t);
 	free(t);
+	CHECK(sbx_net_rate_arg(&c.net, "b.test=64k/s", msg, sizeof(msg)) == 0,
+	      "a byte limit alone");
 	json_t *j = sbx_config_to_json(&c);
-	CHECK(sbx_config_from_json(j, &d, &err) == 0 && d.net.n_rates == 2 &&
+	CHECK(sbx_config_from_json(j, &d, &err) == 0 && d.net.n_rates == 3 &&
+		      streq(d.net.rates[2].pattern, "b.test") && d.net.rates[2].bytes == 65536 &&
 		      streq(d.net.rates[0].pattern, "a.test") && d.net.rates[0].bytes == 1 << 20 &&
 		      !d.net.rates[1].pattern && d.net.rates[1].reqs == 9,
 	      "the stored form reads back");
 	json_decref(j);
 	sbx_config_release(&d);
-	CHECK(sbx_net_rate_arg(&c.net, "a.test=none", msg, sizeof(msg)) == 0 && c.net.n_rates == 1,
+	CHECK(sbx_net_rate_arg(&c.net, "a.test=none", msg, sizeof(msg)) == 0 && c.net.n_rates == 2,
 	      "none removes it");
 	CHECK(sbx_net_rate_arg(&c.net, "fast", msg, sizeof(msg)) < 0 && strstr(msg, "--net-rate"),
 	      "a usage message");
