@@ -709,7 +709,17 @@ int sbx_sandbox_update(struct sbx_ctx *ctx, const char *sb, const struct sbx_upd
 		sbx_config_release(&c);
 		return -1;
 	}
-	sbx_config_release(&rec->config);
+	struct sbx_config old = rec->config;
 	rec->config = c;
-	return sbx_store_save(&ctx->store, rec, true, err);
+	if (sbx_store_save(&ctx->store, rec, true, err) < 0) {
+		/* not recorded: what runs goes back to the recorded policy */
+		struct sbx_err e2 = { 0 };
+		if (p->update && p->update(ctx, rec, &old, &e2) < 0)
+			sbx_debug("cannot undo the update of %s: %s", rec->id, e2.msg);
+		rec->config = old;
+		sbx_config_release(&c);
+		return sbx_err_prefix(err, "cannot update '%s'", l);
+	}
+	sbx_config_release(&old);
+	return 0;
 }
