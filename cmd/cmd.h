@@ -15,6 +15,7 @@ int cmd_inspect(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_pause(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_resume(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_update(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_preview(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_run(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_version(int argc, char **argv, struct sbx_ctx *ctx);

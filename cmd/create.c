@@ -266,6 +266,14 @@ PARSER(opt_host_port)
 	return 0;
 }
 
+PARSER(opt_net_rate)
+{
+	char msg[300];
+	if (sbx_net_rate_arg(&CFG->net, arg, msg, sizeof(msg)) < 0)
+		return USAGE("%s", msg);
+	return 0;
+}
+
 PARSER(opt_image)
 {
 	set_str(&CFG->image.ref, arg);
@@ -320,6 +328,11 @@ static const struct create_option {
 	  "\twith allow= or open: the proxy may dial private addresses\n"
 	  "(10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7)",
 	  opt_net_allow_private },
+	{ "net-rate", ARG, 0,
+	  "[DOMAIN=]LIMIT,...\twith allow= or open: at most N requests (50r/s,\n"
+	  "600r/m: past it 429) and SIZE a second each way (10MiB/s:\n"
+	  "slowed down), for the sandbox or for DOMAIN; repeatable",
+	  opt_net_rate },
 	{ "add-host", ARG, 0, "NAME:ADDR\tNAME resolves to ADDR, in /etc/hosts and for the proxy",
 	  opt_add_host },
 	{ "host-port", ARG, 0,

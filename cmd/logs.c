@@ -42,6 +42,22 @@ static void egress_line(const char *line, bool json, bool *header)
 		       "DESTINATION", "VERDICT", "UP", "DOWN", "COMMAND / REASON");
 		*header = true;
 	}
+	if (sbx_json_str(j, "policy")) {
+		/* sbx update changed the policy: the new one, on a row of its own */
+		_cleanup_free_ char *t = sbx_term_safe(sbx_json_str(j, "time") ?: "?");
+		_cleanup_free_ char *mode = sbx_term_safe(sbx_json_str(j, "mode") ?: "?");
+		_cleanup_free_ char *allow = json_dumps(json_object_get(j, "allow"), JSON_COMPACT);
+		_cleanup_free_ char *rates = json_dumps(json_object_get(j, "rates"), JSON_COMPACT);
+		_cleanup_free_ char *what = xasprintf(
+			"mode %s, allow %s%s, rates %s", mode, allow ? allow : "[]",
+			json_is_true(json_object_get(j, "preset")) ? " and the preset" : "",
+			rates ? rates : "[]");
+		_cleanup_free_ char *safe = sbx_term_safe(what);
+		printf("%-24s  %-12s  %-7s  %-28s  %-7s  %9s  %9s  %s\n", t, "-", "policy", "-",
+		       "update", "-", "-", safe);
+		json_decref(j);
+		return;
+	}
 	/* one table row stays one line, and what a sandbox asked for (a domain, a command) is
 	 * shown as text, never as terminal controls: every field, whatever wrote the line */
 	_cleanup_free_ char *t = sbx_term_safe(sbx_json_str(j, "time") ?: "?");

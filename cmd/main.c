@@ -63,6 +63,15 @@ const struct sbx_command sbx_commands[] = {
 	  "      --grace DUR        with --release: how long SIGTERM has (default 10s)\n" },
 	{ "resume", cmd_resume, "Resume paused sandboxes; start released or stopped ones again",
 	  "sbx resume SB...", "" },
+	{ "update", cmd_update, "Change the egress policy of sandboxes, running or not",
+	  "sbx update [OPTIONS] SB...",
+	  "      --net MODE         none, allow=DOMAIN[:PORT],... (the whole allow list) or\n"
+	  "                         open; a running sandbox keeps a proxy, or none\n"
+	  "      --net-preset default|none  with allow=: the preset of registries too, or not\n"
+	  "      --net-allow DOMAIN[:PORT]  add to the allow list (repeatable)\n"
+	  "      --net-deny DOMAIN[:PORT]   take out of the allow list (repeatable)\n"
+	  "      --net-rate [DOMAIN=]LIMIT,...  request and byte limits, as sbx create's;\n"
+	  "                         [DOMAIN=]none removes one (repeatable)\n" },
 	{ "rm", cmd_rm, "Remove sandboxes", "sbx rm [OPTIONS] SB...",
 	  "  -f, --force            remove running sandboxes too, and records that cannot be read\n" },
 	{ "run", cmd_run, "Create a sandbox, run a command in it, remove it",

@@ -65,7 +65,7 @@ function __sbx_sub_at
     test (count $argv) -eq 2; or contains -- (count $args) $argv[3..-1]
 end
 
-# SB wanted here: exec, logs and preview take one, inspect, rm, pause and resume any number
+# SB wanted here: exec, logs and preview take one, inspect, rm, pause, resume and update any number
 function __sbx_wants_sandbox
     set -l cmd (__sbx_cmd); or return 1
     set -l args (__sbx_args); or return 1
@@ -73,7 +73,7 @@ function __sbx_wants_sandbox
     switch $cmd
         case exec logs preview
             test (count $args) -eq 0
-        case inspect rm pause resume
+        case inspect rm pause resume update
             return 0
         case '*'
             return 1
@@ -103,5 +103,6 @@ complete -c sbx -n '__sbx_sub_at provider "" 0; and not string match -q -- "-*" 
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --ttl-action' -a 'pause rm'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --net' -a 'none allow= open host'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --net-preset' -a 'default none'
+complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --net-rate' -a 'none 50r/s 600r/m 10MiB/s'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is -e --env' -a '(set -nx)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --env-file -v --volume' -F

@@ -14,7 +14,7 @@ const char *const sbx_cap_names[] = {
 	"preview",    "preview-auth", "limit-cpu", "limit-memory", "limit-pids",   "disk",
 	"volumes",    "net-none",     "net-open",  "net-allow",	   "net-host",	   "add-host",
 	"host-port",  "image",	      "template",  "ttl",	   "hostname",	   "cp",
-	"egress-log", "snapshot",     "nested",	   NULL,
+	"egress-log", "snapshot",     "nested",	   "net-rate",	   "net-update",   NULL,
 };
 
 /* --- the JSON mapping ------------------------------------------------------------------------ */
@@ -78,9 +78,54 @@ static json_t *net_json(const struct sbx_net_config *n)
 		json_array_append_new(ports,
 				      json_pack("{s:i, s:i}", "host", n->host_ports[i].host,
 						"inside", n->host_ports[i].inside));
-	return json_pack("{s:s, s:o, s:b, s:b, s:o, s:o}", "mode", modes[n->mode], "allow", allow,
-			 "preset", n->preset, "allow_private", n->allow_private, "add_hosts", hosts,
-			 "host_ports", ports);
+	json_t *j = json_pack("{s:s, s:o, s:b, s:b, s:o, s:o}", "mode", modes[n->mode], "allow",
+			      allow, "preset", n->preset, "allow_private", n->allow_private,
+			      "add_hosts", hosts, "host_ports", ports);
+	if (n->n_rates)
+		json_object_set_new(j, "rates", sbx_net_rates_json(n));
+	return j;
+}
+
+json_t *sbx_net_rates_json(const struct sbx_net_config *n)
+{
+	json_t *rates = json_array();
+
+	for (size_t i = 0; i < n->n_rates; i++) {
+		const struct sbx_net_rate *r = &n->rates[i];
+		json_array_append_new(rates,
+				      json_pack("{s:o, s:I, s:I, s:I}", "domain",
+						r->pattern ? json_string(r->pattern) : json_null(),
+						"requests", (json_int_t)r->reqs, "per_s",
+						(json_int_t)r->per_s, "bytes_per_s",
+						(json_int_t)r->bytes));
+	}
+	return rates;
+}
+
+void sbx_net_rates_from_json(const json_t *a, struct sbx_net_config *n)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach (a, i, v) {
+		const char *d = sbx_json_str(v, "domain");
+		struct sbx_net_rate r = { .reqs = sbx_json_int(v, "requests", 0),
+					  .per_s = sbx_json_int(v, "per_s", 1),
+					  .bytes = sbx_json_int(v, "bytes_per_s", 0) };
+		int port;
+		if (!r.reqs)
+			r.per_s = 1; /* a byte limit alone */
+		if (r.reqs < 0 || r.reqs > 1000000 ||
+		    (r.per_s != 1 && r.per_s != 60 && r.per_s != 3600) || r.bytes < 0 ||
+		    (!r.reqs && !r.bytes))
+			continue;
+		if (d && (sbx_net_parse_allow(d, &r.pattern, &port) < 0 || port)) {
+			free(r.pattern);
+			continue;
+		}
+		n->rates = xrealloc(n->rates, (n->n_rates + 1) * sizeof(*n->rates));
+		n->rates[n->n_rates++] = r;
+	}
 }
 
 static void net_from_json(const json_t *j, struct sbx_net_config *n)
@@ -123,6 +168,7 @@ static void net_from_json(const json_t *j, struct sbx_net_config *n)
 					 (n->n_host_ports + 1) * sizeof(*n->host_ports));
 		n->host_ports[n->n_host_ports++] = (struct sbx_port_forward){ (int)h, (int)in };
 	}
+	sbx_net_rates_from_json(json_object_get(j, "rates"), n);
 }
 
 static json_t *image_json(const struct sbx_image_config *im)
@@ -186,7 +232,8 @@ json_t *sbx_config_to_json(const struct sbx_config *c)
 	if (c->ttl_ms)
 		json_object_set_new(j, "ttl_action", json_string(c->ttl_rm ? "rm" : "pause"));
 	/* a policy, or a companion flag given without --net */
-	if (c->net.set || c->net.n_add_hosts || c->net.n_host_ports || c->net.allow_private)
+	if (c->net.set || c->net.n_add_hosts || c->net.n_host_ports || c->net.allow_private ||
+	    c->net.n_rates)
 		json_object_set_new(j, "net", net_json(&c->net));
 	if (c->image.ref)
 		json_object_set_new(j, "image", image_json(&c->image));
@@ -273,6 +320,9 @@ void sbx_config_release(struct sbx_config *c)
 	}
 	free(n->add_hosts);
 	free(n->host_ports);
+	for (size_t i = 0; i < n->n_rates; i++)
+		free(n->rates[i].pattern);
+	free(n->rates);
 	free(c->image.ref);
 	free(c->image.name);
 	free(c->image.id);
@@ -314,6 +364,7 @@ static const struct need {
 	{ SBX_CAP_NET_NONE, "--net none", A_NET_MODE, 0, SBX_NET_NONE },
 	{ SBX_CAP_NET_OPEN, "--net open", A_NET_MODE, 0, SBX_NET_OPEN },
 	{ SBX_CAP_NET_HOST, "--net host", A_NET_MODE, 0, SBX_NET_HOST },
+	{ SBX_CAP_NET_RATE, "--net-rate", A_SIZE, offsetof(struct sbx_config, net.n_rates) },
 	{ SBX_CAP_TTL, "--ttl", A_LL, offsetof(struct sbx_config, ttl_ms) },
 	{ SBX_CAP_HOSTNAME, "--hostname", A_PTR, offsetof(struct sbx_config, hostname) },
 	{ SBX_CAP_IMAGE | SBX_CAP_TEMPLATE, "--image", A_PTR,

@@ -43,6 +43,8 @@ enum sbx_cap {
 	SBX_CAP_EGRESS_LOG = 1u << 24,	/* logs --egress */
 	SBX_CAP_SNAPSHOT = 1u << 25,	/* a sandbox's files and memory saved under a name */
 	SBX_CAP_NESTED = 1u << 26,	/* --nested: namespaces and mounts of its own inside */
+	SBX_CAP_NET_RATE = 1u << 27,	/* --net-rate */
+	SBX_CAP_NET_UPDATE = 1u << 28,	/* update --net, --net-allow, --net-deny, --net-rate */
 };
 /* "exec-stdin", ... in bit order, NULL-terminated */
 extern const char *const sbx_cap_names[];
@@ -74,6 +76,14 @@ struct sbx_port_forward {
 	int host, inside;
 };
 
+/* --net-rate: a token bucket of requests, and one of bytes, for the whole sandbox or for the
+ * domains a pattern matches (together) */
+struct sbx_net_rate {
+	char *pattern;	       /* as in --net allow= (no port); NULL: the whole sandbox */
+	long long reqs, per_s; /* reqs requests per per_s seconds (0: no request limit) */
+	long long bytes;       /* bytes per second, each way (0: no byte limit) */
+};
+
 struct sbx_net_config {
 	bool set; /* recorded: --net given, or the provider keeps a policy by default */
 	enum sbx_net_mode mode;
@@ -85,6 +95,8 @@ struct sbx_net_config {
 	size_t n_add_hosts;
 	struct sbx_port_forward *host_ports;
 	size_t n_host_ports;
+	struct sbx_net_rate *rates;
+	size_t n_rates;
 };
 
 struct sbx_image_config {
@@ -126,6 +138,10 @@ int sbx_config_from_json(const json_t *j, struct sbx_config *ret, struct sbx_err
 /* SBX_E_UNSUPPORTED naming the first option c asks for that caps lack */
 int sbx_config_supported(const struct sbx_config *c, unsigned caps, const char *provider,
 			 struct sbx_err *err);
+/* --net-rate's limits as the record holds them: [{"domain", "requests", "per_s",
+ * "bytes_per_s"}]; read back into n (invalid members skipped) */
+json_t *sbx_net_rates_json(const struct sbx_net_config *n);
+void sbx_net_rates_from_json(const json_t *a, struct sbx_net_config *n);
 /* what goes together (--net and its companions); a usage message in msg */
 int sbx_config_validate(const struct sbx_config *c, char *msg, size_t len);
 

@@ -33,6 +33,16 @@ struct sbx_pause_opts {
 	long long grace_ms; /* release: SIGTERM, then SIGKILL after this long */
 };
 
+/* sbx update: what changes in a sandbox's configuration (NULL / false: unchanged); the
+ * strings as the flags took them (cmd/ has checked them) */
+struct sbx_update_opts {
+	const char *net;	/* --net MODE: the mode and the whole allow list */
+	const char *net_preset; /* --net-preset default|none */
+	char **net_allow;	/* --net-allow DOMAIN[:PORT]: added, NULL-terminated */
+	char **net_deny;	/* --net-deny DOMAIN[:PORT]: removed */
+	char **net_rate;	/* --net-rate SPEC: each replaces the limit of its domain */
+};
+
 struct sbx_exec_opts {
 	char **argv;	      /* NULL-terminated */
 	char **env;	      /* "K=V" added for this exec, NULL-terminated */

@@ -651,3 +651,75 @@ void sbx_listing_release(struct sbx_listing *l)
 	free(l->bad);
 	memset(l, 0, sizeof(*l));
 }
+
+/* --- update ---------------------------------------------------------------------------------- */
+
+int sbx_sandbox_update(struct sbx_ctx *ctx, const char *sb, const struct sbx_update_opts *o,
+		       struct sbx_err *err)
+{
+	_cleanup_free_ char *id = NULL;
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	const struct sbx_provider *p;
+	char msg[400];
+
+	if (sbx_store_resolve(&ctx->store, sb, &id, err) < 0)
+		return -1;
+	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, id, true, err);
+	if (lk < 0 || sbx_store_load(&ctx->store, id, &rec, err) < 0 ||
+	    !(p = provider_of(rec, err)))
+		return -1;
+	/* before anything is asked of the provider */
+	bool net = o->net || o->net_preset || o->net_allow || o->net_deny || o->net_rate;
+	if (net && (!p->update || !(p->caps & SBX_CAP_NET_UPDATE)))
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider '%s' cannot change the egress policy of a sandbox "
+				   "(sbx update --net...)",
+				   p->name);
+	refresh(ctx, rec);
+	const char *l = label_of(rec);
+	switch (rec->state) {
+	case SBX_STATE_RUNNING:
+	case SBX_STATE_PAUSED:
+	case SBX_STATE_STOPPED:
+	case SBX_STATE_RELEASED:
+		break;
+	default:
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s%s%s; it cannot be updated",
+				   l, sbx_state_name(rec->state), rec->state_reason ? ": " : "",
+				   rec->state_reason ? rec->state_reason : "");
+	}
+	/* the new configuration: a copy of the old through its stored form, then the flags */
+	_cleanup_json_ json_t *j = sbx_config_to_json(&rec->config);
+	struct sbx_config c;
+	if (sbx_config_from_json(j, &c, err) < 0)
+		return -1;
+	if (o->net && startswith(o->net, "host") && rec->config.net.mode != SBX_NET_HOST) {
+		sbx_config_release(&c);
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "--net host is chosen when a sandbox is created, not by update");
+	}
+	if (net &&
+	    (sbx_net_update(&c.net, o, msg, sizeof(msg)) < 0 ||
+	     sbx_config_validate(&c, msg, sizeof(msg)) < 0)) {
+		sbx_config_release(&c);
+		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
+	}
+	if (sbx_config_supported(&c, p->caps, p->name, err) < 0 ||
+	    (p->update && p->update(ctx, rec, &c, err) < 0)) {
+		sbx_config_release(&c);
+		return -1;
+	}
+	struct sbx_config old = rec->config;
+	rec->config = c;
+	if (sbx_store_save(&ctx->store, rec, true, err) < 0) {
+		/* not recorded: what runs goes back to the recorded policy */
+		struct sbx_err e2 = { 0 };
+		if (p->update && p->update(ctx, rec, &old, &e2) < 0)
+			sbx_debug("cannot undo the update of %s: %s", rec->id, e2.msg);
+		rec->config = old;
+		sbx_config_release(&c);
+		return sbx_err_prefix(err, "cannot update '%s'", l);
+	}
+	sbx_config_release(&old);
+	return 0;
+}

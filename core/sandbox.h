@@ -29,6 +29,9 @@ int sbx_sandbox_egress_log_path(struct sbx_ctx *ctx, const char *sb, char **ret_
 int sbx_sandbox_preview(struct sbx_ctx *ctx, const char *sb, const struct sbx_preview_opts *o,
 			json_t **ret, struct sbx_err *err);
 int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_err *err);
+/* changes SB's configuration (struct sbx_update_opts): recorded, and applied to what runs */
+int sbx_sandbox_update(struct sbx_ctx *ctx, const char *sb, const struct sbx_update_opts *o,
+		       struct sbx_err *err);
 /* sbx cp (core/cp.c): a tar stream on tar_fd into SB:dest / a tar of SB:src onto tar_fd */
 int sbx_sandbox_cp_in(struct sbx_ctx *ctx, const char *sb, int tar_fd, const char *dest,
 		      const struct sbx_cp_opts *opts, struct sbx_err *err);

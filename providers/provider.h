@@ -42,6 +42,10 @@ struct sbx_provider {
 		       json_t **ret, struct sbx_err *);
 	/* the egress log (JSON lines; PATH.1 is the rotated part): a path, or NULL */
 	char *(*egress_log_path)(const struct sbx_record *);
+	/* applies the configuration c, which replaces rec->config, to a running, paused, stopped
+	 * or released sandbox (rec->state fresh; core saves the record after); called locked */
+	int (*update)(struct sbx_ctx *, const struct sbx_record *, const struct sbx_config *c,
+		      struct sbx_err *);
 	/* refresh rec->state (and state_reason) by looking */
 	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 	/* every sandbox the provider has: *ret maps provider_id -> enum sbx_state (an integer);

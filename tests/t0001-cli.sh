@@ -183,7 +183,7 @@ test_expect_success 'unknown long options name the command; a value where none i
 	expect_one_error_line_first err "^sbx: error: option .--json. takes no value$" &&
 	expect_code 125 sbx create --net- 2>err &&
 	expect_one_error_line_first err \
-		"^sbx: error: option .--net-. is ambiguous for .sbx create. \(--net-preset, --net-allow-private\)$"
+		"^sbx: error: option .--net-. is ambiguous for .sbx create. \(--net-preset, --net-allow-private, --net-rate\)$"
 '
 
 test_expect_success 'an option that takes a value and has none still says so' '

@@ -222,7 +222,7 @@ test_expect_success 'allow: SOCKS5 with the credential and without, curl and a r
 
 test_expect_success 'a name not allowed (though --add-host maps it): 403 with the way to allow it' '
 	sbx exec main "${CURL[@]}" -i "http://bad.test:$HTTP_PORT/hello?t=bad1" >resp &&
-	refused_403 resp bad.test "--net allow=" &&
+	refused_403 resp bad.test "--net-allow" &&
 	expect_code 56 sbx exec main "${CURL[@]}" --cacert /workspace/ca.pem \
 		"https://bad.test:$HTTPS_PORT/hello?t=bad2" 2>err &&
 	test_grep "403" err &&
@@ -239,7 +239,7 @@ test_expect_success 'wildcard: *.zone.test allows a.zone.test, not zone.test its
 	sbx exec main "${CURL[@]}" --cacert /workspace/ca.pem "https://a.zone.test:$HTTPS_PORT/hello" >out &&
 	test_eq "hello from tls" "$(cat out)" &&
 	sbx exec main "${CURL[@]}" -i "http://zone.test:$HTTP_PORT/hello?t=zone2" >resp &&
-	refused_403 resp zone.test "--net allow=" &&
+	refused_403 resp zone.test "--net-allow" &&
 	expect_code 56 sbx exec main "${CURL[@]}" -k "https://zone.test:$HTTPS_PORT/hello" &&
 	test_grep -x "web GET /hello?t=zone1" "$INET" && test_grep ! "t=zone2" "$INET"
 '
@@ -251,7 +251,7 @@ test_expect_success 'a port restriction: allow=web.test:PORT refuses every other
 	alt=$(count_lines "^alt conn" "$INET") && tls=$(count_lines "^tls conn" "$INET") &&
 	tcp=$(count_lines "^tcp conn" "$INET") &&
 	sbx exec port "${CURL[@]}" -i "http://web.test:$ALT_PORT/hello?t=port2" >resp &&
-	refused_403 resp "web.test:$ALT_PORT" "--net allow=" &&
+	refused_403 resp "web.test:$ALT_PORT" "--net-allow" &&
 	expect_code 56 sbx exec port "${CURL[@]}" -k "https://web.test:$HTTPS_PORT/hello?t=port3" &&
 	expect_code 2 sbx exec port /usr/bin/python3 /workspace/socks.py web.test "$TCP_PORT" x &&
 	test_eq "$alt" "$(count_lines "^alt conn" "$INET")" &&
@@ -372,12 +372,12 @@ test_expect_success 'the default (the preset) and --net allow= alone: a test nam
 	sbx create --name dflt "${ADD[@]}" >/dev/null &&
 	sbx exec dflt env >env && test_grep "^HTTP_PROXY=http://" env &&
 	sbx exec dflt "${CURL[@]}" -i "http://$WEB/hello?t=dflt1" >resp &&
-	refused_403 resp web.test "--net allow=" &&
+	refused_403 resp web.test "--net-allow" &&
 	sbx inspect dflt >j && json_assert j "assert r[\"options\"][\"net\"][\"preset\"] is True, r" &&
 	sbx create --name empty --net allow= "${ADD[@]}" >/dev/null &&
 	sbx inspect empty >j && json_assert j "assert r[\"options\"][\"net\"][\"preset\"] is False, r" &&
 	sbx exec empty "${CURL[@]}" -i "http://$WEB/hello?t=dflt2" >resp &&
-	refused_403 resp web.test "--net allow=" &&
+	refused_403 resp web.test "--net-allow" &&
 	test_grep ! "t=dflt" "$INET"
 '
 

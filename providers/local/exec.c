@@ -595,6 +595,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	_cleanup_(env_list_free) struct env_list netenv = { NULL, 0 };
 	if (local_net_exec_env(rec, o->argv, env_list_set, &netenv, err) < 0)
 		return -1;
+	_cleanup_(local_net_exec_unwatch) struct local_exec_watch watch;
+	local_net_exec_watch(rec, &watch);
 
 	struct local_idmap idmap;
 	local_idmap_of(rec, &idmap);
@@ -854,6 +856,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		*ret_status = 0;
 		return 0;
 	}
+	if (!o->detach)
+		local_net_exec_refusals(rec, &watch, netenv.v);
 	if (timed_out) {
 		*ret_status = SBX_EXIT_TIMEOUT;
 		return 0;

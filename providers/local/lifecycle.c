@@ -675,7 +675,8 @@ const struct sbx_provider sbx_provider_local = {
 		SBX_CAP_LIMIT_CPU | SBX_CAP_LIMIT_MEMORY | SBX_CAP_LIMIT_PIDS | SBX_CAP_DISK |
 		SBX_CAP_VOLUMES | SBX_CAP_NET_NONE | SBX_CAP_NET_OPEN | SBX_CAP_NET_ALLOW |
 		SBX_CAP_NET_HOST | SBX_CAP_ADD_HOST | SBX_CAP_HOST_PORT | SBX_CAP_IMAGE |
-		SBX_CAP_NESTED | SBX_CAP_TTL | SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG,
+		SBX_CAP_NESTED | SBX_CAP_TTL | SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG |
+		SBX_CAP_NET_RATE | SBX_CAP_NET_UPDATE,
 	.default_workdir = "/workspace",
 	.create = local_create,
 	.exec = local_exec,
@@ -688,4 +689,5 @@ const struct sbx_provider sbx_provider_local = {
 	.preview = local_preview,
 	.egress_log_path = local_egress_log_path,
 	.inspect = local_inspect,
+	.update = local_update,
 };

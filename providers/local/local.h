@@ -268,6 +268,24 @@ char *local_egress_log_path(const struct sbx_record *rec);
  * is left out with a warning, so the command still runs; -1 only out of descriptors */
 int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 		       void (*set)(void *, const char *), void *env, struct sbx_err *err);
+/* sbx update: the new configuration c recorded by core, told to the supervisor when it runs */
+int local_update(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_config *c,
+		 struct sbx_err *err);
+/* an exec's watch on the egress log: taken before it joins the sandbox, then, once its command
+ * ended (env: what local_net_exec_env set), one line on stderr saying which of its requests
+ * the egress policy refused, if any (the watch is closed) */
+struct local_exec_watch {
+	int fd; /* the egress log, read from its end when the exec started */
+};
+void local_net_exec_watch(const struct sbx_record *rec, struct local_exec_watch *w);
+void local_net_exec_refusals(const struct sbx_record *rec, struct local_exec_watch *w,
+			     char *const *env);
+static inline void local_net_exec_unwatch(struct local_exec_watch *w)
+{
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
+}
 
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);

@@ -16,7 +16,7 @@
 #define LINGER_MS 2000		/* after a final answer: the client's end, for so long */
 #define CTL_DEADLINE_MS 2000
 #define REFUSE_MAX 32 /* connections being told the cap is reached */
-#define CTL_MAX 4096
+#define CTL_MAX 65536 /* a control request line: sbx update sends a whole allow list */
 
 static const char *const pool_what[LOCAL_P_N] = { "the egress proxy", "the --host-port forwarding",
 						  "the preview service", "the control socket" };
@@ -491,8 +491,13 @@ void local_conn_sweep(struct local_net *n)
 	for (struct local_conn *c = n->conns, *next; c; c = next) {
 		next = c->next;
 		if (c->state == LOCAL_S_RELAY) {
-			if (n->now - c->last_io >= n->idle_ms)
+			if (c->throttle_until && n->now >= c->throttle_until) {
+				c->throttle_until = 0; /* a byte limit's wait is over */
+				c->last_io = n->now;
+				local_conn_later(c);
+			} else if (n->now - c->last_io >= n->idle_ms) {
 				local_conn_close(c);
+			}
 		} else if (c->deadline && n->now >= c->deadline) {
 			deadline_passed(c);
 		}

@@ -11,12 +11,14 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 
 #include "core/json.h"
 #include "core/log.h"
 
 #define EXECS_MAX (1 << 20)
 #define CTL_TIMEOUT_MS 10000
+#define CTL_LINE_MAX 65000 /* below the supervisor's CTL_MAX */
 
 socklen_t local_ctl_addr(const char *dir, int dirfd, struct sockaddr_un *a)
 {
@@ -177,41 +179,29 @@ static int send_line(int fd, const char *s, long long deadline)
 	return 0;
 }
 
-int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
-		  const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err)
+/* one request on the supervisor's control socket, and its answer (ok or not) in *ret */
+static int ctl_call(const struct sbx_record *rec, json_t *req, json_t **ret, struct sbx_err *err)
 {
 	const char *label = rec->name ? rec->name : rec->id;
 	long long deadline = sbx_now_ms() + CTL_TIMEOUT_MS;
-
-	(void)ctx;
-	if (o->port == 0) {
-		*ret = previews_read(rec);
-		return 0;
-	}
-	if (o->public && o->no_auth)
-		return sbx_err_set(err, SBX_E_USAGE,
-				   "--no-auth goes with a loopback preview: a "
-				   "--public one always needs its token");
-	if (rec->state != SBX_STATE_RUNNING && rec->state != SBX_STATE_PAUSED)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; run 'sbx resume %s'",
-				   label, sbx_state_name(rec->state), label);
-	local_touch_activity(rec->dir);
 	_cleanup_close_ int dfd = open(rec->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	struct sockaddr_un a;
 	socklen_t al = local_ctl_addr(rec->dir, dfd, &a);
 	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, al) < 0)
 		return sbx_err_errno(err,
 				     "cannot reach the supervisor of sandbox '%s' (run 'sbx "
 				     "resume %s' if it was stopped)",
 				     label, label);
-	json_t *req = json_pack("{s:s, s:i, s:i, s:b, s:b}", "op", o->rm ? "preview-rm" : "preview",
-				"port", o->port, "host_port", o->host_port, "public", o->public,
-				"no_auth", o->no_auth);
 	char *s = json_dumps(req, JSON_COMPACT);
-	json_decref(req);
-	_cleanup_free_ char *line = xasprintf("%s\n", s);
+	_cleanup_free_ char *line = xasprintf("%s\n", s ? s : "{}");
 	free(s);
+	if (strlen(line) > CTL_LINE_MAX)
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "the request to the supervisor of sandbox '%s' is too long (%zu "
+				   "bytes, at most %d): a shorter allow list, or *.DOMAIN patterns",
+				   label, strlen(line), CTL_LINE_MAX);
 	if (send_line(fd, line, deadline) < 0)
 		return sbx_err_errno(err, "cannot talk to the supervisor of sandbox '%s'", label);
 	char buf[4096];
@@ -228,12 +218,39 @@ int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		got += (size_t)r;
 	}
 	buf[got] = 0;
-	_cleanup_json_ json_t *resp = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL);
-	if (!resp)
+	*ret = json_loads(buf, JSON_DISABLE_EOF_CHECK, NULL);
+	if (!*ret)
 		return sbx_err_set(err, SBX_E_SYSTEM,
 				   "the supervisor of sandbox '%s' gave no "
 				   "answer",
 				   label);
+	return 0;
+}
+
+int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
+		  const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err)
+{
+	const char *label = rec->name ? rec->name : rec->id;
+
+	(void)ctx;
+	if (o->port == 0) {
+		*ret = previews_read(rec);
+		return 0;
+	}
+	if (o->public && o->no_auth)
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "--no-auth goes with a loopback preview: a "
+				   "--public one always needs its token");
+	if (rec->state != SBX_STATE_RUNNING && rec->state != SBX_STATE_PAUSED)
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; run 'sbx resume %s'",
+				   label, sbx_state_name(rec->state), label);
+	local_touch_activity(rec->dir);
+	_cleanup_json_ json_t *req = json_pack(
+		"{s:s, s:i, s:i, s:b, s:b}", "op", o->rm ? "preview-rm" : "preview", "port",
+		o->port, "host_port", o->host_port, "public", o->public, "no_auth", o->no_auth);
+	_cleanup_json_ json_t *resp = NULL;
+	if (ctl_call(rec, req, &resp, err) < 0)
+		return -1;
 	if (!json_is_true(json_object_get(resp, "ok"))) {
 		const char *kind = sbx_json_str(resp, "kind");
 		return sbx_err_set(err,
@@ -245,4 +262,177 @@ int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	json_t *p = json_object_get(resp, "preview");
 	*ret = p ? json_incref(p) : json_null();
 	return 0;
+}
+
+/* --- sbx update ---------------------------------------------------------------------------- */
+
+json_t *local_policy_entry(const struct sbx_config *c)
+{
+	static const char *const modes[] = { "allow", "none", "open", "host" };
+	const struct sbx_net_config *n = &c->net;
+	char t[64];
+	long long now = sbx_now_ms();
+	time_t sec = (time_t)(now / 1000);
+	struct tm tm;
+	json_t *allow = json_array();
+
+	gmtime_r(&sec, &tm);
+	size_t l = strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(t + l, sizeof(t) - l, ".%03lldZ", now % 1000);
+	for (size_t i = 0; i < n->n_allow; i++)
+		json_array_append_new(allow,
+				      n->allow[i].port ? json_sprintf("%s:%d", n->allow[i].pattern,
+								      n->allow[i].port)
+						       : json_string(n->allow[i].pattern));
+	return json_pack("{s:s, s:s, s:s, s:o, s:b, s:o}", "time", t, "policy", "update", "mode",
+			 modes[n->mode], "allow", allow, "preset", n->preset, "rates",
+			 sbx_net_rates_json(n));
+}
+
+static const char *mode_text(const struct sbx_net_config *n)
+{
+	static const char *const modes[] = { "allow=...", "none", "open", "host" };
+
+	return modes[n->mode];
+}
+
+int local_update(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_config *c,
+		 struct sbx_err *err)
+{
+	const char *label = rec->name ? rec->name : rec->id;
+	const struct sbx_net_config *old = &rec->config.net, *new = &c->net;
+	bool live = rec->state == SBX_STATE_RUNNING || rec->state == SBX_STATE_PAUSED;
+
+	(void)ctx;
+	/* the namespace a sandbox runs in was made with the proxy or without it */
+	if (live &&
+	    (proxied(rec) !=
+		     (new->set && (new->mode == SBX_NET_ALLOW || new->mode == SBX_NET_OPEN)) ||
+	     (old->mode == SBX_NET_HOST) != (new->mode == SBX_NET_HOST)))
+		return sbx_err_set(
+			err, SBX_E_STATE,
+			"sandbox '%s' runs with --net %s, set up %s the egress proxy: it "
+			"cannot switch to --net %s while it runs (stop it with 'sbx "
+			"pause --release %s', update it, then resume it)",
+			label, mode_text(old), proxied(rec) ? "with" : "without", mode_text(new),
+			label);
+	/* the policy alone goes (a control request is short): a configuration of it alone */
+	struct sbx_config only;
+	sbx_config_init(&only);
+	only.net = c->net; /* borrowed, not released */
+	_cleanup_json_ json_t *opts = sbx_config_to_json(&only);
+	_cleanup_json_ json_t *req = json_pack("{s:s, s:O}", "op", "net-update", "options", opts);
+	if (!live) {
+		/* nothing runs to tell: the record alone (the next boot reads it), and the log */
+		_cleanup_free_ char *p = local_egress_log_at(rec->dir, "");
+		json_t *e = local_policy_entry(c);
+		char *s = e ? json_dumps(e, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+		json_decref(e);
+		_cleanup_close_ int fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		_cleanup_free_ char *line = xasprintf("%s\n", s ? s : "{}");
+		free(s);
+		if (fd >= 0)
+			(void)sbx_write_all(fd, line, strlen(line));
+		return 0;
+	}
+	if (!proxied(rec))
+		return 0; /* none stays none */
+	_cleanup_json_ json_t *resp = NULL;
+	if (ctl_call(rec, req, &resp, err) < 0)
+		return -1;
+	if (!json_is_true(json_object_get(resp, "ok")))
+		return sbx_err_set(err, SBX_E_SYSTEM, "%s",
+				   sbx_json_str(resp, "error") ?: "the update failed");
+	return 0;
+}
+
+/* one entry of the egress log refused for exec id: "host:port (why)" into *sb */
+static bool refusal_of(const char *line, const char *id, char *out, size_t len)
+{
+	_cleanup_json_ json_t *j = json_loads(line, 0, NULL);
+	const char *ex = sbx_json_str(j, "exec"), *v = sbx_json_str(j, "verdict");
+	const char *dom = sbx_json_str(j, "domain"), *why = sbx_json_str(j, "reason");
+
+	if (!ex || !v || !dom || !streq(ex, id) || !streq(v, "deny"))
+		return false;
+	why = !why			    ? "refused"
+		: strstr(why, "allow list") ? "not allowed"
+		: strstr(why, "rate limit") ? "over the rate limit"
+		: strstr(why, "address")    ? "a forbidden address"
+		: strstr(why, "credential") ? "a bad credential"
+					    : "refused";
+	snprintf(out, len, "%s:%lld (%s)", dom, sbx_json_int(j, "port", 0), why);
+	return true;
+}
+
+void local_net_exec_watch(const struct sbx_record *rec, struct local_exec_watch *w)
+{
+	*w = (struct local_exec_watch){ .fd = -1 };
+	if (!proxied(rec))
+		return;
+	/* opened here, on the host, before exec joins the sandbox (where the path would name
+	 * something else, and the file could not be opened); created empty when no request was
+	 * logged yet, as the supervisor would */
+	_cleanup_free_ char *p = local_egress_log_at(rec->dir, "");
+	w->fd = open(p, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	struct stat st;
+	if (w->fd >= 0 &&
+	    (fstat(w->fd, &st) < 0 || !S_ISREG(st.st_mode) || lseek(w->fd, 0, SEEK_END) < 0)) {
+		close(w->fd);
+		w->fd = -1;
+	}
+}
+
+/* the line saying which requests of exec id the log text shows refused, or NULL */
+static char *refusals_line(const struct sbx_record *rec, const char *id, char *text)
+{
+	size_t n = 0, k = 0; /* refusals, and the different ones kept */
+	char shown[3][300];
+
+	for (char *l = text; l && *l;) {
+		char *nl = strchr(l, '\n'), entry[300];
+		if (nl)
+			*nl = 0;
+		/* a cheap test first: most lines are another exec's */
+		if (strstr(l, id) && refusal_of(l, id, entry, sizeof(entry))) {
+			bool dup = false;
+			for (size_t i = 0; i < k && i < ARRAY_SIZE(shown); i++)
+				dup = dup || streq(shown[i], entry);
+			if (!dup && k < ARRAY_SIZE(shown))
+				snprintf(shown[k++], sizeof(shown[0]), "%s", entry);
+			else if (!dup)
+				k = ARRAY_SIZE(shown) + 1; /* more than shown */
+			n++;
+		}
+		l = nl ? nl + 1 : l + strlen(l);
+	}
+	if (n == 0)
+		return NULL;
+	char list[1000] = "";
+	size_t m = k < ARRAY_SIZE(shown) ? k : ARRAY_SIZE(shown);
+	for (size_t i = 0; i < m; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
+			 shown[i]);
+	return xasprintf("sbx: %zu request%s %s refused by the egress policy: %s%s; see sbx logs "
+			 "--egress %s",
+			 n, n == 1 ? "" : "s", n == 1 ? "was" : "were", list, k > m ? ", ..." : "",
+			 rec->name ? rec->name : rec->id);
+}
+
+void local_net_exec_refusals(const struct sbx_record *rec, struct local_exec_watch *w,
+			     char *const *env)
+{
+	const char *id = NULL;
+
+	for (; env && *env && !id; env++)
+		if (startswith(*env, "SBX_EXEC_ID="))
+			id = *env + strlen("SBX_EXEC_ID=");
+	if (id && w->fd >= 0) {
+		/* what was logged since the exec started (a rotation meanwhile: up to it) */
+		_cleanup_free_ char *text = sbx_read_fd(w->fd, 8 << 20, NULL);
+		_cleanup_free_ char *line = refusals_line(rec, id, text);
+		if (line)
+			fprintf(stderr, "%s\n", line);
+	}
+	local_net_exec_unwatch(w);
 }

@@ -151,8 +151,9 @@ void local_dial_proxy(struct local_conn *c)
 		local_proxy_fail(c, LOCAL_F_DENY);
 		return;
 	}
-	if (!local_egress_allowed(n->eg, c->host, c->port, c->reason, sizeof(c->reason))) {
-		local_proxy_fail(c, LOCAL_F_DENY);
+	int verdict = local_egress_decide(n->eg, c->host, c->port, c->reason, sizeof(c->reason));
+	if (verdict) {
+		local_proxy_fail(c, verdict == 429 ? LOCAL_F_RATE : LOCAL_F_DENY);
 		return;
 	}
 	const char *mapped = local_egress_mapped(n->eg, c->host);

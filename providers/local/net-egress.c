@@ -46,6 +46,7 @@ struct local_egress {
 	size_t n_allow;
 	char **host_name, **host_addr;
 	size_t n_hosts;
+	struct local_rate *rate;
 	int log_fd;
 	long long log_max;
 	struct cred cache[CRED_CACHE];
@@ -57,6 +58,24 @@ struct local_egress {
 	int threads, idle;
 	int efd;
 };
+
+static void log_line(struct local_egress *e, const char *s);
+
+/* the allow list of net, replacing any */
+static void allow_set(struct local_egress *e, const struct sbx_net_config *net)
+{
+	for (size_t i = 0; i < e->n_allow; i++)
+		free(e->allow[i]);
+	free(e->allow);
+	free(e->allow_port);
+	e->n_allow = 0;
+	e->allow = xcalloc(net->n_allow + 1, sizeof(char *));
+	e->allow_port = xcalloc(net->n_allow + 1, sizeof(int));
+	for (size_t i = 0; i < net->n_allow; i++) {
+		e->allow[e->n_allow] = xstrdup(net->allow[i].pattern);
+		e->allow_port[e->n_allow++] = net->allow[i].port;
+	}
+}
 
 struct local_egress *local_egress_new(const struct local_setup *s)
 {
@@ -72,12 +91,8 @@ struct local_egress *local_egress_new(const struct local_setup *s)
 	e->open = net->set && net->mode == SBX_NET_OPEN;
 	e->preset = net->preset;
 	e->allow_private = net->allow_private;
-	e->allow = xcalloc(net->n_allow + 1, sizeof(char *));
-	e->allow_port = xcalloc(net->n_allow + 1, sizeof(int));
-	for (size_t i = 0; i < net->n_allow; i++) {
-		e->allow[e->n_allow] = xstrdup(net->allow[i].pattern);
-		e->allow_port[e->n_allow++] = net->allow[i].port;
-	}
+	allow_set(e, net);
+	e->rate = local_rate_new(net);
 	e->host_name = xcalloc(net->n_add_hosts + 1, sizeof(char *));
 	e->host_addr = xcalloc(net->n_add_hosts + 1, sizeof(char *));
 	for (size_t i = 0; i < net->n_add_hosts; i++) {
@@ -135,17 +150,56 @@ bool local_egress_allowed(const struct local_egress *e, const char *host, int po
 	for (size_t i = 0; i < e->n_allow && !other_port; i++)
 		other_port = sbx_net_match(e->allow[i], host);
 	_cleanup_free_ char *h = local_escape_name(host, strlen(host));
+	const char *l = e->s->label;
 	if (other_port)
 		snprintf(reason, rlen,
-			 "port %d of %s is not in this sandbox's allow list (allow it "
-			 "with: sbx create --net allow=%s:%d,...)",
-			 port, h, h, port);
+			 "port %d is not in the allow list of sandbox '%s' (allow it: sbx update "
+			 "%s --net-allow %s:%d)",
+			 port, l, l, h, port);
 	else
 		snprintf(reason, rlen,
-			 "%s is not in this sandbox's allow list (allow it with: sbx "
-			 "create --net allow=%s,...)",
-			 h, h);
+			 "not in the allow list of sandbox '%s' (allow it: sbx update %s "
+			 "--net-allow %s)",
+			 l, l, h);
 	return false;
+}
+
+int local_egress_decide(struct local_egress *e, const char *host, int port, char *reason,
+			size_t rlen)
+{
+	if (!local_egress_allowed(e, host, port, reason, rlen))
+		return 403;
+	if (local_rate_request(e->rate, host, e->s->label, reason, rlen) < 0)
+		return 429;
+	return 0;
+}
+
+struct local_rate *local_egress_rate(struct local_egress *e)
+{
+	return e->rate;
+}
+
+int local_egress_update(struct local_egress *e, const struct sbx_config *c, char *msg, size_t len)
+{
+	const struct sbx_net_config *net = &c->net;
+
+	/* the namespace was made with the proxy: it stays proxied (the CLI checked it too) */
+	if (!e->proxy || !net->set || (net->mode != SBX_NET_ALLOW && net->mode != SBX_NET_OPEN)) {
+		snprintf(msg, len, "sandbox '%s' cannot switch to another mode while it runs",
+			 e->s->label);
+		return -1;
+	}
+	e->open = net->mode == SBX_NET_OPEN;
+	e->preset = net->preset;
+	allow_set(e, net);
+	local_rate_set(e->rate, net);
+	json_t *j = local_policy_entry(c);
+	char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+	json_decref(j);
+	if (s)
+		log_line(e, s);
+	free(s);
+	return 0;
 }
 
 const char *local_egress_mapped(const struct local_egress *e, const char *host)
@@ -347,6 +401,30 @@ int local_egress_credential(struct local_egress *e, const char *user, const char
 
 /* --- the egress log ------------------------------------------------------------------------ */
 
+/* one line of the egress log (rotating it at its cap) */
+static void log_line(struct local_egress *e, const char *s)
+{
+	_cleanup_free_ char *line = xasprintf("%s\n", s);
+	_cleanup_free_ char *p = local_egress_log_at(e->s->dir, "");
+	if (e->log_fd < 0)
+		e->log_fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	struct stat st;
+	if (e->log_fd >= 0 && fstat(e->log_fd, &st) == 0 &&
+	    st.st_size + (off_t)strlen(line) > e->log_max) {
+		/* capped: the older half goes to egress.log.1, replacing what was there */
+		_cleanup_free_ char *old = local_egress_log_at(e->s->dir, ".1");
+		(void)rename(p, old);
+		close(e->log_fd);
+		e->log_fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	}
+	/* a line is written whole or not at all (a full disk): never half a line, which would
+	 * spoil the one after it */
+	struct stat before;
+	if (e->log_fd >= 0 && fstat(e->log_fd, &before) == 0 &&
+	    sbx_write_all(e->log_fd, line, strlen(line)) < 0)
+		(void)!ftruncate(e->log_fd, before.st_size);
+}
+
 void local_egress_log(struct local_egress *e, const struct local_egress_entry *x)
 {
 	char t[64];
@@ -371,30 +449,14 @@ void local_egress_log(struct local_egress *e, const struct local_egress_entry *x
 			      (json_int_t)(sbx_now_ms() - x->t0));
 	if (!j)
 		return;
+	if (x->throttled_ms)
+		json_object_set_new(j, "throttled_ms", json_integer(x->throttled_ms));
 	char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
 	json_decref(j);
 	if (!s)
 		return;
-	_cleanup_free_ char *line = xasprintf("%s\n", s);
+	log_line(e, s);
 	free(s);
-	_cleanup_free_ char *p = local_egress_log_at(e->s->dir, "");
-	if (e->log_fd < 0)
-		e->log_fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	struct stat st;
-	if (e->log_fd >= 0 && fstat(e->log_fd, &st) == 0 &&
-	    st.st_size + (off_t)strlen(line) > e->log_max) {
-		/* capped: the older half goes to egress.log.1, replacing what was there */
-		_cleanup_free_ char *old = local_egress_log_at(e->s->dir, ".1");
-		(void)rename(p, old);
-		close(e->log_fd);
-		e->log_fd = open(p, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-	}
-	/* a line is written whole or not at all (a full disk): never half a line, which would
-	 * spoil the one after it */
-	struct stat before;
-	if (e->log_fd >= 0 && fstat(e->log_fd, &before) == 0 &&
-	    sbx_write_all(e->log_fd, line, strlen(line)) < 0)
-		(void)!ftruncate(e->log_fd, before.st_size);
 }
 
 /* --- the resolver -------------------------------------------------------------------------- */

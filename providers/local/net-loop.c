@@ -236,12 +236,28 @@ static json_t *ctl_error(const char *msg, const char *kind)
 	return j;
 }
 
+/* sbx update: the egress policy of the options sent, from the next request on */
+static json_t *ctl_net_update(struct local_net *n, json_t *req)
+{
+	struct sbx_config c;
+	struct sbx_err err = { 0 };
+	char msg[300];
+
+	if (sbx_config_from_json(json_object_get(req, "options"), &c, &err) < 0)
+		return ctl_error(err.msg, NULL);
+	int r = local_egress_update(n->eg, &c, msg, sizeof(msg));
+	sbx_config_release(&c);
+	return r < 0 ? ctl_error(msg, NULL) : json_pack("{s:b}", "ok", 1);
+}
+
 static json_t *ctl_handle(struct local_net *n, json_t *req)
 {
 	const char *op = sbx_json_str(req, "op");
 	int port = (int)json_integer_value(json_object_get(req, "port"));
 	char msg[300];
 
+	if (op && streq(op, "net-update"))
+		return ctl_net_update(n, req);
 	if (!op || port < 1 || port > 65535)
 		return ctl_error("bad request", NULL);
 	size_t i;
@@ -343,6 +359,7 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 	n->idle_ms = idle && sbx_parse_int(idle, 1, LLONG_MAX, &iv) == 0 ? iv : IDLE_DEFAULT_MS;
 	caps_init(n);
 	n->eg = local_egress_new(s);
+	n->rate = local_egress_rate(n->eg);
 	n->epfd = epoll_create1(EPOLL_CLOEXEC);
 	n->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (n->epfd < 0) {

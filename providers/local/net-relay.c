@@ -56,8 +56,10 @@ void local_conn_out(struct local_conn *c, const void *b, size_t len)
 
 static void conn_log(struct local_conn *c)
 {
-	if ((c->kind != LOCAL_K_HTTP && c->kind != LOCAL_K_SOCKS) || c->host_len == 0 || !c->proto)
+	if ((c->kind != LOCAL_K_HTTP && c->kind != LOCAL_K_SOCKS) || c->host_len == 0 ||
+	    !c->proto || c->logged)
 		return;
+	c->logged = true;
 	struct local_egress_entry x = {
 		.t0 = c->t0,
 		.exec = c->exec,
@@ -70,6 +72,7 @@ static void conn_log(struct local_conn *c)
 		.reason = c->reason,
 		.up = c->up_bytes,
 		.down = c->down_bytes,
+		.throttled_ms = c->throttled_ms,
 	};
 	local_egress_log(c->n->eg, &x);
 }
@@ -204,16 +207,29 @@ static int socks_code(int e)
 void local_proxy_fail(struct local_conn *c, enum local_fail f)
 {
 	_cleanup_free_ char *h = local_escape_name(c->host, c->host_len);
+	bool refused = f == LOCAL_F_DENY || f == LOCAL_F_RATE;
 
-	c->deny = f == LOCAL_F_DENY;
+	c->deny = refused;
+	if (refused) /* logged now: the exec that asked sees it once its command ends */
+		conn_log(c);
 	if (c->kind == LOCAL_K_SOCKS) {
-		local_conn_socks(c, f == LOCAL_F_DENY ? 2 : socks_code(c->dial_errno));
+		local_conn_socks(c, refused ? 2 : socks_code(c->dial_errno));
 		return;
 	}
-	_cleanup_free_ char *body = xasprintf("sbx: egress to %s:%d %s: %s\n", h, c->port,
-					      f == LOCAL_F_DENY ? "refused" : "failed", c->reason);
+	_cleanup_free_ char *line = xasprintf("sbx: egress to %s:%d %s: %s", h, c->port,
+					      refused ? "refused" : "failed", c->reason);
+	/* a refusal says why in the status line and a header too: for CONNECT most clients
+	 * show nothing else (the line is printable ASCII: names and reasons are escaped) */
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	_cleanup_free_ char *body = xasprintf("%s\n", line);
+	_cleanup_free_ char *extra = xasprintf("X-Sbx-Reason: %s\r\n%s", line,
+					       f == LOCAL_F_RATE ? "Retry-After: 1\r\n" : "");
 	if (f == LOCAL_F_DENY)
-		local_conn_http(c, 403, "Forbidden", NULL, body);
+		local_conn_http(c, 403, line, extra, body);
+	else if (f == LOCAL_F_RATE)
+		local_conn_http(c, 429, line, extra, body);
 	else if (f == LOCAL_F_TIMEOUT)
 		local_conn_http(c, 504, "Gateway Timeout", NULL, body);
 	else
@@ -308,10 +324,14 @@ int local_relay_pump(struct local_conn *c)
 					return local_conn_close(c), LOCAL_STEP_WAIT;
 				}
 			}
-			if (!c->eof[d] && c->inpipe[d] < c->pipe_cap[d]) {
-				ssize_t r = splice(from, NULL, c->pipe[d][1], NULL,
-						   c->pipe_cap[d] - c->inpipe[d], flags);
+			/* a byte limit (--net-rate) holds reading back, not the relay */
+			size_t room = c->eof[d]
+				? 0
+				: local_rate_room(c, d, c->pipe_cap[d] - c->inpipe[d]);
+			if (room > 0) {
+				ssize_t r = splice(from, NULL, c->pipe[d][1], NULL, room, flags);
 				if (r > 0) {
+					local_rate_spent(c, d, (size_t)r);
 					c->inpipe[d] += (size_t)r;
 					*count += r;
 					moved += (size_t)r;

@@ -7,6 +7,7 @@
  *                 (no sockets, no state: fuzzed by tests/fuzz/)
  *   net-ctl.c     the CLI's side: sbx preview's request on the control socket, the proxy
  *                 credential of each sbx exec, the paths of the log
+ *   net-rate.c    --net-rate's token buckets (the supervisor; below net-egress.c)
  *   net-egress.c  the supervisor's policy (allow list, --add-host, the addresses no
  *                 sandbox may reach), the egress log, exec credentials, and the resolver
  *                 threads (getaddrinfo blocks; the event loop never does)
@@ -19,6 +20,7 @@
 #ifndef SBX_PROVIDERS_LOCAL_NET_H
 #define SBX_PROVIDERS_LOCAL_NET_H
 
+#include <jansson.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -127,6 +129,27 @@ socklen_t local_ctl_addr(const char *dir, int dirfd, struct sockaddr_un *a);
 void local_hex(char *out, size_t bytes);
 /* DIR/egress.log + suffix */
 char *local_egress_log_at(const char *dir, const char *suffix);
+/* the egress log's line for a policy that changed (sbx update): {"time", "policy": "update",
+ * "mode", "allow", "preset", "rates"} */
+json_t *local_policy_entry(const struct sbx_config *c);
+
+/* --- net-rate.c: --net-rate's buckets (the supervisor) ---------------------------------- */
+
+struct local_rate;
+struct local_rate *local_rate_new(const struct sbx_net_config *n);
+/* n's limits from now on (a limit that stays keeps what it had used) */
+void local_rate_set(struct local_rate *r, const struct sbx_net_config *n);
+/* a request to host: 0 within the limits (counted), -1 over one (why into reason, naming the
+ * sandbox label and how to raise it) */
+int local_rate_request(struct local_rate *r, const char *host, const char *label, char *reason,
+		       size_t rlen);
+void local_rate_free(struct local_rate *r);
+struct local_conn;
+/* a relay (d: 0 up, 1 down) may move at most this many of want bytes now: 0 over a byte limit
+ * (c->throttle_until says when to try again; the sweep wakes it) */
+size_t local_rate_room(struct local_conn *c, int d, size_t want);
+/* ... and moved these */
+void local_rate_spent(struct local_conn *c, int d, size_t bytes);
 
 /* --- net-egress.c: policy, log, credentials, resolver (the supervisor) -------------------- */
 
@@ -138,6 +161,15 @@ bool local_egress_open(const struct local_egress *e);
 /* the allow list: true when host:port may be dialled; else why into reason */
 bool local_egress_allowed(const struct local_egress *e, const char *host, int port, char *reason,
 			  size_t rlen);
+/* the policy's word on a request for host:port: 0 allowed, 403 not (local_egress_allowed), 429
+ * over a --net-rate request limit; why into reason */
+int local_egress_decide(struct local_egress *e, const char *host, int port, char *reason,
+			size_t rlen);
+/* sbx update: the policy of c from now on (mode allow or open, the allow list, the preset,
+ * the rate limits), logged; -1 with why in msg */
+int local_egress_update(struct local_egress *e, const struct sbx_config *c, char *msg, size_t len);
+/* the rate limits' buckets */
+struct local_rate *local_egress_rate(struct local_egress *e);
 /* the address --add-host maps host to, or NULL */
 const char *local_egress_mapped(const struct local_egress *e, const char *host);
 /* whether the addresses a name led to may be dialled (all of them): 0, or -1 with the
@@ -163,6 +195,7 @@ struct local_egress_entry {
 	bool deny;
 	const char *reason;
 	long long up, down;
+	long long throttled_ms; /* held back by a byte limit */
 };
 /* appends one JSON line to the egress log (rotating it at its cap) */
 void local_egress_log(struct local_egress *e, const struct local_egress_entry *x);
@@ -293,7 +326,8 @@ struct local_conn {
 	char host[LOCAL_HOST_MAX + 1];
 	size_t host_len;
 	int port;
-	bool deny;
+	bool deny, logged;
+	long long throttle_until, throttled_ms; /* --net-rate's byte limit */
 	char exec[13];
 	char *command;
 	char reason[400];
@@ -303,6 +337,7 @@ struct local_conn {
 struct local_net {
 	const struct local_setup *s;
 	struct local_egress *eg;
+	struct local_rate *rate; /* the egress policy's (sbx update changes what it holds) */
 	int epfd, spare_fd, factory_fd, pidfd;
 	struct local_ep_tag pidfd_ep, resolver_ep, factory_ep;
 	struct local_conn *fq[LOCAL_FACTORY_QUEUE]; /* asked of init, oldest first (NULL: gone) */
@@ -333,6 +368,7 @@ enum local_step {
 };
 enum local_fail {
 	LOCAL_F_DENY,
+	LOCAL_F_RATE, /* over a --net-rate request limit: 429 */
 	LOCAL_F_FAIL,
 	LOCAL_F_TIMEOUT
 };
@@ -357,8 +393,8 @@ void local_conn_reply(struct local_conn *c, char *data, size_t len);
 void local_conn_http(struct local_conn *c, int code, const char *status, const char *extra,
 		     const char *body);
 void local_conn_socks(struct local_conn *c, unsigned char code);
-/* the proxy gives up: a refusal by the policy (403, SOCKS 2), a failure (502), a timeout (504),
- * saying c->reason */
+/* the proxy gives up: a refusal by the policy (403, SOCKS 2; logged at once), a rate limit
+ * (429, SOCKS 2), a failure (502), a timeout (504), saying c->reason */
 void local_proxy_fail(struct local_conn *c, enum local_fail f);
 /* a preview's answer when the port inside cannot be reached */
 void local_preview_fail(struct local_conn *c, int code, const char *status, const char *why);

@@ -37,6 +37,10 @@ def schema(rows):
     bad = []
     for i, r in enumerate(rows):
         why = []
+        if "policy" in r:  # sbx update's line: the policy from then on
+            if r.get("policy") != "update" or not isinstance(r.get("allow"), list):
+                bad.append("line %d: a policy line without its allow list" % (i + 1))
+            continue
         missing = KEYS - set(r)
         if missing:
             why.append("missing %s" % sorted(missing))
@@ -70,6 +74,8 @@ def schema(rows):
 
 
 def matches(r, a):
+    if "policy" in r:
+        return False
     if a.exec is not None and r.get("exec") != a.exec:
         return False
     if a.exec_other is not None:

@@ -45,11 +45,91 @@ static int validate(const char *net, char **hosts, char **ports)
 	return r;
 }
 
+/* --net-rate: the parser, the flag's replacing, the stored form; sbx update's net flags */
+static void test_rate(void)
+{
+	struct sbx_net_rate r;
+	struct sbx_config c, d;
+	struct sbx_err err = { 0 };
+	char msg[300];
+
+	CHECK(sbx_net_parse_rate("50r/s,10MiB/s", &r) == 0 && !r.pattern && r.reqs == 50 &&
+		      r.per_s == 1 && r.bytes == 10 << 20,
+	      "requests and bytes for the sandbox");
+	CHECK(sbx_net_parse_rate("Registry.npmjs.org=20r/m", &r) == 0 && r.pattern &&
+		      streq(r.pattern, "registry.npmjs.org") && r.reqs == 20 && r.per_s == 60 &&
+		      r.bytes == 0,
+	      "a domain's request limit, lowercased");
+	free(r.pattern);
+	CHECK(sbx_net_parse_rate("*.x.test=512k/s", &r) == 0 && streq(r.pattern, "*.x.test") &&
+		      r.reqs == 0 && r.bytes == 512 * 1024,
+	      "a wildcard's byte limit");
+	free(r.pattern);
+	CHECK(sbx_net_parse_rate("100r/h", &r) == 0 && r.per_s == 3600, "per hour");
+	CHECK(sbx_net_parse_rate("none", &r) == 0 && !r.reqs && !r.bytes, "none");
+	CHECK(sbx_net_parse_rate("a.test=none", &r) == 0 && !r.reqs && r.pattern,
+	      "a domain's none");
+	free(r.pattern);
+	const char *bad[] = {
+		"",	     "5x/s",	       "0r/s",	     "50r/s,",	 "50r/s,60r/s",
+		"1m/s,2m/s", "a.test:80=5r/s", "=5r/s",	     "5r/s,abc", "a..b=5r/s",
+		"5r/d",	     "-1r/s",	       "1000001r/s", "0/s",	 "r/s"
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK(sbx_net_parse_rate(bad[i], &r) < 0 && !r.pattern, "refused: '%s'", bad[i]);
+
+	sbx_config_init(&c);
+	CHECK(sbx_net_rate_arg(&c.net, "5r/s", msg, sizeof(msg)) == 0 &&
+		      sbx_net_rate_arg(&c.net, "a.test=2r/m,1m/s", msg, sizeof(msg)) == 0 &&
+		      sbx_net_rate_arg(&c.net, "9r/s", msg, sizeof(msg)) == 0 && c.net.n_rates == 2,
+	      "a limit replaces the one of its domain");
+	char *t = sbx_net_rate_text(&c.net.rates[1]);
+	CHECK(streq(t, "9r/s"), "text of the sandbox's: %s", t);
+	free(t);
+	t = sbx_net_rate_text(&c.net.rates[0]);
+	CHECK(streq(t, "a.test=2r/m,1MiB/s"), "text of a domain's: %s", t);
+	free(t);
+	CHECK(sbx_net_rate_arg(&c.net, "b.test=64k/s", msg, sizeof(msg)) == 0,
+	      "a byte limit alone");
+	json_t *j = sbx_config_to_json(&c);
+	CHECK(sbx_config_from_json(j, &d, &err) == 0 && d.net.n_rates == 3 &&
+		      streq(d.net.rates[2].pattern, "b.test") && d.net.rates[2].bytes == 65536 &&
+		      streq(d.net.rates[0].pattern, "a.test") && d.net.rates[0].bytes == 1 << 20 &&
+		      !d.net.rates[1].pattern && d.net.rates[1].reqs == 9,
+	      "the stored form reads back");
+	json_decref(j);
+	sbx_config_release(&d);
+	CHECK(sbx_net_rate_arg(&c.net, "a.test=none", msg, sizeof(msg)) == 0 && c.net.n_rates == 2,
+	      "none removes it");
+	CHECK(sbx_net_rate_arg(&c.net, "fast", msg, sizeof(msg)) < 0 && strstr(msg, "--net-rate"),
+	      "a usage message");
+	c.net.mode = SBX_NET_NONE;
+	c.net.set = true;
+	CHECK(sbx_config_validate(&c, msg, sizeof(msg)) < 0, "--net-rate needs the proxy");
+	sbx_config_release(&c);
+
+	/* update: --net, then --net-allow, --net-deny */
+	char *add[] = { "b.test", "c.test:443", "b.test", NULL }, *del[] = { "a.test", NULL };
+	struct sbx_update_opts o = { .net = "allow=a.test,z.test",
+				     .net_allow = add,
+				     .net_deny = del };
+	sbx_config_init(&c);
+	CHECK(sbx_net_update(&c.net, &o, msg, sizeof(msg)) == 0 && c.net.n_allow == 3 &&
+		      streq(c.net.allow[0].pattern, "z.test") &&
+		      streq(c.net.allow[1].pattern, "c.test") && c.net.allow[1].port == 443 &&
+		      streq(c.net.allow[2].pattern, "b.test"),
+	      "the list replaced, added to once, taken from");
+	struct sbx_update_opts o2 = { .net = "none", .net_allow = add };
+	CHECK(sbx_net_update(&c.net, &o2, msg, sizeof(msg)) < 0, "--net-allow with none");
+	sbx_config_release(&c);
+}
+
 void test_net(void)
 {
 	char *pat = NULL, *name = NULL, *addr = NULL;
 	int port, hp, in;
 
+	test_rate();
 	CHECK(sbx_net_match("example.com", "example.com"), "exact match");
 	CHECK(!sbx_net_match("example.com", "a.example.com"), "exact is not a wildcard");
 	CHECK(sbx_net_match("*.example.com", "a.example.com"), "wildcard matches a subdomain");
