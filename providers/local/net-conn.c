@@ -444,7 +444,7 @@ static void deadline_passed(struct local_conn *c)
 	case LOCAL_S_FACTORY:
 		if (c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_SOCKS) {
 			_cleanup_free_ char *h = local_escape_name(c->host, c->host_len);
-			if (c->state == LOCAL_S_RESOLVE && local_resolver_starved(c->n->eg))
+			if (c->state == LOCAL_S_RESOLVE && local_resolver_starved(c->n->rs))
 				snprintf(
 					c->reason, sizeof(c->reason),
 					"cannot resolve %s: no thread "
@@ -463,7 +463,7 @@ static void deadline_passed(struct local_conn *c)
 					 h, c->port, DIAL_DEADLINE_MS / 1000);
 			c->dial_errno = ETIMEDOUT;
 			if (c->job)
-				local_resolve_cancel(c->n->eg, c->job);
+				local_resolve_cancel(c->n->rs, c->job);
 			c->job = NULL;
 			local_close_fd(&c->up);
 			local_proxy_fail(c, LOCAL_F_TIMEOUT);
@@ -497,8 +497,8 @@ void local_conn_sweep(struct local_net *n)
 			deadline_passed(c);
 		}
 	}
-	if (local_resolver_starved(n->eg))
-		local_resolver_tick(n->eg);
+	if (local_resolver_starved(n->rs))
+		local_resolver_tick(n->rs);
 }
 
 void local_conn_ready(struct local_net *n)

@@ -165,7 +165,7 @@ void local_dial_proxy(struct local_conn *c)
 		check_and_dial(c);
 		return;
 	}
-	c->job = local_resolve_start(n->eg, c->host, c->port, c);
+	c->job = local_resolve_start(n->rs, c->host, c->port, c);
 	c->state = LOCAL_S_RESOLVE;
 }
 
@@ -377,7 +377,7 @@ void local_conn_resolved(struct local_net *n)
 {
 	struct local_resolve *r;
 
-	while ((r = local_resolve_done(n->eg))) {
+	while ((r = local_resolve_done(n->rs))) {
 		struct local_conn *c = r->owner;
 		if (c && !c->dead && c->job == r) {
 			resolved(c, r);

@@ -85,7 +85,7 @@ void local_conn_close(struct local_conn *c)
 	if (c->kind == LOCAL_K_PREVIEW)
 		local_touch_activity(n->s->dir);
 	if (c->job)
-		local_resolve_cancel(n->eg, c->job);
+		local_resolve_cancel(n->rs, c->job);
 	if (c->fq_slot >= 0)
 		n->fq[c->fq_slot] = NULL;
 	local_close_fd(&c->fd);

@@ -8,8 +8,9 @@
  *   net-ctl.c     the CLI's side: sbx preview's request on the control socket, the proxy
  *                 credential of each sbx exec, the paths of the log
  *   net-egress.c  the supervisor's policy (allow list, --add-host, the addresses no
- *                 sandbox may reach), the egress log, exec credentials, and the resolver
- *                 threads (getaddrinfo blocks; the event loop never does)
+ *                 sandbox may reach), the egress log, exec credentials
+ *   net-resolve.c the resolver: a cache honouring TTLs, one lookup per name in flight, the
+ *                 threads that block in it (the event loop never does)
  *   net-relay.c   a connection's life (answers, closing) and the splice relay both ways
  *   net-dial.c    dialling: the policy's check, connecting, init's socket factory
  *   net-conn.c    the supervisor's connections, each a state machine: a proxy request or
@@ -128,7 +129,7 @@ void local_hex(char *out, size_t bytes);
 /* DIR/egress.log + suffix */
 char *local_egress_log_at(const char *dir, const char *suffix);
 
-/* --- net-egress.c: policy, log, credentials, resolver (the supervisor) -------------------- */
+/* --- net-egress.c: policy, log, credentials (the supervisor) -------------------- */
 
 struct local_egress;
 struct local_egress *local_egress_new(const struct local_setup *s);
@@ -167,34 +168,39 @@ struct local_egress_entry {
 /* appends one JSON line to the egress log (rotating it at its cap) */
 void local_egress_log(struct local_egress *e, const struct local_egress_entry *x);
 
-/* a name to resolve, on a resolver thread */
+/* --- net-resolve.c: the resolver (the supervisor) ------------------------------------------ */
+
+/* a connection's lookup of a name */
 #define LOCAL_RESOLVE_MAX 8
 struct local_resolve {
 	char host[LOCAL_HOST_MAX + 1];
 	int port;
 	void *owner; /* the event loop's */
 	/* the answer */
-	int gai; /* getaddrinfo's status, or EAI_SYSTEM-like -1: no thread */
+	int gai; /* getaddrinfo's status (EAI_NONAME, EAI_AGAIN, ...) */
 	size_t n;
-	struct sockaddr_storage addr[LOCAL_RESOLVE_MAX];
+	struct sockaddr_storage addr[LOCAL_RESOLVE_MAX]; /* with the port */
 	/* the resolver's */
-	int state;
+	void *entry;
 	struct local_resolve *next;
 };
+struct local_resolver;
+/* on: the proxy runs (else no lookup is ever made) */
+struct local_resolver *local_resolver_new(bool on);
 /* an eventfd that is readable when an answer waits (-1 when none could be made) */
-int local_resolver_fd(const struct local_egress *e);
-/* queues a lookup; it is answered through local_resolve_done */
-struct local_resolve *local_resolve_start(struct local_egress *e, const char *host, int port,
+int local_resolver_fd(const struct local_resolver *rs);
+/* a lookup; it is answered through local_resolve_done (from the cache: at the next round) */
+struct local_resolve *local_resolve_start(struct local_resolver *rs, const char *host, int port,
 					  void *owner);
-/* the owner gives up on it (the answer, if any comes, is dropped) */
-void local_resolve_cancel(struct local_egress *e, struct local_resolve *r);
+/* the owner gives up on it (the lookup goes on for the cache) */
+void local_resolve_cancel(struct local_resolver *rs, struct local_resolve *r);
 /* the next answered lookup (the caller frees it), or NULL */
-struct local_resolve *local_resolve_done(struct local_egress *e);
+struct local_resolve *local_resolve_done(struct local_resolver *rs);
 /* lookups wait with no thread to run them: call local_resolver_tick soon */
-bool local_resolver_starved(struct local_egress *e);
+bool local_resolver_starved(struct local_resolver *rs);
 /* starts a thread for waiting lookups when none runs (thread creation can fail under a pids
  * limit: they wait until one can be made, or their owner's deadline) */
-void local_resolver_tick(struct local_egress *e);
+void local_resolver_tick(struct local_resolver *rs);
 
 /* --- net-conn.c and net-loop.c: the supervisor's event loop ---------------------------- */
 
@@ -303,6 +309,7 @@ struct local_conn {
 struct local_net {
 	const struct local_setup *s;
 	struct local_egress *eg;
+	struct local_resolver *rs;
 	int epfd, spare_fd, factory_fd, pidfd;
 	struct local_ep_tag pidfd_ep, resolver_ep, factory_ep;
 	struct local_conn *fq[LOCAL_FACTORY_QUEUE]; /* asked of init, oldest first (NULL: gone) */
