@@ -54,12 +54,44 @@ static void http_head(struct local_conn *c)
 		return;
 	}
 	if (!r.connect) {
-		size_t hl, rest = c->in_len - c->head_len;
-		char *h = local_http_origin_head(c->in, c->head_len, &r, &hl);
-		c->pre = xrealloc(h, hl + rest + 1);
-		memcpy(c->pre + hl, c->in + c->head_len, rest);
-		c->pre_len = hl + rest;
+		size_t hl, ul;
+		bool v10 = streq(r.version, "HTTP/1.0");
+		if (local_http_header(c->in, c->head_len, "Upgrade", &ul)) {
+			c->deny = true;
+			snprintf(c->reason, sizeof(c->reason), "a protocol upgrade (WebSocket)");
+			local_conn_http(c, 501, "Not Implemented", NULL,
+					"sbx: this proxy does not upgrade plain-HTTP requests "
+					"(WebSocket): use CONNECT\n");
+			return;
+		}
+		if (local_http_req_body(c->in, c->head_len, &c->req) < 0) {
+			local_conn_http(c, 400, "Bad Request", NULL,
+					"sbx: the request body's framing is ambiguous "
+					"(Content-Length and Transfer-Encoding, or two lengths)\n");
+			return;
+		}
+		c->is_head = streq(r.method, "HEAD");
+		c->http_close = local_http_conn_has(c->in, c->head_len, "close") ||
+			(v10 && !local_http_conn_has(c->in, c->head_len, "keep-alive"));
+		c->no_pool = false;
+		c->pre = local_http_origin_head(c->in, c->head_len, &r, v10, &hl);
+		c->pre_len = hl;
 		c->pre_off = 0;
+		/* what follows the head: its body upstream, the rest the next request's */
+		memmove(c->in, c->in + c->head_len, c->in_len - c->head_len);
+		c->in_len -= c->head_len;
+		c->head_len = 0;
+		long long k = local_body_scan(&c->req, c->in, c->in_len);
+		if (k < 0) {
+			local_conn_http(c, 400, "Bad Request", NULL,
+					"sbx: a malformed chunked request body\n");
+			return;
+		}
+		c->pre = xrealloc(c->pre, hl + (size_t)k + 1);
+		memcpy(c->pre + hl, c->in, (size_t)k);
+		c->pre_len += (size_t)k;
+		memmove(c->in, c->in + k, c->in_len - (size_t)k);
+		c->in_len -= (size_t)k;
 	}
 	local_dial_proxy(c);
 }
@@ -95,10 +127,11 @@ static void preview_head(struct local_conn *c)
 
 static int step_head(struct local_conn *c)
 {
-	size_t seen = c->in_len;
+	size_t seen = c->scan_from;
 	int r = local_conn_read(c, LOCAL_HEAD_MAX);
 
 	c->head_len = local_http_head_len(c->in, c->in_len, seen);
+	c->scan_from = c->in_len;
 	if (c->head_len == 0) {
 		if (r < 0) {
 			local_conn_close(c);
@@ -281,6 +314,9 @@ void local_conn_run(struct local_conn *c)
 		case LOCAL_S_RELAY:
 			r = local_relay_pump(c);
 			break;
+		case LOCAL_S_HTTP:
+			r = local_http_pump(c);
+			break;
 		case LOCAL_S_REPLY:
 			r = step_reply(c);
 			break;
@@ -428,7 +464,8 @@ static void deadline_passed(struct local_conn *c)
 {
 	switch (c->state) {
 	case LOCAL_S_HEAD:
-		if (c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_PREVIEW) {
+		if ((c->kind == LOCAL_K_HTTP && !(c->served && c->in_len == 0)) ||
+		    c->kind == LOCAL_K_PREVIEW) { /* a kept-alive connection idle: just closed */
 			size_t len;
 			_cleanup_free_ char *r = local_http_text(
 				408, "Request Timeout", NULL,
@@ -490,13 +527,14 @@ void local_conn_sweep(struct local_net *n)
 {
 	for (struct local_conn *c = n->conns, *next; c; c = next) {
 		next = c->next;
-		if (c->state == LOCAL_S_RELAY) {
+		if (c->state == LOCAL_S_RELAY || c->state == LOCAL_S_HTTP) {
 			if (n->now - c->last_io >= n->idle_ms)
 				local_conn_close(c);
 		} else if (c->deadline && n->now >= c->deadline) {
 			deadline_passed(c);
 		}
 	}
+	local_pool_sweep(n, false);
 	if (local_resolver_starved(n->rs))
 		local_resolver_tick(n->rs);
 }

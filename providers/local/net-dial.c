@@ -29,6 +29,10 @@ void local_dial_done(struct local_conn *c)
 		snprintf(c->reason, sizeof(c->reason), "%s",
 			 local_egress_open(n->eg) ? "open" : "allowed");
 	}
+	if (c->kind == LOCAL_K_HTTP && strcmp(c->proto, "http") == 0) {
+		local_http_start(c); /* net-http.c: the request and its response */
+		return;
+	}
 	size_t rest = c->in_len > c->head_len ? c->in_len - c->head_len : 0;
 	if (c->kind == LOCAL_K_HTTP) {
 		if (c->pre == NULL && strcmp(c->proto, "connect") == 0) {
@@ -155,6 +159,8 @@ void local_dial_proxy(struct local_conn *c)
 		local_proxy_fail(c, LOCAL_F_DENY);
 		return;
 	}
+	if (c->kind == LOCAL_K_HTTP && strcmp(c->proto, "http") == 0 && local_http_pooled(c))
+		return;
 	const char *mapped = local_egress_mapped(n->eg, c->host);
 	if (mapped) {
 		c->mapped = literal_addr(c, mapped, c->port);

@@ -481,7 +481,8 @@ int local_net_wait(struct local_net *n, int pidfd, long long timeout_ms)
 		n->now = mono_ms();
 		if (deadline >= 0 && n->now >= deadline)
 			return 0;
-		bool busy = n->n_conns > 0 || listeners_paused(n) || local_resolver_starved(n->rs);
+		bool busy = n->n_conns > 0 || n->n_idle > 0 || listeners_paused(n) ||
+			local_resolver_starved(n->rs);
 		if (busy && next_sweep == 0)
 			next_sweep = n->now + SWEEP_MS;
 		long long wake = deadline;

@@ -54,7 +54,7 @@ void local_conn_out(struct local_conn *c, const void *b, size_t len)
 
 /* --- a connection's life ----------------------------------------------------------------- */
 
-static void conn_log(struct local_conn *c)
+void local_conn_log(struct local_conn *c)
 {
 	if ((c->kind != LOCAL_K_HTTP && c->kind != LOCAL_K_SOCKS) || c->host_len == 0 || !c->proto)
 		return;
@@ -81,7 +81,7 @@ void local_conn_close(struct local_conn *c)
 	if (c->dead)
 		return;
 	c->dead = true;
-	conn_log(c);
+	local_conn_log(c);
 	if (c->kind == LOCAL_K_PREVIEW)
 		local_touch_activity(n->s->dir);
 	if (c->job)
@@ -98,7 +98,9 @@ void local_conn_close(struct local_conn *c)
 	free(c->out);
 	free(c->pre);
 	free(c->command);
-	c->in = c->out = c->pre = c->command = NULL;
+	free(c->rb);
+	free(c->retry);
+	c->in = c->out = c->pre = c->command = c->rb = c->retry = NULL;
 	if (c->refusing)
 		n->refusing--;
 	else
@@ -251,8 +253,7 @@ void local_relay_start(struct local_conn *c)
 	c->last_io = c->n->now;
 }
 
-/* sends what waits in buf[*off..len) to fd: 1 all of it, 0 the rest waits, -1 an error */
-static int send_pending(int fd, const char *buf, size_t len, size_t *off, long long *count)
+int local_send_pending(int fd, const char *buf, size_t len, size_t *off, long long *count)
 {
 	while (*off < len) {
 		ssize_t w = send(fd, buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -287,7 +288,7 @@ int local_relay_pump(struct local_conn *c)
 			       *off = d ? &c->out_off : &c->pre_off;
 			if (*buf) {
 				size_t before = *off;
-				int r = send_pending(to, *buf, *len, off, d ? NULL : count);
+				int r = local_send_pending(to, *buf, *len, off, d ? NULL : count);
 				if (r < 0)
 					return local_conn_close(c), LOCAL_STEP_WAIT;
 				progress |= *off != before;

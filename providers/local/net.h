@@ -13,6 +13,8 @@
  *                 threads that block in it (the event loop never does)
  *   net-relay.c   a connection's life (answers, closing) and the splice relay both ways
  *   net-dial.c    dialling: the policy's check, connecting, init's socket factory
+ *   net-http.c    the proxy's absolute-URL exchanges, kept alive, and the pool of idle
+ *                 upstream connections
  *   net-conn.c    the supervisor's connections, each a state machine: a proxy request or
  *                 SOCKS handshake, a lookup, a dial, the relay, an answer; caps, deadlines
  *   net-loop.c    the supervisor's event loop: listeners, previews, the control socket,
@@ -62,10 +64,43 @@ const char *local_http_header(const char *buf, size_t hl, const char *name, size
  * when it has no ':'), -1 Basic that is malformed (not base64, a NUL, too long) */
 int local_http_basic(const char *buf, size_t hl, char *user, size_t ulen, char *pass, size_t plen);
 /* the head to send to the server of an absolute-URL request: the request line in origin
- * form, the client's headers but Proxy-*, Connection and Keep-Alive, "Connection: close";
- * malloc'd, its length in *ret_len */
-char *local_http_origin_head(const char *buf, size_t hl, const struct local_http_req *r,
+ * form, the client's headers but Proxy-*, Connection and Keep-Alive, and "Connection: close"
+ * when close (else none: HTTP/1.1 keeps the connection); malloc'd, its length in *ret_len */
+char *local_http_origin_head(const char *buf, size_t hl, const struct local_http_req *r, bool close,
 			     size_t *ret_len);
+/* whether a Connection header of the head lists token (any case) */
+bool local_http_conn_has(const char *buf, size_t hl, const char *token);
+
+/* an HTTP message's body: how it is framed, and where it ends (local_body_scan) */
+enum {
+	LOCAL_BODY_NONE,
+	LOCAL_BODY_LENGTH,  /* Content-Length: left bytes */
+	LOCAL_BODY_CHUNKED, /* Transfer-Encoding: chunked */
+	LOCAL_BODY_CLOSE    /* until the connection ends (a response only) */
+};
+struct local_body {
+	int kind;
+	unsigned long long left; /* LENGTH: bytes left; CHUNKED: of the chunk */
+	int cs;			 /* CHUNKED: where in the coding */
+	bool digits, done;
+};
+/* a request's body from its head: 0, or -1 when its framing is ambiguous (Content-Length with
+ * Transfer-Encoding, two lengths that differ, a coding that does not end in chunked) */
+int local_http_req_body(const char *buf, size_t hl, struct local_body *b);
+/* how many bytes of buf[0..len) belong to the body (b->done once it ended): the rest is the
+ * next message's; -1 when a chunked coding is malformed */
+long long local_body_scan(struct local_body *b, const char *buf, size_t len);
+/* a server's response head */
+struct local_http_resp {
+	int status;
+	bool v10, close; /* HTTP/1.0; the server ends the connection after it */
+	struct local_body body;
+};
+/* parses buf[0..hl) (a whole head); head: the request was HEAD (no body); 0 or -1 */
+int local_http_resp_parse(const char *buf, size_t hl, bool head, struct local_http_resp *r);
+/* the head for the client: Connection, Keep-Alive and Proxy-Connection dropped, and
+ * "Connection: close" when close (malloc'd) */
+char *local_http_resp_head(const char *buf, size_t hl, bool close, size_t *ret_len);
 /* host and port from "host:port", "[v6]:port" or "host" (port def); the host lowercased */
 bool local_split_hostport(const char *s, size_t n, char *host, size_t hlen, int *port, int def);
 /* a name the proxy may look up (letters, digits, '-', '_', dots) or an address literal */
@@ -233,6 +268,7 @@ enum local_state {
 	LOCAL_S_LINGER,	   /* answered: reading until the client's end */
 	LOCAL_S_CTL,	   /* reading a control request line */
 	LOCAL_S_CTL_READY, /* ... which net-loop.c answers (local_conn_answer) */
+	LOCAL_S_HTTP,	   /* an absolute-URL request and its response (net-http.c) */
 };
 /* what an epoll event is about: the first member of what its data points to */
 enum local_ep {
@@ -304,6 +340,13 @@ struct local_conn {
 	char *command;
 	char reason[400];
 	long long up_bytes, down_bytes;
+	/* an absolute-URL exchange (net-http.c): the bodies' framing, the response head as it
+	 * comes, the request again for a pooled connection the server closed */
+	struct local_body req, resp;
+	char *rb, *retry;
+	size_t rb_len, retry_len, scan_from;
+	bool http_close, is_head, resp_started, got_resp, up_reusable, no_pool;
+	int served; /* requests answered on this connection */
 };
 
 struct local_net {
@@ -321,8 +364,10 @@ struct local_net {
 	struct local_conn *conns, *ready, *dead;
 	struct local_listener *dead_l;
 	int pool_cap[LOCAL_P_N], pool_used[LOCAL_P_N], refusing, n_conns;
-	int ctl_ready;		/* control requests waiting for net-loop.c's answer */
-	long long idle_ms, now; /* now: the loop's clock (monotonic, ms) */
+	int ctl_ready;		 /* control requests waiting for net-loop.c's answer */
+	long long idle_ms, now;	 /* now: the loop's clock (monotonic, ms) */
+	struct local_idle *idle; /* idle upstream connections (net-http.c) */
+	int n_idle;
 };
 
 static inline struct local_conn *local_conn_of(struct local_ep_tag *ep)
@@ -351,6 +396,10 @@ char *local_http_text(int code, const char *status, const char *extra, const cha
 		      size_t *ret_len);
 /* appends bytes to what goes to the client */
 void local_conn_out(struct local_conn *c, const void *b, size_t len);
+/* its entry in the egress log (at its end; and after each request kept alive) */
+void local_conn_log(struct local_conn *c);
+/* sends what waits in buf[*off..len) to fd: 1 all of it, 0 the rest waits, -1 an error */
+int local_send_pending(int fd, const char *buf, size_t len, size_t *off, long long *count);
 /* ends a connection (logged, descriptors closed, counted out); freed by local_conn_reap */
 void local_conn_close(struct local_conn *c);
 /* runs it again at the end of this round (it yielded, or an answer came for it) */
@@ -374,6 +423,17 @@ void local_relay_start(struct local_conn *c);
 /* relays until both ways would block (LOCAL_STEP_WAIT; c->dead when it ended) or its turn is
  * over (LOCAL_STEP_YIELD) */
 int local_relay_pump(struct local_conn *c);
+
+/* net-http.c: absolute-URL exchanges */
+#define LOCAL_PIPE_SZ (256 * 1024) /* a relay's pipe, asked for (the kernel may give less) */
+/* the request's upstream connection is there: the exchange runs (LOCAL_S_HTTP) */
+void local_http_start(struct local_conn *c);
+/* the same, with an idle connection of the pool to c->host:c->port; false when none */
+bool local_http_pooled(struct local_conn *c);
+/* moves the request and its response (LOCAL_STEP_*) */
+int local_http_pump(struct local_conn *c);
+/* closes the idle upstream connections past their time (all: every one) */
+void local_pool_sweep(struct local_net *n, bool all);
 
 /* net-dial.c: dialling */
 /* the connection to the upstream is made: the policy's check of the peer, then the relay */

@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!r.connect) {
 		FUZZ_CHECK(r.path_off + r.path_len <= hl, "path out of the head");
 		size_t ol;
-		char *o = local_http_origin_head(buf, hl, &r, &ol);
+		char *o = local_http_origin_head(buf, hl, &r, true, &ol);
 		/* a head of its own: one request line, no Proxy-* header, "Connection: close" */
 		FUZZ_CHECK(ol >= 4 && local_http_head_len(o, ol, 0) == ol,
 			   "origin head ends early");
