@@ -178,6 +178,46 @@ test_expect_success 'allow: plain HTTP through the proxy, dialled from the host 
 	test_grep -x "web GET /hello?t=http1" "$INET" && test_grep "^web conn $PEER_ADDR:" "$INET"
 '
 
+# nconn_web: how many connections the web server has had
+nconn_web() { count_lines "^web conn " "$INET"; }
+
+test_expect_success 'keep-alive: requests on one connection to the proxy, the server connection reused' '
+	before=$(nconn_web) &&
+	ka="curl -sS --max-time 10 -w %{num_connects}\\n http://$WEB/hello?t=ka1 http://$WEB/hello?t=ka2 http://$WEB/hello?t=ka3" &&
+	sbx exec main $ka >out &&
+	test_eq "hello from web1hello from web0hello from web0" "$(tr -d "\n" <out)" &&
+	test_grep -x "web GET /hello?t=ka3" "$INET" &&
+	test_eq 1 "$(($(nconn_web) - before <= 1))" && # one at most: it may be a pooled one
+	egress_wait main --command "$ka" --proto http --domain web.test --port "$HTTP_PORT" \
+		--verdict allow --min-bytes-down 14 --count 3
+'
+
+test_expect_success 'keep-alive: another server on the same connection; HEAD then GET' '
+	sbx exec main "${CURL[@]}" -w "%{num_connects}\n" "http://$WEB/hello?t=ka4" \
+		"http://web.test:$ALT_PORT/hello?t=ka5" >out &&
+	test_eq "hello from web1hello from alt0" "$(tr -d "\n" <out)" &&
+	sbx exec main "${CURL[@]}" -o /dev/null -w "%{http_code} %{num_connects}\n" -I \
+		"http://$WEB/repo.git/info/refs?t=ka6" --next -sS --max-time 10 -w "%{num_connects}\n" \
+		"http://$WEB/hello?t=ka7" >out &&
+	test_eq "200 1hello from web0" "$(tr -d "\n" <out)"
+'
+
+test_expect_success 'keep-alive: HTTP/1.0 and Connection: close end the connection after the answer' '
+	sbx exec main "${CURL[@]}" -0 -w "%{num_connects}\n" "http://$WEB/hello?t=ka8" \
+		"http://$WEB/hello?t=ka9" >out &&
+	test_eq "hello from web1hello from web1" "$(tr -d "\n" <out)" &&
+	sbx exec main "${CURL[@]}" -H "Connection: close" -w "%{num_connects}\n" \
+		"http://$WEB/hello?t=ka10" "http://$WEB/hello?t=ka11" >out &&
+	test_eq "hello from web1hello from web1" "$(tr -d "\n" <out)" &&
+	test_grep -x "web GET /hello?t=ka11" "$INET"
+'
+
+test_expect_success 'a protocol upgrade through a plain-HTTP request: 501, nothing dialled' '
+	expect_code 22 sbx exec main "${CURL[@]}" -f -H "Upgrade: websocket" -H "Connection: Upgrade" \
+		"http://$WEB/hello?t=upg" &&
+	test_grep ! "t=upg" "$INET"
+'
+
 test_expect_success 'a wrong proxy secret, a malformed credential, Basic not base64: 407, nothing dialled' '
 	id1=$(sed -n "s/^SBX_EXEC_ID=//p" env1) &&
 	for cred in "$id1:$(printf "%032d" 0)" "not-an-exec:x"; do
