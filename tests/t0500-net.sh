@@ -64,8 +64,12 @@ if [ -z "$TEST_SKIP_ALL" ]; then
 	"$TEST_PYTHON" "$HELPERS/netsrv.py" --bind 127.0.0.1 --ready host.ready --root www \
 		--lifetime 240 hp1:http:0 hp2:http:0 hp3:http:0 2>host.log &
 	test_atexit "stop_pid $!"
+	# a nameserver of the test's own: *.dns.test is $WEB_ADDR (tests/helpers/dnsfake.py)
+	"$TEST_PYTHON" "$HELPERS/dnsfake.py" --ready dns.ready --addr "$WEB_ADDR" 2>dns.log &
+	test_atexit "stop_pid $!"
 	wait_until 10 test -s inet.ready
 	wait_until 10 test -s host.ready
+	wait_until 10 test -s dns.ready
 fi
 HTTP_PORT=$(ready_port inet.ready web) ALT_PORT=$(ready_port inet.ready alt)
 HTTPS_PORT=$(ready_port inet.ready tls) TCP_PORT=$(ready_port inet.ready tcp)
@@ -216,6 +220,25 @@ test_expect_success 'a protocol upgrade through a plain-HTTP request: 501, nothi
 	expect_code 22 sbx exec main "${CURL[@]}" -f -H "Upgrade: websocket" -H "Connection: Upgrade" \
 		"http://$WEB/hello?t=upg" &&
 	test_grep ! "t=upg" "$INET"
+'
+
+test_expect_success 'the resolver: one query for 20 connections to a name, cached; NXDOMAIN; SERVFAIL retried' '
+	SBX_TEST_DNS=127.0.0.1:$(cat dns.ready) sbx create --name dns --net "allow=*.dns.test" \
+		--net-preset none >/dev/null &&
+	sbx exec dns sh -c "for i in \$(seq 20); do curl -sS --max-time 10 -o /dev/null \
+		http://slow.dns.test:$HTTP_PORT/hello?t=dns\$i & done; wait" &&
+	test_grep -x "web GET /hello?t=dns20" "$INET" && test_grep -x "web GET /hello?t=dns1" "$INET" &&
+	test_eq 1 "$(count_lines "^query A slow.dns.test$" dns.log)" &&
+	test_eq "hello from web" "$(sbx exec dns "${CURL[@]}" "http://slow.dns.test:$HTTP_PORT/hello")" &&
+	test_eq 1 "$(count_lines "^query A slow.dns.test$" dns.log)" &&
+	expect_code 22 sbx exec dns "${CURL[@]}" -f "http://nx.dns.test:$HTTP_PORT/hello" 2>err &&
+	test_grep "502" err &&
+	sbx exec dns "${CURL[@]}" "http://nx.dns.test:$HTTP_PORT/hello" >out &&
+	test_grep "cannot resolve nx.dns.test" out &&
+	test_eq 1 "$(count_lines "^query A nx.dns.test$" dns.log)" &&
+	test_eq "hello from web" "$(sbx exec dns "${CURL[@]}" "http://flaky.dns.test:$HTTP_PORT/hello")" &&
+	test_eq 2 "$(count_lines "^query A flaky.dns.test$" dns.log)" &&
+	sbx rm -f dns >/dev/null
 '
 
 test_expect_success 'a wrong proxy secret, a malformed credential, Basic not base64: 407, nothing dialled' '
