@@ -64,13 +64,18 @@ if [ -z "$TEST_SKIP_ALL" ]; then
 	"$TEST_PYTHON" "$HELPERS/netsrv.py" --bind 127.0.0.1 --ready host.ready --root www \
 		--lifetime 240 hp1:http:0 hp2:http:0 hp3:http:0 2>host.log &
 	test_atexit "stop_pid $!"
+	# an HTTP/1.1 server that keeps connections alive: chunked answers, POST echoed
+	testnet_srv_bg "$TEST_PYTHON" "$HELPERS/httpka.py" --bind "$WEB_ADDR" --ready ka.ready 2>ka.log
+	test_atexit "stop_pid $TN_BG"
 	# a nameserver of the test's own: *.dns.test is $WEB_ADDR (tests/helpers/dnsfake.py)
 	"$TEST_PYTHON" "$HELPERS/dnsfake.py" --ready dns.ready --addr "$WEB_ADDR" 2>dns.log &
 	test_atexit "stop_pid $!"
 	wait_until 10 test -s inet.ready
 	wait_until 10 test -s host.ready
 	wait_until 10 test -s dns.ready
+	wait_until 10 test -s ka.ready
 fi
+KA=web.test:$(cat ka.ready 2>/dev/null) KALOG=$TRASH/ka.log
 HTTP_PORT=$(ready_port inet.ready web) ALT_PORT=$(ready_port inet.ready alt)
 HTTPS_PORT=$(ready_port inet.ready tls) TCP_PORT=$(ready_port inet.ready tcp)
 HP1=$(ready_port host.ready hp1) HP2=$(ready_port host.ready hp2)
@@ -220,6 +225,31 @@ test_expect_success 'a protocol upgrade through a plain-HTTP request: 501, nothi
 	expect_code 22 sbx exec main "${CURL[@]}" -f -H "Upgrade: websocket" -H "Connection: Upgrade" \
 		"http://$WEB/hello?t=upg" &&
 	test_grep ! "t=upg" "$INET"
+'
+
+test_expect_success 'keep-alive: chunked answers, chunked and sized request bodies, one server connection' '
+	before=$(count_lines "^conn " "$KALOG") &&
+	sbx exec main "${CURL[@]}" -o /dev/null -o /dev/null -w "%{size_download} %{num_connects}\n" \
+		"http://$KA/chunked?n=300" "http://$KA/chunked?n=3" >out &&
+	test_eq "300000 1 3000 0" "$(echo $(cat out))" &&
+	sbx exec main sh -c "head -c 200000 /dev/urandom >/tmp/b" &&
+	sbx exec main "${CURL[@]}" -H "Transfer-Encoding: chunked" --data-binary @/tmp/b -o /tmp/e1 \
+		-w "%{num_connects}\n" "http://$KA/echo" --next -sS --max-time 10 --data-binary @/tmp/b \
+		-o /tmp/e2 -w "%{num_connects}\n" "http://$KA/echo" --next -sS --max-time 10 \
+		-w "%{num_connects}\n" "http://$KA/chunked?n=1" -o /dev/null >out &&
+	test_eq "1 0 0" "$(echo $(cat out))" &&
+	sbx exec main cmp /tmp/b /tmp/e1 && sbx exec main cmp /tmp/b /tmp/e2 &&
+	test_grep "^req [0-9]* GET /chunked?n=1$" "$KALOG" &&
+	test_eq 1 "$(($(count_lines "^conn " "$KALOG") - before <= 1))"
+'
+
+test_expect_success 'keep-alive: a pooled server connection the server closed is not used' '
+	test_eq short "$(sbx exec main "${CURL[@]}" "http://$KA/short?t=1")" &&
+	sleep 1 &&
+	test_eq short "$(sbx exec main "${CURL[@]}" "http://$KA/short?t=2")" &&
+	c1=$(sed -n "s|^req \([0-9]*\) GET /short?t=1$|\1|p" "$KALOG") &&
+	c2=$(sed -n "s|^req \([0-9]*\) GET /short?t=2$|\1|p" "$KALOG") &&
+	test_ne "" "$c1" && test_ne "$c1" "$c2"
 '
 
 test_expect_success 'the resolver: one query for 20 connections to a name, cached; NXDOMAIN; SERVFAIL retried' '
