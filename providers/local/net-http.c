@@ -123,12 +123,26 @@ static void http_fail(struct local_conn *c, const char *why)
 	local_conn_http(c, 502, "Bad Gateway", NULL, body);
 }
 
+/* a body with a length wakes the loop when a pipe's worth of it has come, or the rest of it
+ * (SO_RCVLOWAT): fewer rounds for as many bytes; back to 1 before the connection is pooled */
+static void set_lowat(struct local_conn *c)
+{
+	int want = 1;
+
+	if (c->resp.kind == LOCAL_BODY_LENGTH && !c->resp.done)
+		want = c->resp.left < c->pipe_cap[1] ? (int)c->resp.left : (int)c->pipe_cap[1];
+	if (want != c->lowat && c->up >= 0 &&
+	    setsockopt(c->up, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0)
+		c->lowat = want;
+}
+
 /* the request is sent and answered: logged, the upstream pooled, the next request read */
 static void http_done(struct local_conn *c)
 {
 	struct local_net *n = c->n;
 
 	local_conn_log(c);
+	set_lowat(c);
 	if (c->up >= 0 && c->up_reusable && c->req.done)
 		pool_put(c);
 	else
@@ -341,8 +355,10 @@ static int pump_down(struct local_conn *c, bool *progress, size_t *moved)
 			*progress = true;
 			continue;
 		}
-		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+		if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+			set_lowat(c);
 			return 0;
+		}
 		if (r == 0 && c->resp.kind == LOCAL_BODY_CLOSE) {
 			c->resp.done = true;
 			c->up_reusable = false;
@@ -421,6 +437,7 @@ void local_http_start(struct local_conn *c)
 		c->pipe_cap[1] = sz > 0 ? (size_t)sz : 4096;
 	}
 	c->state = LOCAL_S_HTTP;
+	c->lowat = 1;
 	c->deadline = 0;
 	c->last_io = c->n->now;
 	c->resp_started = false;

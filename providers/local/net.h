@@ -347,6 +347,7 @@ struct local_conn {
 	size_t rb_len, retry_len, scan_from;
 	bool http_close, is_head, resp_started, got_resp, up_reusable, no_pool;
 	int served; /* requests answered on this connection */
+	int lowat;  /* the upstream socket's SO_RCVLOWAT */
 };
 
 struct local_net {
