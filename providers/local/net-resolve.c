@@ -37,7 +37,7 @@
 #define TTL_MAX_S 600
 #define NEG_TTL_S 5
 #define GAI_TTL_S 30
-#define TRIES 3		/* DNS attempts on a temporary failure */
+#define TRIES 4		/* DNS attempts, one query each, on a temporary failure */
 #define BACKOFF_MS 200	/* before the second attempt; doubled before the next */
 #define CACHE_MAX 512	/* names kept */
 #define ANSWER_MAX 4096 /* a DNS answer */
@@ -237,8 +237,10 @@ static void dns_lookup(struct rentry *x)
 		memset(&st, 0, sizeof(st));
 		if (res_ninit(&st) < 0)
 			break;
-		st.retrans = 1; /* seconds per try, and two tries: within the dial's deadline */
-		st.retry = 2;
+		/* a second per attempt, and the attempts are ours (with their pauses): all of them
+		 * within 5.4 s, inside the dial's deadline */
+		st.retrans = 1;
+		st.retry = 1;
 		if (test_ns.sin_family) {
 			st.nscount = 1;
 			st.nsaddr_list[0] = test_ns;
