@@ -211,6 +211,15 @@ test_expect_success 'keep-alive: another server on the same connection; HEAD the
 	test_eq "200 1hello from web0" "$(tr -d "\n" <out)"
 '
 
+test_expect_success 'keep-alive: pipelined requests are answered in order' '
+	sbx cp "$HELPERS/pipeline.py" main:/tmp/pipeline.py >/dev/null &&
+	sbx exec main python3 /tmp/pipeline.py "http://$WEB/hello?t=pl1" "http://web.test:$ALT_PORT/hello?t=pl2" \
+		"http://$WEB/hello?t=pl3" >out &&
+	printf "%s\n" "HTTP/1.1 200 OK hello from web" "HTTP/1.1 200 OK hello from alt" \
+		"HTTP/1.1 200 OK hello from web" >want &&
+	test_eq "$(cat want)" "$(cat out)"
+'
+
 test_expect_success 'keep-alive: HTTP/1.0 and Connection: close end the connection after the answer' '
 	sbx exec main "${CURL[@]}" -0 -w "%{num_connects}\n" "http://$WEB/hello?t=ka8" \
 		"http://$WEB/hello?t=ka9" >out &&
