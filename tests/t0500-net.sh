@@ -211,12 +211,12 @@ test_expect_success 'keep-alive: another server on the same connection; HEAD the
 	test_eq "200 1hello from web0" "$(tr -d "\n" <out)"
 '
 
-test_expect_success 'keep-alive: pipelined requests are answered in order' '
+test_expect_success 'keep-alive: pipelined requests answered in order, then a CONNECT on the same connection' '
 	sbx cp "$HELPERS/pipeline.py" main:/tmp/pipeline.py >/dev/null &&
 	sbx exec main python3 /tmp/pipeline.py "http://$WEB/hello?t=pl1" "http://web.test:$ALT_PORT/hello?t=pl2" \
-		"http://$WEB/hello?t=pl3" >out &&
+		"http://$WEB/hello?t=pl3" "connect:web.test:$TCP_PORT" >out &&
 	printf "%s\n" "HTTP/1.1 200 OK hello from web" "HTTP/1.1 200 OK hello from alt" \
-		"HTTP/1.1 200 OK hello from web" >want &&
+		"HTTP/1.1 200 OK hello from web" "HTTP/1.1 200 Connection established ping" >want &&
 	test_eq "$(cat want)" "$(cat out)"
 '
 

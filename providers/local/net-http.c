@@ -143,7 +143,7 @@ static void http_done(struct local_conn *c)
 
 	local_conn_log(c);
 	set_lowat(c);
-	if (c->up >= 0 && c->up_reusable && c->req.done)
+	if (c->up >= 0 && c->up_reusable && c->req.done && c->lowat == 1)
 		pool_put(c);
 	else
 		local_close_fd(&c->up);

@@ -235,6 +235,8 @@ void local_preview_fail(struct local_conn *c, int code, const char *status, cons
 void local_relay_start(struct local_conn *c)
 {
 	for (int d = 0; d < 2; d++) {
+		if (c->pipe[d][0] >= 0)
+			continue; /* made for a kept-alive request before this CONNECT */
 		if (pipe2(c->pipe[d], O_NONBLOCK | O_CLOEXEC) < 0) {
 			/* out of descriptors: the cap was set below the limit, so this is rare */
 			if (c->kind == LOCAL_K_HTTP)
