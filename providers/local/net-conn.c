@@ -390,6 +390,8 @@ struct local_conn *local_conn_accept(struct local_net *n, struct local_listener 
 	c->pool = (unsigned char)pool;
 	c->refusing = refusing;
 	c->fd = fd;
+	if (l->kind != LOCAL_K_CTL)
+		local_set_nodelay(fd);
 	c->up = -1;
 	c->fq_slot = -1;
 	for (int d = 0; d < 2; d++)

@@ -77,6 +77,7 @@ void local_dial_next(struct local_conn *c)
 			continue;
 		}
 		c->up_event = false;
+		local_set_nodelay(c->up);
 		int r = connect(c->up, (const struct sockaddr *)a, al);
 		if (r < 0 && errno != EINPROGRESS) {
 			c->dial_errno = errno;
@@ -308,6 +309,7 @@ static void factory_dial(struct local_conn *c, int fd)
 	const struct sockaddr_in *a = (const struct sockaddr_in *)&c->addrs[0];
 
 	local_set_nonblock(fd);
+	local_set_nodelay(fd);
 	c->up = fd;
 	c->up_event = false;
 	c->next_addr = 1;

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 
 #define LINGER_MS 2000	      /* after a final answer: the client's end, for so long */
@@ -18,6 +19,16 @@ void local_set_nonblock(int fd)
 
 	if (fl >= 0)
 		(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* a relayed TCP socket sends what it is given at once: the bytes were already held back (or
+ * not) by the program that wrote them; Nagle's algorithm here would add a round trip, or a
+ * delayed ACK's 40 ms, to every small write after the first (a TLS record, a request) */
+void local_set_nodelay(int fd)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 int local_ep_add(struct local_net *n, int fd, unsigned events, struct local_ep_tag *ep)

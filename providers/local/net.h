@@ -390,6 +390,8 @@ enum local_fail {
 	LOCAL_F_TIMEOUT
 };
 void local_set_nonblock(int fd);
+/* TCP_NODELAY: a relay passes writes on as they came */
+void local_set_nodelay(int fd);
 int local_ep_add(struct local_net *n, int fd, unsigned events, struct local_ep_tag *ep);
 void local_close_fd(int *fd);
 /* a complete HTTP answer with a one-line plain-text body, which ends the connection */
