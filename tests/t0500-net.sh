@@ -67,8 +67,8 @@ if [ -z "$TEST_SKIP_ALL" ]; then
 	# an HTTP/1.1 server that keeps connections alive: chunked answers, POST echoed
 	testnet_srv_bg "$TEST_PYTHON" "$HELPERS/httpka.py" --bind "$WEB_ADDR" --ready ka.ready 2>ka.log
 	test_atexit "stop_pid $TN_BG"
-	# a nameserver of the test's own: *.dns.test is $WEB_ADDR (tests/helpers/dnsfake.py)
-	"$TEST_PYTHON" "$HELPERS/dnsfake.py" --ready dns.ready --addr "$WEB_ADDR" 2>dns.log &
+	# a nameserver of the test's own: *.dns.test is $WEB_ADDR (tests/helpers/dnstiny.py)
+	"$TEST_PYTHON" "$HELPERS/dnstiny.py" --ready dns.ready --addr "$WEB_ADDR" 2>dns.log &
 	test_atexit "stop_pid $!"
 	wait_until 10 test -s inet.ready
 	wait_until 10 test -s host.ready

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A nameserver for the network tests: UDP on 127.0.0.1, A records only.
 
-Usage: dnsfake.py --ready FILE --addr ADDR [--ttl SECONDS]
+Usage: dnstiny.py --ready FILE --addr ADDR [--ttl SECONDS]
 Every name under .dns.test answers ADDR with the TTL; nx*.dns.test answers NXDOMAIN;
 flaky*.dns.test answers SERVFAIL to its first query and ADDR after; slow*.dns.test answers
 after 0.3 s; any other name NXDOMAIN. AAAA of a name that has an A record: no data. Each
