@@ -64,9 +64,18 @@ if [ -z "$TEST_SKIP_ALL" ]; then
 	"$TEST_PYTHON" "$HELPERS/netsrv.py" --bind 127.0.0.1 --ready host.ready --root www \
 		--lifetime 240 hp1:http:0 hp2:http:0 hp3:http:0 2>host.log &
 	test_atexit "stop_pid $!"
+	# an HTTP/1.1 server that keeps connections alive: chunked answers, POST echoed
+	testnet_srv_bg "$TEST_PYTHON" "$HELPERS/httpka.py" --bind "$WEB_ADDR" --ready ka.ready 2>ka.log
+	test_atexit "stop_pid $TN_BG"
+	# a nameserver of the test's own: *.dns.test is $WEB_ADDR (tests/helpers/dnstiny.py)
+	"$TEST_PYTHON" "$HELPERS/dnstiny.py" --ready dns.ready --addr "$WEB_ADDR" 2>dns.log &
+	test_atexit "stop_pid $!"
 	wait_until 10 test -s inet.ready
 	wait_until 10 test -s host.ready
+	wait_until 10 test -s dns.ready
+	wait_until 10 test -s ka.ready
 fi
+KA=web.test:$(cat ka.ready 2>/dev/null) KALOG=$TRASH/ka.log
 HTTP_PORT=$(ready_port inet.ready web) ALT_PORT=$(ready_port inet.ready alt)
 HTTPS_PORT=$(ready_port inet.ready tls) TCP_PORT=$(ready_port inet.ready tcp)
 HP1=$(ready_port host.ready hp1) HP2=$(ready_port host.ready hp2)
@@ -176,6 +185,99 @@ test_expect_success 'allow: plain HTTP through the proxy, dialled from the host 
 	sbx exec main "${CURL[@]}" "http://$WEB/hello?t=http1" >out &&
 	test_eq "hello from web" "$(cat out)" &&
 	test_grep -x "web GET /hello?t=http1" "$INET" && test_grep "^web conn $PEER_ADDR:" "$INET"
+'
+
+# nconn_web: how many connections the web server has had
+nconn_web() { count_lines "^web conn " "$INET"; }
+
+test_expect_success 'keep-alive: requests on one connection to the proxy, the server connection reused' '
+	before=$(nconn_web) &&
+	ka="curl -sS --max-time 10 -w %{num_connects}\\n http://$WEB/hello?t=ka1 http://$WEB/hello?t=ka2 http://$WEB/hello?t=ka3" &&
+	sbx exec main $ka >out &&
+	test_eq "hello from web1hello from web0hello from web0" "$(tr -d "\n" <out)" &&
+	test_grep -x "web GET /hello?t=ka3" "$INET" &&
+	test_eq 1 "$(($(nconn_web) - before <= 1))" && # one at most: it may be a pooled one
+	egress_wait main --command "$ka" --proto http --domain web.test --port "$HTTP_PORT" \
+		--verdict allow --min-bytes-down 14 --count 3
+'
+
+test_expect_success 'keep-alive: another server on the same connection; HEAD then GET' '
+	sbx exec main "${CURL[@]}" -w "%{num_connects}\n" "http://$WEB/hello?t=ka4" \
+		"http://web.test:$ALT_PORT/hello?t=ka5" >out &&
+	test_eq "hello from web1hello from alt0" "$(tr -d "\n" <out)" &&
+	sbx exec main "${CURL[@]}" -o /dev/null -w "%{http_code} %{num_connects}\n" -I \
+		"http://$WEB/repo.git/info/refs?t=ka6" --next -sS --max-time 10 -w "%{num_connects}\n" \
+		"http://$WEB/hello?t=ka7" >out &&
+	test_eq "200 1hello from web0" "$(tr -d "\n" <out)"
+'
+
+test_expect_success 'keep-alive: pipelined requests answered in order, then a CONNECT on the same connection' '
+	sbx cp "$HELPERS/pipeline.py" main:/tmp/pipeline.py >/dev/null &&
+	sbx exec main python3 /tmp/pipeline.py "http://$WEB/hello?t=pl1" "http://web.test:$ALT_PORT/hello?t=pl2" \
+		"http://$WEB/hello?t=pl3" "connect:web.test:$TCP_PORT" >out &&
+	printf "%s\n" "HTTP/1.1 200 OK hello from web" "HTTP/1.1 200 OK hello from alt" \
+		"HTTP/1.1 200 OK hello from web" "HTTP/1.1 200 Connection established ping" >want &&
+	test_eq "$(cat want)" "$(cat out)"
+'
+
+test_expect_success 'keep-alive: HTTP/1.0 and Connection: close end the connection after the answer' '
+	sbx exec main "${CURL[@]}" -0 -w "%{num_connects}\n" "http://$WEB/hello?t=ka8" \
+		"http://$WEB/hello?t=ka9" >out &&
+	test_eq "hello from web1hello from web1" "$(tr -d "\n" <out)" &&
+	sbx exec main "${CURL[@]}" -H "Connection: close" -w "%{num_connects}\n" \
+		"http://$WEB/hello?t=ka10" "http://$WEB/hello?t=ka11" >out &&
+	test_eq "hello from web1hello from web1" "$(tr -d "\n" <out)" &&
+	test_grep -x "web GET /hello?t=ka11" "$INET"
+'
+
+test_expect_success 'a protocol upgrade through a plain-HTTP request: 501, nothing dialled' '
+	expect_code 22 sbx exec main "${CURL[@]}" -f -H "Upgrade: websocket" -H "Connection: Upgrade" \
+		"http://$WEB/hello?t=upg" &&
+	test_grep ! "t=upg" "$INET"
+'
+
+test_expect_success 'keep-alive: chunked answers, chunked and sized request bodies, one server connection' '
+	before=$(count_lines "^conn " "$KALOG") &&
+	sbx exec main "${CURL[@]}" -o /dev/null -o /dev/null -w "%{size_download} %{num_connects}\n" \
+		"http://$KA/chunked?n=300" "http://$KA/chunked?n=3" >out &&
+	test_eq "300000 1 3000 0" "$(echo $(cat out))" &&
+	sbx exec main sh -c "head -c 200000 /dev/urandom >/tmp/b" &&
+	sbx exec main "${CURL[@]}" -H "Transfer-Encoding: chunked" --data-binary @/tmp/b -o /tmp/e1 \
+		-w "%{num_connects}\n" "http://$KA/echo" --next -sS --max-time 10 --data-binary @/tmp/b \
+		-o /tmp/e2 -w "%{num_connects}\n" "http://$KA/echo" --next -sS --max-time 10 \
+		-w "%{num_connects}\n" "http://$KA/chunked?n=1" -o /dev/null >out &&
+	test_eq "1 0 0" "$(echo $(cat out))" &&
+	sbx exec main cmp /tmp/b /tmp/e1 && sbx exec main cmp /tmp/b /tmp/e2 &&
+	test_grep "^req [0-9]* GET /chunked?n=1$" "$KALOG" &&
+	test_eq 1 "$(($(count_lines "^conn " "$KALOG") - before <= 1))"
+'
+
+test_expect_success 'keep-alive: a pooled server connection the server closed is not used' '
+	test_eq short "$(sbx exec main "${CURL[@]}" "http://$KA/short?t=1")" &&
+	sleep 1 &&
+	test_eq short "$(sbx exec main "${CURL[@]}" "http://$KA/short?t=2")" &&
+	c1=$(sed -n "s|^req \([0-9]*\) GET /short?t=1$|\1|p" "$KALOG") &&
+	c2=$(sed -n "s|^req \([0-9]*\) GET /short?t=2$|\1|p" "$KALOG") &&
+	test_ne "" "$c1" && test_ne "$c1" "$c2"
+'
+
+test_expect_success 'the resolver: one query for 20 connections to a name, cached; NXDOMAIN; SERVFAIL retried' '
+	SBX_TEST_DNS=127.0.0.1:$(cat dns.ready) sbx create --name dns --net "allow=*.dns.test" \
+		--net-preset none >/dev/null &&
+	sbx exec dns sh -c "for i in \$(seq 20); do curl -sS --max-time 10 -o /dev/null \
+		http://slow.dns.test:$HTTP_PORT/hello?t=dns\$i & done; wait" &&
+	test_grep -x "web GET /hello?t=dns20" "$INET" && test_grep -x "web GET /hello?t=dns1" "$INET" &&
+	test_eq 1 "$(count_lines "^query A slow.dns.test$" dns.log)" &&
+	test_eq "hello from web" "$(sbx exec dns "${CURL[@]}" "http://slow.dns.test:$HTTP_PORT/hello")" &&
+	test_eq 1 "$(count_lines "^query A slow.dns.test$" dns.log)" &&
+	expect_code 22 sbx exec dns "${CURL[@]}" -f "http://nx.dns.test:$HTTP_PORT/hello" 2>err &&
+	test_grep "502" err &&
+	sbx exec dns "${CURL[@]}" "http://nx.dns.test:$HTTP_PORT/hello" >out &&
+	test_grep "cannot resolve nx.dns.test" out &&
+	test_eq 1 "$(count_lines "^query A nx.dns.test$" dns.log)" &&
+	test_eq "hello from web" "$(sbx exec dns "${CURL[@]}" "http://flaky.dns.test:$HTTP_PORT/hello")" &&
+	test_eq 2 "$(count_lines "^query A flaky.dns.test$" dns.log)" &&
+	sbx rm -f dns >/dev/null
 '
 
 test_expect_success 'a wrong proxy secret, a malformed credential, Basic not base64: 407, nothing dialled' '

@@ -54,12 +54,44 @@ static void http_head(struct local_conn *c)
 		return;
 	}
 	if (!r.connect) {
-		size_t hl, rest = c->in_len - c->head_len;
-		char *h = local_http_origin_head(c->in, c->head_len, &r, &hl);
-		c->pre = xrealloc(h, hl + rest + 1);
-		memcpy(c->pre + hl, c->in + c->head_len, rest);
-		c->pre_len = hl + rest;
+		size_t hl, ul;
+		bool v10 = streq(r.version, "HTTP/1.0");
+		if (local_http_header(c->in, c->head_len, "Upgrade", &ul)) {
+			c->deny = true;
+			snprintf(c->reason, sizeof(c->reason), "a protocol upgrade (WebSocket)");
+			local_conn_http(c, 501, "Not Implemented", NULL,
+					"sbx: this proxy does not upgrade plain-HTTP requests "
+					"(WebSocket): use CONNECT\n");
+			return;
+		}
+		if (local_http_req_body(c->in, c->head_len, &c->req) < 0) {
+			local_conn_http(c, 400, "Bad Request", NULL,
+					"sbx: the request body's framing is ambiguous "
+					"(Content-Length and Transfer-Encoding, or two lengths)\n");
+			return;
+		}
+		c->is_head = streq(r.method, "HEAD");
+		c->http_close = local_http_conn_has(c->in, c->head_len, "close") ||
+			(v10 && !local_http_conn_has(c->in, c->head_len, "keep-alive"));
+		c->no_pool = false;
+		c->pre = local_http_origin_head(c->in, c->head_len, &r, v10, &hl);
+		c->pre_len = hl;
 		c->pre_off = 0;
+		/* what follows the head: its body upstream, the rest the next request's */
+		memmove(c->in, c->in + c->head_len, c->in_len - c->head_len);
+		c->in_len -= c->head_len;
+		c->head_len = 0;
+		long long k = local_body_scan(&c->req, c->in, c->in_len);
+		if (k < 0) {
+			local_conn_http(c, 400, "Bad Request", NULL,
+					"sbx: a malformed chunked request body\n");
+			return;
+		}
+		c->pre = xrealloc(c->pre, hl + (size_t)k + 1);
+		memcpy(c->pre + hl, c->in, (size_t)k);
+		c->pre_len += (size_t)k;
+		memmove(c->in, c->in + k, c->in_len - (size_t)k);
+		c->in_len -= (size_t)k;
 	}
 	local_dial_proxy(c);
 }
@@ -95,10 +127,11 @@ static void preview_head(struct local_conn *c)
 
 static int step_head(struct local_conn *c)
 {
-	size_t seen = c->in_len;
+	size_t seen = c->scan_from;
 	int r = local_conn_read(c, LOCAL_HEAD_MAX);
 
 	c->head_len = local_http_head_len(c->in, c->in_len, seen);
+	c->scan_from = c->in_len;
 	if (c->head_len == 0) {
 		if (r < 0) {
 			local_conn_close(c);
@@ -281,6 +314,9 @@ void local_conn_run(struct local_conn *c)
 		case LOCAL_S_RELAY:
 			r = local_relay_pump(c);
 			break;
+		case LOCAL_S_HTTP:
+			r = local_http_pump(c);
+			break;
 		case LOCAL_S_REPLY:
 			r = step_reply(c);
 			break;
@@ -354,6 +390,8 @@ struct local_conn *local_conn_accept(struct local_net *n, struct local_listener 
 	c->pool = (unsigned char)pool;
 	c->refusing = refusing;
 	c->fd = fd;
+	if (l->kind != LOCAL_K_CTL)
+		local_set_nodelay(fd);
 	c->up = -1;
 	c->fq_slot = -1;
 	for (int d = 0; d < 2; d++)
@@ -428,7 +466,8 @@ static void deadline_passed(struct local_conn *c)
 {
 	switch (c->state) {
 	case LOCAL_S_HEAD:
-		if (c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_PREVIEW) {
+		if ((c->kind == LOCAL_K_HTTP && !(c->served && c->in_len == 0)) ||
+		    c->kind == LOCAL_K_PREVIEW) { /* a kept-alive connection idle: just closed */
 			size_t len;
 			_cleanup_free_ char *r = local_http_text(
 				408, "Request Timeout", NULL,
@@ -444,7 +483,7 @@ static void deadline_passed(struct local_conn *c)
 	case LOCAL_S_FACTORY:
 		if (c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_SOCKS) {
 			_cleanup_free_ char *h = local_escape_name(c->host, c->host_len);
-			if (c->state == LOCAL_S_RESOLVE && local_resolver_starved(c->n->eg))
+			if (c->state == LOCAL_S_RESOLVE && local_resolver_starved(c->n->rs))
 				snprintf(
 					c->reason, sizeof(c->reason),
 					"cannot resolve %s: no thread "
@@ -463,7 +502,7 @@ static void deadline_passed(struct local_conn *c)
 					 h, c->port, DIAL_DEADLINE_MS / 1000);
 			c->dial_errno = ETIMEDOUT;
 			if (c->job)
-				local_resolve_cancel(c->n->eg, c->job);
+				local_resolve_cancel(c->n->rs, c->job);
 			c->job = NULL;
 			local_close_fd(&c->up);
 			local_proxy_fail(c, LOCAL_F_TIMEOUT);
@@ -490,7 +529,7 @@ void local_conn_sweep(struct local_net *n)
 {
 	for (struct local_conn *c = n->conns, *next; c; c = next) {
 		next = c->next;
-		if (c->state == LOCAL_S_RELAY) {
+		if (c->state == LOCAL_S_RELAY || c->state == LOCAL_S_HTTP) {
 			if (c->throttle_until && n->now >= c->throttle_until) {
 				c->throttle_until = 0; /* a byte limit's wait is over */
 				c->last_io = n->now;
@@ -502,8 +541,9 @@ void local_conn_sweep(struct local_net *n)
 			deadline_passed(c);
 		}
 	}
-	if (local_resolver_starved(n->eg))
-		local_resolver_tick(n->eg);
+	local_pool_sweep(n, false);
+	if (local_resolver_starved(n->rs))
+		local_resolver_tick(n->rs);
 }
 
 void local_conn_ready(struct local_net *n)

@@ -29,6 +29,10 @@ void local_dial_done(struct local_conn *c)
 		snprintf(c->reason, sizeof(c->reason), "%s",
 			 local_egress_open(n->eg) ? "open" : "allowed");
 	}
+	if (c->kind == LOCAL_K_HTTP && strcmp(c->proto, "http") == 0) {
+		local_http_start(c); /* net-http.c: the request and its response */
+		return;
+	}
 	size_t rest = c->in_len > c->head_len ? c->in_len - c->head_len : 0;
 	if (c->kind == LOCAL_K_HTTP) {
 		if (c->pre == NULL && strcmp(c->proto, "connect") == 0) {
@@ -73,6 +77,7 @@ void local_dial_next(struct local_conn *c)
 			continue;
 		}
 		c->up_event = false;
+		local_set_nodelay(c->up);
 		int r = connect(c->up, (const struct sockaddr *)a, al);
 		if (r < 0 && errno != EINPROGRESS) {
 			c->dial_errno = errno;
@@ -156,6 +161,8 @@ void local_dial_proxy(struct local_conn *c)
 		local_proxy_fail(c, verdict == 429 ? LOCAL_F_RATE : LOCAL_F_DENY);
 		return;
 	}
+	if (c->kind == LOCAL_K_HTTP && strcmp(c->proto, "http") == 0 && local_http_pooled(c))
+		return;
 	const char *mapped = local_egress_mapped(n->eg, c->host);
 	if (mapped) {
 		c->mapped = literal_addr(c, mapped, c->port);
@@ -166,7 +173,7 @@ void local_dial_proxy(struct local_conn *c)
 		check_and_dial(c);
 		return;
 	}
-	c->job = local_resolve_start(n->eg, c->host, c->port, c);
+	c->job = local_resolve_start(n->rs, c->host, c->port, c);
 	c->state = LOCAL_S_RESOLVE;
 }
 
@@ -303,6 +310,7 @@ static void factory_dial(struct local_conn *c, int fd)
 	const struct sockaddr_in *a = (const struct sockaddr_in *)&c->addrs[0];
 
 	local_set_nonblock(fd);
+	local_set_nodelay(fd);
 	c->up = fd;
 	c->up_event = false;
 	c->next_addr = 1;
@@ -378,7 +386,7 @@ void local_conn_resolved(struct local_net *n)
 {
 	struct local_resolve *r;
 
-	while ((r = local_resolve_done(n->eg))) {
+	while ((r = local_resolve_done(n->rs))) {
 		struct local_conn *c = r->owner;
 		if (c && !c->dead && c->job == r) {
 			resolved(c, r);

@@ -1,7 +1,5 @@
 /* The supervisor's egress policy (the allow list, --add-host, the addresses no sandbox may
- * reach), its log, the exec credentials it checks, and the resolver threads: getaddrinfo
- * blocks, so at most RESOLVER_THREADS threads run it, made when a lookup waits and gone
- * after RESOLVER_IDLE_MS without one. */
+ * reach), its log, and the exec credentials it checks (the resolver: net-resolve.c). */
 #define _GNU_SOURCE
 #include "providers/local/net.h"
 
@@ -10,28 +8,15 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "core/json.h"
 #include "core/net.h"
 
-#define RESOLVER_THREADS 2
-#define RESOLVER_IDLE_MS 3000
-#define RESOLVER_STACK (256 * 1024)
 #define LOG_MAX_DEFAULT (4LL << 20)
 #define EXECS_MAX (1 << 20)
 #define CRED_CACHE 16
-
-enum {
-	JOB_QUEUED,
-	JOB_RUNNING,
-	JOB_DONE,
-	JOB_CANCELLED
-};
 
 struct cred {
 	char id[13], secret[33];
@@ -51,12 +36,6 @@ struct local_egress {
 	long long log_max;
 	struct cred cache[CRED_CACHE];
 	unsigned cache_next;
-	/* the resolver: everything below under lock */
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct local_resolve *queue, **queue_tail, *done, **done_tail;
-	int threads, idle;
-	int efd;
 };
 
 static void log_line(struct local_egress *e, const char *s);
@@ -99,15 +78,6 @@ struct local_egress *local_egress_new(const struct local_setup *s)
 		e->host_name[e->n_hosts] = xstrdup(net->add_hosts[i].name);
 		e->host_addr[e->n_hosts++] = xstrdup(net->add_hosts[i].addr);
 	}
-	pthread_mutex_init(&e->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&e->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	e->queue_tail = &e->queue;
-	e->done_tail = &e->done;
-	e->efd = e->proxy ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1;
 	return e;
 }
 
@@ -457,175 +427,4 @@ void local_egress_log(struct local_egress *e, const struct local_egress_entry *x
 		return;
 	log_line(e, s);
 	free(s);
-}
-
-/* --- the resolver -------------------------------------------------------------------------- */
-
-int local_resolver_fd(const struct local_egress *e)
-{
-	return e->efd;
-}
-
-static void resolve(struct local_resolve *r)
-{
-	char port[8];
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
-	struct addrinfo *res = NULL;
-
-	snprintf(port, sizeof(port), "%d", r->port);
-	r->gai = getaddrinfo(r->host, port, &hints, &res);
-	for (struct addrinfo *ai = res; ai && r->n < LOCAL_RESOLVE_MAX; ai = ai->ai_next)
-		if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) &&
-		    ai->ai_addrlen <= sizeof(r->addr[0]))
-			memcpy(&r->addr[r->n++], ai->ai_addr, ai->ai_addrlen);
-	if (res)
-		freeaddrinfo(res);
-	if (r->gai == 0 && r->n == 0)
-		r->gai = EAI_NONAME;
-}
-
-static void *resolver_main(void *arg)
-{
-	struct local_egress *e = arg;
-
-	pthread_mutex_lock(&e->lock);
-	for (;;) {
-		if (!e->queue) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += RESOLVER_IDLE_MS / 1000;
-			e->idle++;
-			int w = 0;
-			while (!e->queue && w != ETIMEDOUT)
-				w = pthread_cond_timedwait(&e->cond, &e->lock, &ts);
-			e->idle--;
-			if (!e->queue)
-				break;
-		}
-		struct local_resolve *r = e->queue;
-		e->queue = r->next;
-		if (!e->queue)
-			e->queue_tail = &e->queue;
-		r->state = JOB_RUNNING;
-		pthread_mutex_unlock(&e->lock);
-		resolve(r);
-		pthread_mutex_lock(&e->lock);
-		if (r->state == JOB_CANCELLED) {
-			free(r);
-			continue;
-		}
-		r->state = JOB_DONE;
-		r->next = NULL;
-		*e->done_tail = r;
-		e->done_tail = &r->next;
-		uint64_t one = 1;
-		(void)!write(e->efd, &one, sizeof(one));
-	}
-	e->threads--;
-	pthread_mutex_unlock(&e->lock);
-	return NULL;
-}
-
-/* under lock: a thread for the queue when none is free; false when one cannot be made */
-static bool spawn_locked(struct local_egress *e)
-{
-	if (!e->queue || e->idle > 0 || e->threads >= RESOLVER_THREADS)
-		return true;
-	pthread_attr_t at;
-	pthread_t t;
-	sigset_t all, old;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, RESOLVER_STACK);
-	/* signals stay with the event loop's thread */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int r = pthread_create(&t, &at, resolver_main, e);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&at);
-	if (r != 0)
-		return false; /* EAGAIN under a pids limit: the lookups wait, and we retry */
-	e->threads++;
-	return true;
-}
-
-struct local_resolve *local_resolve_start(struct local_egress *e, const char *host, int port,
-					  void *owner)
-{
-	struct local_resolve *r = xcalloc(1, sizeof(*r));
-
-	snprintf(r->host, sizeof(r->host), "%s", host);
-	r->port = port;
-	r->owner = owner;
-	pthread_mutex_lock(&e->lock);
-	r->state = JOB_QUEUED;
-	*e->queue_tail = r;
-	e->queue_tail = &r->next;
-	if (e->idle > 0)
-		pthread_cond_signal(&e->cond);
-	else
-		(void)spawn_locked(e);
-	pthread_mutex_unlock(&e->lock);
-	return r;
-}
-
-void local_resolve_cancel(struct local_egress *e, struct local_resolve *r)
-{
-	pthread_mutex_lock(&e->lock);
-	if (r->state == JOB_QUEUED) {
-		struct local_resolve **pp = &e->queue;
-		while (*pp && *pp != r)
-			pp = &(*pp)->next;
-		if (*pp) {
-			*pp = r->next;
-			if (e->queue_tail == &r->next)
-				e->queue_tail = pp;
-		}
-		free(r);
-	} else if (r->state == JOB_RUNNING) {
-		r->state = JOB_CANCELLED; /* its thread frees it */
-	} else {
-		struct local_resolve **pp = &e->done;
-		while (*pp && *pp != r)
-			pp = &(*pp)->next;
-		if (*pp) {
-			*pp = r->next;
-			if (e->done_tail == &r->next)
-				e->done_tail = pp;
-		}
-		free(r);
-	}
-	pthread_mutex_unlock(&e->lock);
-}
-
-struct local_resolve *local_resolve_done(struct local_egress *e)
-{
-	uint64_t v;
-
-	(void)!read(e->efd, &v, sizeof(v));
-	pthread_mutex_lock(&e->lock);
-	struct local_resolve *r = e->done;
-	if (r) {
-		e->done = r->next;
-		if (!e->done)
-			e->done_tail = &e->done;
-		r->next = NULL;
-	}
-	pthread_mutex_unlock(&e->lock);
-	return r;
-}
-
-bool local_resolver_starved(struct local_egress *e)
-{
-	pthread_mutex_lock(&e->lock);
-	bool starved = e->queue && e->threads == 0;
-	pthread_mutex_unlock(&e->lock);
-	return starved;
-}
-
-void local_resolver_tick(struct local_egress *e)
-{
-	pthread_mutex_lock(&e->lock);
-	(void)spawn_locked(e);
-	pthread_mutex_unlock(&e->lock);
 }

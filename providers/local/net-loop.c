@@ -360,6 +360,7 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 	caps_init(n);
 	n->eg = local_egress_new(s);
 	n->rate = local_egress_rate(n->eg);
+	n->rs = local_resolver_new(local_egress_proxied(n->eg));
 	n->epfd = epoll_create1(EPOLL_CLOEXEC);
 	n->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (n->epfd < 0) {
@@ -379,8 +380,8 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 		n->http = listener_add(n, xcalloc(1, sizeof(*n->http)), h, LOCAL_K_HTTP);
 		n->socks = listener_add(n, xcalloc(1, sizeof(*n->socks)), k, LOCAL_K_SOCKS);
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &n->resolver_ep };
-		if (local_resolver_fd(n->eg) >= 0)
-			(void)epoll_ctl(n->epfd, EPOLL_CTL_ADD, local_resolver_fd(n->eg), &ev);
+		if (local_resolver_fd(n->rs) >= 0)
+			(void)epoll_ctl(n->epfd, EPOLL_CTL_ADD, local_resolver_fd(n->rs), &ev);
 	}
 	n->fwd = xcalloc(net->n_host_ports + 1, sizeof(*n->fwd));
 	for (size_t i = 0; !s->net_host && i < net->n_host_ports; i++) {
@@ -497,7 +498,8 @@ int local_net_wait(struct local_net *n, int pidfd, long long timeout_ms)
 		n->now = mono_ms();
 		if (deadline >= 0 && n->now >= deadline)
 			return 0;
-		bool busy = n->n_conns > 0 || listeners_paused(n) || local_resolver_starved(n->eg);
+		bool busy = n->n_conns > 0 || n->n_idle > 0 || listeners_paused(n) ||
+			local_resolver_starved(n->rs);
 		if (busy && next_sweep == 0)
 			next_sweep = n->now + SWEEP_MS;
 		long long wake = deadline;

@@ -257,7 +257,7 @@ int local_http_basic(const char *buf, size_t hl, char *user, size_t ulen, char *
 	return 1;
 }
 
-char *local_http_origin_head(const char *buf, size_t hl, const struct local_http_req *r,
+char *local_http_origin_head(const char *buf, size_t hl, const struct local_http_req *r, bool close,
 			     size_t *ret_len)
 {
 	size_t cap = hl + 64, o = 0, off = 0, len;
@@ -278,10 +278,266 @@ char *local_http_origin_head(const char *buf, size_t hl, const struct local_http
 		out[o++] = '\n';
 	}
 	static const char tail[] = "Connection: close\r\n\r\n";
-	memcpy(out + o, tail, sizeof(tail));
-	o += sizeof(tail) - 1;
+	const char *t = close ? tail : tail + 19;
+	memcpy(out + o, t, strlen(t) + 1);
+	o += strlen(t);
 	*ret_len = o;
 	return out;
+}
+
+/* every header line called name (any case), its value trimmed, in turn: *off starts at 0
+ * (the request or status line is skipped); NULL after the last */
+static const char *header_next(const char *buf, size_t hl, const char *name, size_t *off,
+			       size_t *ret_len)
+{
+	size_t nl = strlen(name), len;
+	const char *line;
+
+	if (*off == 0 && !next_line(buf, hl, off, &line, &len))
+		return NULL;
+	while (next_line(buf, hl, off, &line, &len) && len) {
+		if (len <= nl || line[nl] != ':' || strncasecmp(line, name, nl) != 0)
+			continue;
+		const char *v = line + nl + 1, *e = line + len;
+		while (v < e && (*v == ' ' || *v == '\t'))
+			v++;
+		while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		*ret_len = (size_t)(e - v);
+		return v;
+	}
+	return NULL;
+}
+
+/* whether the comma-separated list v[0..n) holds token (any case) as an element (last: as its
+ * last element) */
+static bool list_has(const char *v, size_t n, const char *token, bool last)
+{
+	size_t tl = strlen(token);
+	bool found = false;
+
+	while (n) {
+		const char *c = memchr(v, ',', n);
+		size_t el = c ? (size_t)(c - v) : n, a = 0, b = el;
+		while (a < b && (v[a] == ' ' || v[a] == '\t'))
+			a++;
+		while (b > a && (v[b - 1] == ' ' || v[b - 1] == '\t'))
+			b--;
+		bool is = b - a == tl && strncasecmp(v + a, token, tl) == 0;
+		if (b > a)
+			found = last ? is : found || is;
+		if (!c)
+			break;
+		v = c + 1;
+		n -= el + 1;
+	}
+	return found;
+}
+
+bool local_http_conn_has(const char *buf, size_t hl, const char *token)
+{
+	size_t off = 0, vl;
+	const char *v;
+
+	while ((v = header_next(buf, hl, "Connection", &off, &vl)))
+		if (list_has(v, vl, token, false))
+			return true;
+	return false;
+}
+
+/* a body's framing from its head's Transfer-Encoding and Content-Length: 0, or -1 when they
+ * are ambiguous (both, two lengths that differ, a length that is no number) */
+static int body_of(const char *buf, size_t hl, bool request, struct local_body *b)
+{
+	size_t off = 0, vl;
+	const char *v;
+	bool te = false, chunked = false, cl = false;
+	unsigned long long len = 0;
+
+	memset(b, 0, sizeof(*b));
+	while ((v = header_next(buf, hl, "Transfer-Encoding", &off, &vl))) {
+		te = true;
+		chunked = list_has(v, vl, "chunked", true);
+	}
+	off = 0;
+	while ((v = header_next(buf, hl, "Content-Length", &off, &vl))) {
+		unsigned long long x = 0;
+		if (vl == 0 || vl > 18)
+			return -1;
+		for (size_t i = 0; i < vl; i++) {
+			if (v[i] < '0' || v[i] > '9')
+				return -1;
+			x = x * 10 + (unsigned)(v[i] - '0');
+		}
+		if (cl && x != len)
+			return -1;
+		cl = true;
+		len = x;
+	}
+	if (te && (cl || (request && !chunked)))
+		return -1;
+	b->kind = chunked ? LOCAL_BODY_CHUNKED
+		: te	  ? LOCAL_BODY_CLOSE
+		: cl	  ? LOCAL_BODY_LENGTH
+		: request ? LOCAL_BODY_NONE
+			  : LOCAL_BODY_CLOSE;
+	b->left = len;
+	b->done = b->kind == LOCAL_BODY_NONE || (b->kind == LOCAL_BODY_LENGTH && len == 0);
+	return 0;
+}
+
+int local_http_req_body(const char *buf, size_t hl, struct local_body *b)
+{
+	return body_of(buf, hl, true, b);
+}
+
+int local_http_resp_parse(const char *buf, size_t hl, bool head, struct local_http_resp *r)
+{
+	const char *line;
+	size_t len, off = 0;
+
+	memset(r, 0, sizeof(*r));
+	if (!next_line(buf, hl, &off, &line, &len) || len < 12 || memcmp(line, "HTTP/1.", 7) != 0 ||
+	    (line[7] != '0' && line[7] != '1') || line[8] != ' ')
+		return -1;
+	for (int i = 9; i < 12; i++) {
+		if (line[i] < '0' || line[i] > '9')
+			return -1;
+		r->status = r->status * 10 + (line[i] - '0');
+	}
+	if (r->status < 100 || (len > 12 && line[12] != ' '))
+		return -1;
+	for (;;) { /* no bare CR, LF or NUL in a header line */
+		if (!next_line(buf, hl, &off, &line, &len))
+			return -1;
+		if (len == 0)
+			break;
+		if (!memchr(line, ':', len) || memchr(line, '\n', len) || memchr(line, 0, len) ||
+		    memchr(line, '\r', len))
+			return -1;
+	}
+	if (off != hl)
+		return -1;
+	r->v10 = buf[7] == '0';
+	r->close = local_http_conn_has(buf, hl, "close") ||
+		(r->v10 && !local_http_conn_has(buf, hl, "keep-alive"));
+	if (body_of(buf, hl, false, &r->body) < 0)
+		return -1;
+	if (head || r->status < 200 || r->status == 204 || r->status == 304) {
+		r->body.kind = LOCAL_BODY_NONE;
+		r->body.done = true;
+	}
+	return 0;
+}
+
+char *local_http_resp_head(const char *buf, size_t hl, bool close, size_t *ret_len)
+{
+	size_t cap = hl + 32, o = 0, off = 0, len;
+	char *out = xmalloc(cap);
+	const char *line;
+
+	while (next_line(buf, hl, &off, &line, &len) && len) {
+		if ((len >= 11 && strncasecmp(line, "Connection:", 11) == 0) ||
+		    (len >= 11 && strncasecmp(line, "Keep-Alive:", 11) == 0) ||
+		    (len >= 17 && strncasecmp(line, "Proxy-Connection:", 17) == 0))
+			continue;
+		memcpy(out + o, line, len);
+		o += len;
+		out[o++] = '\r';
+		out[o++] = '\n';
+	}
+	static const char tail[] = "Connection: close\r\n\r\n";
+	const char *t = close ? tail : tail + 19;
+	memcpy(out + o, t, strlen(t) + 1);
+	o += strlen(t);
+	*ret_len = o;
+	return out;
+}
+
+/* the chunked coding's states */
+enum {
+	CK_SIZE,      /* hex digits of a chunk's size */
+	CK_EXT,	      /* after them: an extension, to the LF */
+	CK_DATA,      /* left bytes of data */
+	CK_DATA_END,  /* the CRLF after the data */
+	CK_TRAILER,   /* the start of a trailer line, or the CRLF that ends it all */
+	CK_TRAILER_IN /* within a trailer line */
+};
+
+long long local_body_scan(struct local_body *b, const char *buf, size_t len)
+{
+	size_t i = 0;
+
+	if (b->done || b->kind == LOCAL_BODY_NONE) {
+		b->done = true;
+		return 0;
+	}
+	if (b->kind == LOCAL_BODY_CLOSE)
+		return (long long)len;
+	if (b->kind == LOCAL_BODY_LENGTH) {
+		size_t k = b->left < len ? (size_t)b->left : len;
+		b->left -= k;
+		b->done = b->left == 0;
+		return (long long)k;
+	}
+	while (i < len && !b->done) {
+		unsigned char ch = (unsigned char)buf[i];
+		switch (b->cs) {
+		case CK_SIZE: {
+			int d = ch >= '0' && ch <= '9'	 ? ch - '0'
+				: ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+				: ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+							 : -1;
+			if (d >= 0) {
+				if (b->left >> 56)
+					return -1; /* over 2^60 */
+				b->left = b->left * 16 + (unsigned)d;
+				b->digits = true;
+				i++;
+				break;
+			}
+			if (!b->digits)
+				return -1;
+			b->cs = CK_EXT;
+			break;
+		}
+		case CK_EXT:
+			i++;
+			if (ch == '\n')
+				b->cs = b->left ? CK_DATA : CK_TRAILER;
+			break;
+		case CK_DATA: {
+			size_t k = b->left < len - i ? (size_t)b->left : len - i;
+			i += k;
+			b->left -= k;
+			if (b->left == 0)
+				b->cs = CK_DATA_END;
+			break;
+		}
+		case CK_DATA_END:
+			i++;
+			if (ch == '\n') {
+				b->cs = CK_SIZE;
+				b->digits = false;
+			} else if (ch != '\r') {
+				return -1;
+			}
+			break;
+		case CK_TRAILER:
+			i++;
+			if (ch == '\n')
+				b->done = true;
+			else if (ch != '\r')
+				b->cs = CK_TRAILER_IN;
+			break;
+		default: /* CK_TRAILER_IN */
+			i++;
+			if (ch == '\n')
+				b->cs = CK_TRAILER;
+			break;
+		}
+	}
+	return (long long)i;
 }
 
 /* --- SOCKS5 -------------------------------------------------------------------------------- */

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 
 #define LINGER_MS 2000	      /* after a final answer: the client's end, for so long */
@@ -18,6 +19,16 @@ void local_set_nonblock(int fd)
 
 	if (fl >= 0)
 		(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* a relayed TCP socket sends what it is given at once: the bytes were already held back (or
+ * not) by the program that wrote them; Nagle's algorithm here would add a round trip, or a
+ * delayed ACK's 40 ms, to every small write after the first (a TLS record, a request) */
+void local_set_nodelay(int fd)
+{
+	int one = 1;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 int local_ep_add(struct local_net *n, int fd, unsigned events, struct local_ep_tag *ep)
@@ -54,7 +65,7 @@ void local_conn_out(struct local_conn *c, const void *b, size_t len)
 
 /* --- a connection's life ----------------------------------------------------------------- */
 
-static void conn_log(struct local_conn *c)
+void local_conn_log(struct local_conn *c)
 {
 	if ((c->kind != LOCAL_K_HTTP && c->kind != LOCAL_K_SOCKS) || c->host_len == 0 ||
 	    !c->proto || c->logged)
@@ -84,11 +95,11 @@ void local_conn_close(struct local_conn *c)
 	if (c->dead)
 		return;
 	c->dead = true;
-	conn_log(c);
+	local_conn_log(c);
 	if (c->kind == LOCAL_K_PREVIEW)
 		local_touch_activity(n->s->dir);
 	if (c->job)
-		local_resolve_cancel(n->eg, c->job);
+		local_resolve_cancel(n->rs, c->job);
 	if (c->fq_slot >= 0)
 		n->fq[c->fq_slot] = NULL;
 	local_close_fd(&c->fd);
@@ -101,7 +112,9 @@ void local_conn_close(struct local_conn *c)
 	free(c->out);
 	free(c->pre);
 	free(c->command);
-	c->in = c->out = c->pre = c->command = NULL;
+	free(c->rb);
+	free(c->retry);
+	c->in = c->out = c->pre = c->command = c->rb = c->retry = NULL;
 	if (c->refusing)
 		n->refusing--;
 	else
@@ -211,7 +224,7 @@ void local_proxy_fail(struct local_conn *c, enum local_fail f)
 
 	c->deny = refused;
 	if (refused) /* logged now: the exec that asked sees it once its command ends */
-		conn_log(c);
+		local_conn_log(c);
 	if (c->kind == LOCAL_K_SOCKS) {
 		local_conn_socks(c, refused ? 2 : socks_code(c->dial_errno));
 		return;
@@ -249,6 +262,8 @@ void local_preview_fail(struct local_conn *c, int code, const char *status, cons
 void local_relay_start(struct local_conn *c)
 {
 	for (int d = 0; d < 2; d++) {
+		if (c->pipe[d][0] >= 0)
+			continue; /* made for a kept-alive request before this CONNECT */
 		if (pipe2(c->pipe[d], O_NONBLOCK | O_CLOEXEC) < 0) {
 			/* out of descriptors: the cap was set below the limit, so this is rare */
 			if (c->kind == LOCAL_K_HTTP)
@@ -267,8 +282,7 @@ void local_relay_start(struct local_conn *c)
 	c->last_io = c->n->now;
 }
 
-/* sends what waits in buf[*off..len) to fd: 1 all of it, 0 the rest waits, -1 an error */
-static int send_pending(int fd, const char *buf, size_t len, size_t *off, long long *count)
+int local_send_pending(int fd, const char *buf, size_t len, size_t *off, long long *count)
 {
 	while (*off < len) {
 		ssize_t w = send(fd, buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -303,7 +317,7 @@ int local_relay_pump(struct local_conn *c)
 			       *off = d ? &c->out_off : &c->pre_off;
 			if (*buf) {
 				size_t before = *off;
-				int r = send_pending(to, *buf, *len, off, d ? NULL : count);
+				int r = local_send_pending(to, *buf, *len, off, d ? NULL : count);
 				if (r < 0)
 					return local_conn_close(c), LOCAL_STEP_WAIT;
 				progress |= *off != before;

@@ -9,10 +9,13 @@
  *                 credential of each sbx exec, the paths of the log
  *   net-rate.c    --net-rate's token buckets (the supervisor; below net-egress.c)
  *   net-egress.c  the supervisor's policy (allow list, --add-host, the addresses no
- *                 sandbox may reach), the egress log, exec credentials, and the resolver
- *                 threads (getaddrinfo blocks; the event loop never does)
+ *                 sandbox may reach), the egress log, exec credentials
+ *   net-resolve.c the resolver: a cache honouring TTLs, one lookup per name in flight, the
+ *                 threads that block in it (the event loop never does)
  *   net-relay.c   a connection's life (answers, closing) and the splice relay both ways
  *   net-dial.c    dialling: the policy's check, connecting, init's socket factory
+ *   net-http.c    the proxy's absolute-URL exchanges, kept alive, and the pool of idle
+ *                 upstream connections
  *   net-conn.c    the supervisor's connections, each a state machine: a proxy request or
  *                 SOCKS handshake, a lookup, a dial, the relay, an answer; caps, deadlines
  *   net-loop.c    the supervisor's event loop: listeners, previews, the control socket,
@@ -63,10 +66,43 @@ const char *local_http_header(const char *buf, size_t hl, const char *name, size
  * when it has no ':'), -1 Basic that is malformed (not base64, a NUL, too long) */
 int local_http_basic(const char *buf, size_t hl, char *user, size_t ulen, char *pass, size_t plen);
 /* the head to send to the server of an absolute-URL request: the request line in origin
- * form, the client's headers but Proxy-*, Connection and Keep-Alive, "Connection: close";
- * malloc'd, its length in *ret_len */
-char *local_http_origin_head(const char *buf, size_t hl, const struct local_http_req *r,
+ * form, the client's headers but Proxy-*, Connection and Keep-Alive, and "Connection: close"
+ * when close (else none: HTTP/1.1 keeps the connection); malloc'd, its length in *ret_len */
+char *local_http_origin_head(const char *buf, size_t hl, const struct local_http_req *r, bool close,
 			     size_t *ret_len);
+/* whether a Connection header of the head lists token (any case) */
+bool local_http_conn_has(const char *buf, size_t hl, const char *token);
+
+/* an HTTP message's body: how it is framed, and where it ends (local_body_scan) */
+enum {
+	LOCAL_BODY_NONE,
+	LOCAL_BODY_LENGTH,  /* Content-Length: left bytes */
+	LOCAL_BODY_CHUNKED, /* Transfer-Encoding: chunked */
+	LOCAL_BODY_CLOSE    /* until the connection ends (a response only) */
+};
+struct local_body {
+	int kind;
+	unsigned long long left; /* LENGTH: bytes left; CHUNKED: of the chunk */
+	int cs;			 /* CHUNKED: where in the coding */
+	bool digits, done;
+};
+/* a request's body from its head: 0, or -1 when its framing is ambiguous (Content-Length with
+ * Transfer-Encoding, two lengths that differ, a coding that does not end in chunked) */
+int local_http_req_body(const char *buf, size_t hl, struct local_body *b);
+/* how many bytes of buf[0..len) belong to the body (b->done once it ended): the rest is the
+ * next message's; -1 when a chunked coding is malformed */
+long long local_body_scan(struct local_body *b, const char *buf, size_t len);
+/* a server's response head */
+struct local_http_resp {
+	int status;
+	bool v10, close; /* HTTP/1.0; the server ends the connection after it */
+	struct local_body body;
+};
+/* parses buf[0..hl) (a whole head); head: the request was HEAD (no body); 0 or -1 */
+int local_http_resp_parse(const char *buf, size_t hl, bool head, struct local_http_resp *r);
+/* the head for the client: Connection, Keep-Alive and Proxy-Connection dropped, and
+ * "Connection: close" when close (malloc'd) */
+char *local_http_resp_head(const char *buf, size_t hl, bool close, size_t *ret_len);
 /* host and port from "host:port", "[v6]:port" or "host" (port def); the host lowercased */
 bool local_split_hostport(const char *s, size_t n, char *host, size_t hlen, int *port, int def);
 /* a name the proxy may look up (letters, digits, '-', '_', dots) or an address literal */
@@ -151,7 +187,7 @@ size_t local_rate_room(struct local_conn *c, int d, size_t want);
 /* ... and moved these */
 void local_rate_spent(struct local_conn *c, int d, size_t bytes);
 
-/* --- net-egress.c: policy, log, credentials, resolver (the supervisor) -------------------- */
+/* --- net-egress.c: policy, log, credentials (the supervisor) -------------------- */
 
 struct local_egress;
 struct local_egress *local_egress_new(const struct local_setup *s);
@@ -200,34 +236,39 @@ struct local_egress_entry {
 /* appends one JSON line to the egress log (rotating it at its cap) */
 void local_egress_log(struct local_egress *e, const struct local_egress_entry *x);
 
-/* a name to resolve, on a resolver thread */
+/* --- net-resolve.c: the resolver (the supervisor) ------------------------------------------ */
+
+/* a connection's lookup of a name */
 #define LOCAL_RESOLVE_MAX 8
 struct local_resolve {
 	char host[LOCAL_HOST_MAX + 1];
 	int port;
 	void *owner; /* the event loop's */
 	/* the answer */
-	int gai; /* getaddrinfo's status, or EAI_SYSTEM-like -1: no thread */
+	int gai; /* getaddrinfo's status (EAI_NONAME, EAI_AGAIN, ...) */
 	size_t n;
-	struct sockaddr_storage addr[LOCAL_RESOLVE_MAX];
+	struct sockaddr_storage addr[LOCAL_RESOLVE_MAX]; /* with the port */
 	/* the resolver's */
-	int state;
+	void *entry;
 	struct local_resolve *next;
 };
+struct local_resolver;
+/* on: the proxy runs (else no lookup is ever made) */
+struct local_resolver *local_resolver_new(bool on);
 /* an eventfd that is readable when an answer waits (-1 when none could be made) */
-int local_resolver_fd(const struct local_egress *e);
-/* queues a lookup; it is answered through local_resolve_done */
-struct local_resolve *local_resolve_start(struct local_egress *e, const char *host, int port,
+int local_resolver_fd(const struct local_resolver *rs);
+/* a lookup; it is answered through local_resolve_done (from the cache: at the next round) */
+struct local_resolve *local_resolve_start(struct local_resolver *rs, const char *host, int port,
 					  void *owner);
-/* the owner gives up on it (the answer, if any comes, is dropped) */
-void local_resolve_cancel(struct local_egress *e, struct local_resolve *r);
+/* the owner gives up on it (the lookup goes on for the cache) */
+void local_resolve_cancel(struct local_resolver *rs, struct local_resolve *r);
 /* the next answered lookup (the caller frees it), or NULL */
-struct local_resolve *local_resolve_done(struct local_egress *e);
+struct local_resolve *local_resolve_done(struct local_resolver *rs);
 /* lookups wait with no thread to run them: call local_resolver_tick soon */
-bool local_resolver_starved(struct local_egress *e);
+bool local_resolver_starved(struct local_resolver *rs);
 /* starts a thread for waiting lookups when none runs (thread creation can fail under a pids
  * limit: they wait until one can be made, or their owner's deadline) */
-void local_resolver_tick(struct local_egress *e);
+void local_resolver_tick(struct local_resolver *rs);
 
 /* --- net-conn.c and net-loop.c: the supervisor's event loop ---------------------------- */
 
@@ -260,6 +301,7 @@ enum local_state {
 	LOCAL_S_LINGER,	   /* answered: reading until the client's end */
 	LOCAL_S_CTL,	   /* reading a control request line */
 	LOCAL_S_CTL_READY, /* ... which net-loop.c answers (local_conn_answer) */
+	LOCAL_S_HTTP,	   /* an absolute-URL request and its response (net-http.c) */
 };
 /* what an epoll event is about: the first member of what its data points to */
 enum local_ep {
@@ -332,12 +374,21 @@ struct local_conn {
 	char *command;
 	char reason[400];
 	long long up_bytes, down_bytes;
+	/* an absolute-URL exchange (net-http.c): the bodies' framing, the response head as it
+	 * comes, the request again for a pooled connection the server closed */
+	struct local_body req, resp;
+	char *rb, *retry;
+	size_t rb_len, retry_len, scan_from;
+	bool http_close, is_head, resp_started, got_resp, up_reusable, no_pool;
+	int served; /* requests answered on this connection */
+	int lowat;  /* the upstream socket's SO_RCVLOWAT */
 };
 
 struct local_net {
 	const struct local_setup *s;
 	struct local_egress *eg;
 	struct local_rate *rate; /* the egress policy's (sbx update changes what it holds) */
+	struct local_resolver *rs;
 	int epfd, spare_fd, factory_fd, pidfd;
 	struct local_ep_tag pidfd_ep, resolver_ep, factory_ep;
 	struct local_conn *fq[LOCAL_FACTORY_QUEUE]; /* asked of init, oldest first (NULL: gone) */
@@ -349,8 +400,10 @@ struct local_net {
 	struct local_conn *conns, *ready, *dead;
 	struct local_listener *dead_l;
 	int pool_cap[LOCAL_P_N], pool_used[LOCAL_P_N], refusing, n_conns;
-	int ctl_ready;		/* control requests waiting for net-loop.c's answer */
-	long long idle_ms, now; /* now: the loop's clock (monotonic, ms) */
+	int ctl_ready;		 /* control requests waiting for net-loop.c's answer */
+	long long idle_ms, now;	 /* now: the loop's clock (monotonic, ms) */
+	struct local_idle *idle; /* idle upstream connections (net-http.c) */
+	int n_idle;
 };
 
 static inline struct local_conn *local_conn_of(struct local_ep_tag *ep)
@@ -373,6 +426,8 @@ enum local_fail {
 	LOCAL_F_TIMEOUT
 };
 void local_set_nonblock(int fd);
+/* TCP_NODELAY: a relay passes writes on as they came */
+void local_set_nodelay(int fd);
 int local_ep_add(struct local_net *n, int fd, unsigned events, struct local_ep_tag *ep);
 void local_close_fd(int *fd);
 /* a complete HTTP answer with a one-line plain-text body, which ends the connection */
@@ -380,6 +435,10 @@ char *local_http_text(int code, const char *status, const char *extra, const cha
 		      size_t *ret_len);
 /* appends bytes to what goes to the client */
 void local_conn_out(struct local_conn *c, const void *b, size_t len);
+/* its entry in the egress log (at its end; and after each request kept alive) */
+void local_conn_log(struct local_conn *c);
+/* sends what waits in buf[*off..len) to fd: 1 all of it, 0 the rest waits, -1 an error */
+int local_send_pending(int fd, const char *buf, size_t len, size_t *off, long long *count);
 /* ends a connection (logged, descriptors closed, counted out); freed by local_conn_reap */
 void local_conn_close(struct local_conn *c);
 /* runs it again at the end of this round (it yielded, or an answer came for it) */
@@ -403,6 +462,17 @@ void local_relay_start(struct local_conn *c);
 /* relays until both ways would block (LOCAL_STEP_WAIT; c->dead when it ended) or its turn is
  * over (LOCAL_STEP_YIELD) */
 int local_relay_pump(struct local_conn *c);
+
+/* net-http.c: absolute-URL exchanges */
+#define LOCAL_PIPE_SZ (256 * 1024) /* a relay's pipe, asked for (the kernel may give less) */
+/* the request's upstream connection is there: the exchange runs (LOCAL_S_HTTP) */
+void local_http_start(struct local_conn *c);
+/* the same, with an idle connection of the pool to c->host:c->port; false when none */
+bool local_http_pooled(struct local_conn *c);
+/* moves the request and its response (LOCAL_STEP_*) */
+int local_http_pump(struct local_conn *c);
+/* closes the idle upstream connections past their time (all: every one) */
+void local_pool_sweep(struct local_net *n, bool all);
 
 /* net-dial.c: dialling */
 /* the connection to the upstream is made: the policy's check of the peer, then the relay */

@@ -1,6 +1,8 @@
 /* Fuzzes the egress proxy's HTTP request parsing: the end of the head (found in one go or as
  * bytes trickle in), the request line and headers, CONNECT and absolute-URL targets, host:port,
- * Proxy-Authorization Basic, the origin-form head sent upstream, and the log's escaping. */
+ * Proxy-Authorization Basic, the origin-form head sent upstream, and the log's escaping; the
+ * same bytes as a response head (its framing, the head the client gets) and what follows the
+ * head as a chunked body (the same end however the bytes arrive). */
 #define _GNU_SOURCE
 #include "providers/local/net.h"
 #include "tests/fuzz/fuzz.h"
@@ -28,6 +30,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (hl == 0)
 		return 0;
 	FUZZ_CHECK(memcmp(buf + hl - 4, "\r\n\r\n", 4) == 0, "no CRLF CRLF at the end");
+
+	struct local_http_resp rp;
+	if (local_http_resp_parse(buf, hl, size & 1, &rp) == 0) {
+		FUZZ_CHECK(rp.status >= 100 && rp.status <= 999, "status %d", rp.status);
+		size_t ol;
+		char *o = local_http_resp_head(buf, hl, rp.close, &ol);
+		FUZZ_CHECK(ol >= 4 && local_http_head_len(o, ol, 0) == ol,
+			   "response head ends early");
+		FUZZ_CHECK(!strcasestr(o, "\r\nconnection:") || rp.close, "Connection kept");
+		free(o);
+	}
+	struct local_body b1 = { .kind = LOCAL_BODY_CHUNKED }, b2 = b1;
+	long long all = local_body_scan(&b1, buf + hl, size - hl), part = 0;
+	for (size_t off = hl; off < size && !b2.done && part >= 0;) { /* a byte at a time */
+		long long r1 = local_body_scan(&b2, buf + off, 1);
+		part = r1 < 0 ? -1 : part + r1;
+		off += r1 > 0 ? (size_t)r1 : 1;
+		if (r1 == 0)
+			break;
+	}
+	FUZZ_CHECK(all < 0 ? part < 0 : part == all && b1.done == b2.done,
+		   "chunked: %lld in one go, %lld a byte at a time", all, part);
+	FUZZ_CHECK(all <= (long long)(size - hl), "chunked: more than there is");
 
 	struct local_http_req r;
 	const char *why = NULL;
@@ -61,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!r.connect) {
 		FUZZ_CHECK(r.path_off + r.path_len <= hl, "path out of the head");
 		size_t ol;
-		char *o = local_http_origin_head(buf, hl, &r, &ol);
+		char *o = local_http_origin_head(buf, hl, &r, true, &ol);
 		/* a head of its own: one request line, no Proxy-* header, "Connection: close" */
 		FUZZ_CHECK(ol >= 4 && local_http_head_len(o, ol, 0) == ol,
 			   "origin head ends early");

@@ -13,6 +13,7 @@ int main(void)
 	test_options();
 	test_lazy();
 	test_net();
+	test_net_http();
 	test_config();
 	test_registry();
 	test_term();

@@ -1,4 +1,5 @@
-/* Unit tests: --net parsing and matching, and the addresses the egress proxy refuses. */
+/* Unit tests: --net parsing and matching, the addresses the egress proxy refuses, and the
+ * framing of the HTTP messages it keeps connections alive across. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <stdlib.h>
@@ -6,6 +7,7 @@
 #include "core/net.h"
 #include "core/util.h"
 #include "providers/local/local.h"
+#include "providers/local/net.h"
 #include "tests/unit/harness.h"
 
 static const char *why(const char *addr)
@@ -199,4 +201,106 @@ void test_net(void)
 	CHECK(why("fc00::1") && strstr(why("fc00::1"), "private"), "v6 ULA");
 	CHECK(why("ff02::1") && strstr(why("ff02::1"), "multicast"), "v6 multicast");
 	CHECK(!why("2606:2800:220:1::1"), "a public v6 address passes");
+}
+
+/* the bytes of buf that belong to a body framed as b, fed n bytes at a time */
+static long long scan_by(struct local_body b, const char *buf, size_t n, bool *done)
+{
+	size_t len = strlen(buf), off = 0;
+
+	while (off < len && !b.done) {
+		size_t k = len - off < n ? len - off : n;
+		long long r = local_body_scan(&b, buf + off, k);
+		if (r < 0)
+			return -1;
+		off += (size_t)r;
+		if ((size_t)r < k)
+			break;
+	}
+	*done = b.done;
+	return (long long)off;
+}
+
+static int req_body(const char *head, struct local_body *b)
+{
+	return local_http_req_body(head, strlen(head), b);
+}
+
+void test_net_http(void)
+{
+	struct local_body b;
+	bool done;
+	const char *ch = "4;ext=1\r\nWiki\r\n5\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\n"
+			 "X-Trailer: 1\r\n\r\nGET /next";
+
+	CHECK(req_body("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", &b) == 0 &&
+		      b.kind == LOCAL_BODY_CHUNKED && !b.done,
+	      "chunked request");
+	for (size_t n = 1; n <= 64; n *= 2)
+		CHECK(scan_by(b, ch, n, &done) == (long long)strlen(ch) - 9 && done,
+		      "chunked body fed %zu at a time ends before the next request", n);
+	CHECK(scan_by(b, "zz\r\n", 4, &done) < 0, "a chunk size that is no hex number");
+	CHECK(scan_by(b, "3\r\nabcX", 64, &done) < 0, "chunk data longer than its size");
+	CHECK(scan_by(b, "5\r\nab", 64, &done) == 5 && !done, "a chunk not all there yet");
+	CHECK(req_body("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\n", &b) == 0 &&
+		      b.kind == LOCAL_BODY_LENGTH && scan_by(b, "helloGET", 3, &done) == 5 && done,
+	      "Content-Length");
+	CHECK(req_body("GET / HTTP/1.1\r\nHost: a\r\n\r\n", &b) == 0 && b.kind == LOCAL_BODY_NONE &&
+		      b.done,
+	      "no body");
+	CHECK(req_body("POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+		       &b) < 0,
+	      "Content-Length and Transfer-Encoding");
+	CHECK(req_body("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", &b) < 0,
+	      "two lengths");
+	CHECK(req_body("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", &b) < 0,
+	      "a negative length");
+	CHECK(req_body("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", &b) < 0,
+	      "a request coding that does not end in chunked");
+
+	struct local_http_resp r;
+	const char *h = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nConnection: keep-alive\r\n"
+			"Keep-Alive: timeout=5\r\n\r\n";
+	CHECK(local_http_resp_parse(h, strlen(h), false, &r) == 0 && r.status == 200 && !r.close &&
+		      r.body.kind == LOCAL_BODY_LENGTH && r.body.left == 10,
+	      "a response with a length");
+	CHECK(local_http_resp_parse(h, strlen(h), true, &r) == 0 && r.body.kind == LOCAL_BODY_NONE,
+	      "the response to HEAD has no body");
+	h = "HTTP/1.0 304 Not Modified\r\nContent-Length: 10\r\n\r\n";
+	CHECK(local_http_resp_parse(h, strlen(h), false, &r) == 0 && r.close && r.v10 &&
+		      r.body.kind == LOCAL_BODY_NONE,
+	      "304: no body; HTTP/1.0: closed after");
+	h = "HTTP/1.1 200 OK\r\nConnection: Close\r\n\r\n";
+	CHECK(local_http_resp_parse(h, strlen(h), false, &r) == 0 && r.close &&
+		      r.body.kind == LOCAL_BODY_CLOSE,
+	      "no length: until the end");
+	h = "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n";
+	CHECK(local_http_resp_parse(h, strlen(h), false, &r) == 0 &&
+		      r.body.kind == LOCAL_BODY_CHUNKED,
+	      "chunked last");
+	h = "HTTP/1.1 20 OK\r\n\r\n";
+	CHECK(local_http_resp_parse(h, strlen(h), false, &r) < 0, "a bad status line");
+
+	size_t ol;
+	h = "HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX: y\r\n\r\n";
+	char *o = local_http_resp_head(h, strlen(h), true, &ol);
+	CHECK(ol == strlen(o) && streq(o, "HTTP/1.1 200 OK\r\nX: y\r\nConnection: close\r\n\r\n"),
+	      "the client's response head: '%s'", o);
+	free(o);
+	o = local_http_resp_head(h, strlen(h), false, &ol);
+	CHECK(streq(o, "HTTP/1.1 200 OK\r\nX: y\r\n\r\n"), "kept alive: '%s'", o);
+	free(o);
+
+	struct local_http_req q;
+	const char *why;
+	h = "GET http://a.test/x HTTP/1.1\r\nHost: a.test\r\nProxy-Connection: keep-alive\r\n"
+	    "Connection: Keep-Alive, close\r\n\r\n";
+	CHECK(local_http_parse(h, strlen(h), &q, &why) == 0, "a request");
+	CHECK(local_http_conn_has(h, strlen(h), "close") &&
+		      !local_http_conn_has(h, strlen(h), "upgrade"),
+	      "Connection's tokens");
+	o = local_http_origin_head(h, strlen(h), &q, false, &ol);
+	CHECK(streq(o, "GET /x HTTP/1.1\r\nHost: a.test\r\n\r\n"), "origin head kept alive: '%s'",
+	      o);
+	free(o);
 }
