@@ -109,6 +109,7 @@ struct sbx_config {
 	long long disk;	      /* bytes written at most (0: no cap) */
 	long long ttl_ms;     /* idle time before the ttl action (0: none) */
 	bool ttl_rm;	      /* the ttl action: rm (else pause) */
+	bool ttl_hard;	      /* the ttl runs while an exec does too (else an exec holds it) */
 	struct sbx_net_config net;
 	struct sbx_image_config image;
 };

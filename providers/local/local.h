@@ -186,6 +186,16 @@ char *local_egress_log_path(const struct sbx_record *rec);
 int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 		       void (*set)(void *, const char *), void *env, struct sbx_err *err);
 
+/* exec: a connection to the supervisor's control socket (before joining the sandbox), or -1;
+ * then the command's registration on it: the supervisor ends the command's process group
+ * (pid, its leader) if the calling process dies first, and holds the idle timeout while it
+ * runs. Best effort: without a supervisor the command runs unregistered */
+int local_exec_ctl_open(const struct sbx_record *rec);
+void local_exec_register(int ctl, pid_t pid);
+/* commands of attached execs that run now (net-exec.c, the supervisor's registry) */
+struct local_net;
+size_t local_net_execs(struct local_net *n);
+
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);
 /* runs in the sandbox's init, just cloned by the supervisor into the new namespaces: waits

@@ -290,7 +290,10 @@ static json_t *ctl_handle(struct local_net *n, json_t *req)
 static void ctl_answer(struct local_net *n, struct local_conn *c)
 {
 	json_t *req = json_loadb(c->in, c->in_len, JSON_DISABLE_EOF_CHECK, NULL);
-	json_t *resp = req ? ctl_handle(n, req) : ctl_error("bad request", NULL);
+	const char *op = req ? sbx_json_str(req, "op") : NULL;
+	json_t *resp = !req		  ? ctl_error("bad request", NULL)
+		: op && streq(op, "exec") ? local_exec_add(n, c->fd, req)
+					  : ctl_handle(n, req);
 
 	json_decref(req);
 	char *s = json_dumps(resp, JSON_COMPACT);
@@ -446,6 +449,9 @@ static void handle(struct local_net *n, struct local_ep_tag *ep, unsigned events
 		return;
 	case LOCAL_EP_FACTORY:
 		local_conn_factory(n);
+		return;
+	case LOCAL_EP_EXEC:
+		local_exec_caller_ended(n, ep);
 		return;
 	}
 	(void)events;
