@@ -156,7 +156,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 char *local_log_path(const struct sbx_record *rec);
 
 /* the supervisor asks init for sockets of the sandbox's network namespace over a
- * SOCK_SEQPACKET pair: op 'S' a plain TCP socket, 'L' one listening on 127.0.0.1:port; init
+ * SOCK_SEQPACKET pair: op 'S' a plain TCP socket, '6' a plain TCP socket of IPv6 (to dial
+ * ::1), 'L' one listening on 127.0.0.1:port; init
  * answers with an int (0, or an errno) and the socket (SCM_RIGHTS) */
 struct local_factory_req {
 	char op;

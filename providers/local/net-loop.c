@@ -157,9 +157,10 @@ static json_t *preview_json(const struct local_preview *p)
 		? xasprintf("http://%s:%d/?sbx_token=%s", addr, p->host_port, p->token)
 		: xasprintf("http://%s:%d/", addr, p->host_port);
 
-	return json_pack("{s:s, s:i, s:i, s:b, s:b, s:o}", "url", url, "port", p->port, "host_port",
-			 p->host_port, "public", p->public, "auth", p->auth, "token",
-			 p->auth ? json_string(p->token) : json_null());
+	return json_pack("{s:s, s:i, s:i, s:b, s:b, s:o, s:o}", "url", url, "port", p->port,
+			 "host_port", p->host_port, "public", p->public, "auth", p->auth, "token",
+			 p->auth ? json_string(p->token) : json_null(), "upstream",
+			 p->upstream[0] ? json_string(p->upstream) : json_null());
 }
 
 static void previews_save(struct local_net *n)
@@ -175,6 +176,19 @@ static void previews_save(struct local_net *n)
 	if (s)
 		(void)sbx_write_atomic(p, s, strlen(s), false, &err);
 	free(s);
+}
+
+void local_preview_upstream(struct local_net *n, int port, int host_port, const char *upstream)
+{
+	for (size_t i = 0; i < n->n_prev; i++) {
+		struct local_preview *p = n->prev[i];
+		char a[sizeof(p->upstream)];
+		snprintf(a, sizeof(a), "%s:%d", upstream, port);
+		if (p->port == port && p->host_port == host_port && !streq(p->upstream, a)) {
+			memcpy(p->upstream, a, sizeof(a));
+			previews_save(n); /* written when it changes, not per connection */
+		}
+	}
 }
 
 static bool token_valid(const char *t)

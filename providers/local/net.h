@@ -257,6 +257,7 @@ struct local_preview {
 	int port, host_port;
 	bool public, auth;
 	char token[LOCAL_TOKEN_LEN + 1];
+	char upstream[48]; /* the address inside that answered last ("" none yet) */
 };
 
 struct local_conn {
@@ -377,7 +378,8 @@ void local_dial_done(struct local_conn *c);
 void local_dial_next(struct local_conn *c);
 /* the proxy has a destination (c->host, c->port): policy, lookup, dial */
 void local_dial_proxy(struct local_conn *c);
-/* a preview: a socket of the sandbox's network from init, to 127.0.0.1:PORT inside */
+/* a preview: a socket of the sandbox's network from init, to 127.0.0.1:PORT inside, or to
+ * [::1]:PORT when nothing answers there (a server bound to "localhost" that chose ::1) */
 void local_dial_inside(struct local_conn *c);
 
 /* net-exec.c: the commands of attached execs, each ended (its process group) when the sbx exec
@@ -389,6 +391,9 @@ struct json_t;
 struct json_t *local_exec_add(struct local_net *n, int fd, struct json_t *req);
 /* an exec's caller ended (the epoll event of its pidfd) */
 void local_exec_caller_ended(struct local_net *n, struct local_ep_tag *ep);
+
+/* net-loop.c: the preview of port (inside) on host_port was reached at upstream */
+void local_preview_upstream(struct local_net *n, int port, int host_port, const char *upstream);
 
 /* net-conn.c: the state machines */
 /* a connection accepted on l (fd non-blocking), counted against its kind's share, or refused
