@@ -619,6 +619,11 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	 * command is registered there once started, so that it ends if sbx exec is killed */
 	_cleanup_close_ int ctl = o->detach ? -1 : local_exec_ctl_open(rec);
 
+	/* a parent-death signal (sbx run's exec) is lost on joining, a change of credentials */
+	int pdeath = 0;
+	pid_t ppid = getppid();
+	(void)prctl(PR_GET_PDEATHSIG, &pdeath);
+
 	bool map_range = local_map_range_of(rec);
 	/* the command's cgroups are the sandbox's: its limits, its freezer */
 	if (local_cgroup_enter(rec->dir, getpid()) < 0)
@@ -629,6 +634,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	if ((map_range && setgroups(0, NULL) < 0) || setresgid(0, 0, 0) < 0 ||
 	    setresuid(0, 0, 0) < 0)
 		return sbx_err_errno(err, "cannot become root in sandbox '%s'", label);
+	if (pdeath > 0 && (prctl(PR_SET_PDEATHSIG, pdeath) < 0 || getppid() != ppid))
+		raise(pdeath);
 	sbx_test_hook("exec-joined");
 
 	/* inside now: users, the environment, the pty */
