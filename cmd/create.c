@@ -227,6 +227,13 @@ PARSER(opt_ttl_action)
 	return 0;
 }
 
+PARSER(opt_ttl_hard)
+{
+	(void)arg;
+	CFG->ttl_hard = true;
+	return 0;
+}
+
 PARSER(opt_net)
 {
 	char msg[300];
@@ -317,6 +324,8 @@ static const struct create_option {
 	{ "ttl", ARG, 0, "DUR\tafter DUR without exec, cp or preview traffic: pause", opt_ttl },
 	{ "ttl-action", ARG, 0, "pause|rm\twhat the idle timeout does (default pause)",
 	  opt_ttl_action },
+	{ "ttl-hard", no_argument, 0,
+	  "\tthe idle timeout runs out even while an exec runs (default: it waits)", opt_ttl_hard },
 	{ "net", ARG, 0,
 	  "MODE\tegress: none, allow=DOMAIN[:PORT],... (default: allow= with\n"
 	  "the preset of package registries and code hosts), open\n"
@@ -420,6 +429,8 @@ int create_args_finish(struct create_args *a, const char *cmd)
 
 	if (a->ttl_action && !c->ttl_ms)
 		return cmd_usage_error(cmd, "--ttl-action goes with --ttl"), -1;
+	if (c->ttl_hard && !c->ttl_ms)
+		return cmd_usage_error(cmd, "--ttl-hard goes with --ttl"), -1;
 	if (a->preset_none) {
 		if (a->net_given && c->net.mode != SBX_NET_ALLOW)
 			return cmd_usage_error(cmd, "--net-preset goes with --net allow=..."), -1;

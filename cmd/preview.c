@@ -23,13 +23,13 @@ static void print_list(json_t *a)
 
 	if (json_array_size(a) == 0)
 		return;
-	printf("%-6s  %-9s  %-6s  %s\n", "PORT", "HOST PORT", "PUBLIC", "URL");
+	printf("%-6s  %-9s  %-6s  %-15s  %s\n", "PORT", "HOST PORT", "PUBLIC", "UPSTREAM", "URL");
 	json_array_foreach (a, i, p)
-		printf("%-6lld  %-9lld  %-6s  %s\n",
+		printf("%-6lld  %-9lld  %-6s  %-15s  %s\n",
 		       (long long)json_integer_value(json_object_get(p, "port")),
 		       (long long)json_integer_value(json_object_get(p, "host_port")),
 		       json_is_true(json_object_get(p, "public")) ? "yes" : "no",
-		       sbx_json_str(p, "url") ?: "");
+		       sbx_json_str(p, "upstream") ?: "-", sbx_json_str(p, "url") ?: "");
 }
 
 int cmd_preview(int argc, char **argv, struct sbx_ctx *ctx)

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include "core/log.h"
@@ -96,8 +97,13 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 	/* exec joins the sandbox's namespaces, so it runs in a child; this process stays on the
 	 * host to remove the sandbox afterwards */
 	fflush(NULL);
+	pid_t parent = getpid();
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* if this process is killed (SIGKILL), the exec dies too, and with it the command
+		 * (the supervisor ends what sbx exec leaves) */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			_exit(125);
 		int r = sbx_sandbox_exec(ctx, rec->id, &x, &status, &err);
 		if (r < 0)
 			_exit(cmd_report(&err));
@@ -112,6 +118,7 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGQUIT, &sa, NULL);
 	int st = 0;
 	if (pid < 0) {
 		ret = 125;

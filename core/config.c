@@ -231,6 +231,8 @@ json_t *sbx_config_to_json(const struct sbx_config *c)
 	json_object_set_new(j, "labels", sbx_config_labels_json(c));
 	if (c->ttl_ms)
 		json_object_set_new(j, "ttl_action", json_string(c->ttl_rm ? "rm" : "pause"));
+	if (c->ttl_ms && c->ttl_hard)
+		json_object_set_new(j, "ttl_hard", json_true());
 	/* a policy, or a companion flag given without --net */
 	if (c->net.set || c->net.n_add_hosts || c->net.n_host_ports || c->net.allow_private ||
 	    c->net.n_rates)
@@ -286,6 +288,7 @@ int sbx_config_from_json(const json_t *j, struct sbx_config *c, struct sbx_err *
 			c->labels[n++] = xasprintf("%s=%s", k, json_string_value(v));
 	const char *act = sbx_json_str(j, "ttl_action");
 	c->ttl_rm = act && streq(act, "rm");
+	c->ttl_hard = json_is_true(json_object_get(j, "ttl_hard"));
 	net_from_json(json_object_get(j, "net"), &c->net);
 	image_from_json(json_object_get(j, "image"), &c->image);
 	return 0;

@@ -123,6 +123,7 @@ struct sbx_config {
 	long long ttl_ms;     /* idle time before the ttl action (0: none) */
 	bool ttl_rm;	      /* the ttl action: rm (else pause) */
 	bool nested;	      /* its processes may make namespaces and mounts of their own */
+	bool ttl_hard;	      /* the ttl runs while an exec does too (else an exec holds it) */
 	struct sbx_net_config net;
 	struct sbx_image_config image;
 };

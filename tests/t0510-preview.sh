@@ -2,8 +2,8 @@
 # sbx preview: a host URL for a port inside (HTTP, a large body, a WebSocket echo, a page whose
 # text JavaScript writes, rendered by headless Chromium); --json, --host-port, the list; the
 # token every preview has (query, cookie, header), --public, --no-auth; surviving exec, pause
-# and resume; --rm and rm closing it. Servers run inside with exec -d; every request goes to
-# 127.0.0.1.
+# and resume; --rm and rm closing it; a server bound to ::1 only (and one on the host's ::1,
+# for --host-port). Servers run inside with exec -d; every request goes to 127.0.0.1 (or ::1).
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
 # the variables set here
 # shellcheck source=tests/lib.sh
@@ -67,6 +67,16 @@ serve_inside() {
 			wait_until 10 sbx exec "$1" "${CURL[@]}" -f "http://127.0.0.1:$p" || return 1
 		done
 }
+
+# a server on the host's ::1 only, for --host-port, which dials the host's 127.0.0.1 and then
+# its ::1 as previews do inside
+HP6=$("$TEST_PYTHON" -c 'import socket
+s = socket.socket(socket.AF_INET6)
+s.bind(("::1", 0))
+print(s.getsockname()[1])')
+"$TEST_PYTHON" -m http.server --bind ::1 "$HP6" --directory site >/dev/null 2>&1 &
+HP6_PID=$!
+test_atexit 'stop_pid "$HP6_PID"'
 
 test_expect_success 'set-up: servers inside a sandbox, on its own loopback' '
 	sbx create --name box >/dev/null && serve_inside box
@@ -212,6 +222,31 @@ assert r[\"url\"] == \"http://127.0.0.1:%d/\" % r[\"host_port\"], r" &&
 	test_eq "served from the sandbox" "$("${CURL[@]}" "$(cat urlquiet)data.txt")" &&
 	expect_code 125 sbx preview quiet 8000 --no-auth --host-port 1 2>err &&
 	sbx preview quiet 8000 >url && test_eq "$(cat urlquiet)" "$(cat url)"
+'
+
+test_expect_success 'a server bound to ::1 only answers through its preview; "upstream" says which address did' '
+	sbx exec -d quiet /usr/bin/python3 -m http.server 8006 --bind ::1 \
+		--directory /workspace/site >/dev/null &&
+	wait_until 10 sbx exec quiet "${CURL[@]}" -f "http://[::1]:8006/data.txt" &&
+	expect_code 7 sbx exec quiet "${CURL[@]}" "http://127.0.0.1:8006/" 2>/dev/null &&
+	sbx preview --no-auth quiet 8006 >u6 &&
+	test_eq "served from the sandbox" "$("${CURL[@]}" "$(cat u6)data.txt")" &&
+	sbx preview --json quiet >j &&
+	json_assert j "by = {p[\"port\"]: p for p in r}
+assert by[8006][\"upstream\"] == \"[::1]:8006\", r
+assert by[8000][\"upstream\"] == \"127.0.0.1:8000\", r" &&
+	sbx preview quiet | test_grep -E "^8006 .* \[::1\]:8006 " &&
+	sbx preview --no-auth quiet 8009 >u9 &&
+	"${CURL[@]}" -o body -w "%{http_code}" "$(cat u9)" >code &&
+	test_eq 502 "$(cat code)" && test_grep -F "127.0.0.1:8009 or [::1]:8009" body
+'
+
+test_expect_success '--host-port: a host server bound to ::1 only is reached too' '
+	wait_until 10 "${CURL[@]}" -f -g "http://[::1]:$HP6/data.txt" &&
+	expect_code 7 "${CURL[@]}" "http://127.0.0.1:$HP6/" 2>/dev/null &&
+	sbx create --name fwd --host-port "$HP6:9000" >/dev/null &&
+	test_eq "served from the sandbox" "$(sbx exec fwd "${CURL[@]}" "http://127.0.0.1:9000/data.txt")" &&
+	sbx rm -f fwd >/dev/null
 '
 
 test_expect_success 'rm closes every preview of the sandbox, and only those' '

@@ -40,11 +40,20 @@ char *local_log_path(const struct sbx_record *rec)
 static volatile sig_atomic_t child_pid;
 static volatile sig_atomic_t timed_out;
 static volatile sig_atomic_t winch;
+static volatile sig_atomic_t ending; /* an interrupt or termination signal came */
 
+/* the command is the leader of a process group of its own (its session's): an interrupt or a
+ * termination goes to the whole group, as a terminal's ^C would; other signals to it alone */
 static void forward_signal(int sig)
 {
-	if (child_pid > 0)
+	int e = errno;
+	bool group = sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+
+	if (group)
+		ending = sig;
+	if (child_pid > 0 && (!group || kill(-child_pid, sig) < 0))
 		kill(child_pid, sig);
+	errno = e;
 }
 
 static void on_alarm(int sig)
@@ -340,14 +349,20 @@ static bool pump(int from, int to, bool drain)
 	}
 }
 
-/* relays the caller's terminal and the pty until the command closes it */
-static void relay(int master, bool input)
+/* relays the caller's terminal and the pty until the command closes it, or, once an interrupt
+ * or termination signal came, until the command (pidfd) ended */
+static void relay(int master, bool input, int pidfd)
 {
 	char buf[16384];
-	bool in_open = input;
+	bool in_open = input, gone = false;
 
 	for (;;) {
-		struct pollfd p[2] = { { .fd = master, .events = POLLIN },
+		if (ending && gone) {
+			(void)pump(master, 1, true);
+			return;
+		}
+		struct pollfd p[3] = { { .fd = master, .events = POLLIN },
+				       { .fd = gone ? -1 : pidfd, .events = POLLIN },
 				       { .fd = 0, .events = POLLIN } };
 		if (winch) {
 			struct winsize ws;
@@ -355,16 +370,20 @@ static void relay(int master, bool input)
 			if (ioctl(0, TIOCGWINSZ, &ws) == 0)
 				(void)ioctl(master, TIOCSWINSZ, &ws);
 		}
-		int r = poll(p, in_open ? 2 : 1, -1);
+		int r = poll(p, in_open ? 3 : 2, -1);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
 			return;
 		}
+		if (p[1].revents) {
+			gone = true;
+			continue;
+		}
 		/* its end is EIO: every holder of the pty's other side is gone */
 		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && !pump(master, 1, false))
 			return;
-		if (in_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+		if (in_open && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
 			ssize_t n = read(0, buf, sizeof(buf));
 			if (n < 0 && errno == EINTR)
 				continue;
@@ -598,6 +617,15 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	_cleanup_(local_net_exec_unwatch) struct local_exec_watch watch;
 	local_net_exec_watch(rec, &watch);
 
+	/* the supervisor's control socket, reached before joining (it is a host path): the
+	 * command is registered there once started, so that it ends if sbx exec is killed */
+	_cleanup_close_ int ctl = o->detach ? -1 : local_exec_ctl_open(rec);
+
+	/* a parent-death signal (sbx run's exec) is lost on joining, a change of credentials */
+	int pdeath = 0;
+	pid_t ppid = getppid();
+	(void)prctl(PR_GET_PDEATHSIG, &pdeath);
+
 	struct local_idmap idmap;
 	local_idmap_of(rec, &idmap);
 	bool map_range = idmap.kind != LOCAL_MAP_SELF;
@@ -615,6 +643,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	if ((map_range && setgroups(0, NULL) < 0) || setresgid(0, 0, 0) < 0 ||
 	    setresuid(0, 0, 0) < 0)
 		return sbx_err_errno(err, "cannot become root in sandbox '%s'", label);
+	if (pdeath > 0 && (prctl(PR_SET_PDEATHSIG, pdeath) < 0 || getppid() != ppid))
+		raise(pdeath);
 	sbx_test_hook("exec-joined");
 
 	/* inside now: users, the environment, the pty */
@@ -778,6 +808,12 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		setitimer(ITIMER_REAL, &it, NULL);
 	}
 
+	if (ctl >= 0) {
+		local_exec_register(ctl, pid);
+		close(TAKE_FD(ctl));
+	}
+	_cleanup_close_ int cpfd = o->detach ? -1 : sbx_pidfd_open(pid);
+
 	struct exec_msg f = { 0 };
 	long detached_pid = 0;
 	ssize_t n;
@@ -799,7 +835,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 			if (tcsetattr(0, TCSANOW, &raw) == 0)
 				tio_saved = true;
 		}
-		relay(master, o->interactive);
+		relay(master, o->interactive, cpfd);
 		restore_tty();
 	}
 	if (plain_relay_active(&pr)) {
@@ -808,6 +844,13 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		plain_relay_close(&pr);
 	}
 
+	/* interrupted or terminated: what is left of the command's group ends with it (its
+	 * leader, unreaped until then, keeps the group's id from being reused) */
+	siginfo_t si;
+	while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) < 0 && errno == EINTR)
+		;
+	if (ending && !o->detach)
+		kill(-pid, SIGKILL);
 	int st;
 	pid_t w;
 	do

@@ -248,7 +248,7 @@ static void serve_factory(int fd)
 	if (n != (ssize_t)sizeof(req))
 		return;
 	int e = 0;
-	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int s = socket(req.op == '6' ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s < 0) {
 		e = errno;
 	} else if (req.op == 'L') {

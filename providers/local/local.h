@@ -239,7 +239,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 char *local_log_path(const struct sbx_record *rec);
 
 /* the supervisor asks init for sockets of the sandbox's network namespace over a
- * SOCK_SEQPACKET pair: op 'S' a plain TCP socket, 'L' one listening on 127.0.0.1:port; init
+ * SOCK_SEQPACKET pair: op 'S' a plain TCP socket, '6' a plain TCP socket of IPv6 (to dial
+ * ::1), 'L' one listening on 127.0.0.1:port; init
  * answers with an int (0, or an errno) and the socket (SCM_RIGHTS) */
 struct local_factory_req {
 	char op;
@@ -286,6 +287,16 @@ static inline void local_net_exec_unwatch(struct local_exec_watch *w)
 		close(w->fd);
 	w->fd = -1;
 }
+
+/* exec: a connection to the supervisor's control socket (before joining the sandbox), or -1;
+ * then the command's registration on it: the supervisor ends the command's process group
+ * (pid, its leader) if the calling process dies first, and holds the idle timeout while it
+ * runs. Best effort: without a supervisor the command runs unregistered */
+int local_exec_ctl_open(const struct sbx_record *rec);
+void local_exec_register(int ctl, pid_t pid);
+/* commands of attached execs that run now (net-exec.c, the supervisor's registry) */
+struct local_net;
+size_t local_net_execs(struct local_net *n);
 
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);

@@ -438,11 +438,17 @@ struct local_conn *local_conn_accept(struct local_net *n, struct local_listener 
 			c->deadline = n->now + CTL_DEADLINE_MS;
 			break;
 		case LOCAL_K_FWD: {
+			/* the host's 127.0.0.1, then its ::1 (a server bound to "localhost") */
 			struct sockaddr_in *a = (struct sockaddr_in *)&c->addrs[0];
+			struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&c->addrs[1];
 			a->sin_family = AF_INET;
 			a->sin_port = htons((uint16_t)l->fwd_host);
 			a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-			c->n_addrs = 1;
+			memset(a6, 0, sizeof(*a6));
+			a6->sin6_family = AF_INET6;
+			a6->sin6_port = htons((uint16_t)l->fwd_host);
+			a6->sin6_addr = in6addr_loopback;
+			c->n_addrs = 2;
 			c->fwd_host = l->fwd_host;
 			c->deadline = n->now + DIAL_DEADLINE_MS;
 			local_dial_next(c);

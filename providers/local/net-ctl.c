@@ -436,3 +436,50 @@ void local_net_exec_refusals(const struct sbx_record *rec, struct local_exec_wat
 	}
 	local_net_exec_unwatch(w);
 }
+
+/* --- exec's registration ------------------------------------------------------------------- */
+
+#define EXEC_REG_TIMEOUT_MS 2000
+
+int local_exec_ctl_open(const struct sbx_record *rec)
+{
+	_cleanup_close_ int dfd = open(rec->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct sockaddr_un a;
+	socklen_t al = local_ctl_addr(rec->dir, dfd, &a);
+	/* non-blocking: a supervisor with a full backlog does not hold the exec up */
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, al) < 0) {
+		sbx_debug("exec: no supervisor to register with: %s", strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+void local_exec_register(int ctl, pid_t pid)
+{
+	long long deadline = sbx_now_ms() + EXEC_REG_TIMEOUT_MS;
+	char line[64], buf[512];
+	size_t got = 0;
+
+	snprintf(line, sizeof(line), "{\"op\":\"exec\",\"pid\":%d}\n", (int)pid);
+	if (send_line(ctl, line, deadline) < 0) {
+		sbx_debug("exec: cannot register with the supervisor: %s", strerror(errno));
+		return;
+	}
+	/* the answer says the registration is in place: from then on, the command ends with us */
+	while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
+		if (wait_until(ctl, POLLIN, deadline) < 0)
+			break;
+		ssize_t r = recv(ctl, buf + got, sizeof(buf) - 1 - got, MSG_DONTWAIT);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	buf[got] = 0;
+	if (!strstr(buf, "\"ok\":true"))
+		sbx_debug("exec: the supervisor did not register the command: %s", buf);
+}

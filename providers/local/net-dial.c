@@ -56,17 +56,28 @@ void local_dial_done(struct local_conn *c)
 		c->pre = TAKE_PTR(c->in); /* the request the token was checked in goes on */
 		c->pre_len = c->in_len;
 	}
+	if (c->kind == LOCAL_K_PREVIEW && c->next_addr > 0)
+		local_preview_upstream(
+			n, c->inside_port, c->host_port,
+			c->addrs[c->next_addr - 1].ss_family == AF_INET6 ? "[::1]" : "127.0.0.1");
 	free(c->in);
 	c->in = NULL;
 	c->in_len = c->in_cap = 0;
 	local_relay_start(c);
 }
 
+static void factory_ask(struct local_conn *c);
+
 /* connects to the next address of c->addrs; when none is left, the answer saying so */
 void local_dial_next(struct local_conn *c)
 {
 	struct local_net *n = c->n;
 
+	/* a preview's next address inside: with a socket of init's */
+	if (c->kind == LOCAL_K_PREVIEW && !n->s->net_host && c->next_addr < c->n_addrs) {
+		factory_ask(c);
+		return;
+	}
 	while (c->next_addr < c->n_addrs) {
 		const struct sockaddr_storage *a = &c->addrs[c->next_addr++];
 		socklen_t al = a->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
@@ -104,8 +115,9 @@ void local_dial_next(struct local_conn *c)
 			 strerror(c->dial_errno ? c->dial_errno : ECONNREFUSED));
 		local_proxy_fail(c, LOCAL_F_FAIL);
 	} else if (c->kind == LOCAL_K_PREVIEW) {
-		_cleanup_free_ char *why = xasprintf("does not answer: %s",
-						     strerror(c->dial_errno ?: ECONNREFUSED));
+		_cleanup_free_ char *why = xasprintf(
+			"does not answer on 127.0.0.1:%d or [::1]:%d: %s", c->inside_port,
+			c->inside_port, strerror(c->dial_errno ?: ECONNREFUSED));
 		local_preview_fail(c, 502, "Bad Gateway", why);
 	} else {
 		local_conn_close(c);
@@ -267,31 +279,38 @@ int local_conn_listen_inside(struct local_net *n, int port)
 	return fd;
 }
 
-/* c->addrs: 127.0.0.1:PORT inside (a preview's) */
+/* c->addrs: 127.0.0.1:PORT, then [::1]:PORT inside (a preview's) */
 static void inside_addr(struct local_conn *c)
 {
 	struct sockaddr_in *a = (struct sockaddr_in *)&c->addrs[0];
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&c->addrs[1];
 
-	memset(a, 0, sizeof(*a));
+	memset(&c->addrs[0], 0, 2 * sizeof(c->addrs[0]));
 	a->sin_family = AF_INET;
 	a->sin_port = htons((uint16_t)c->inside_port);
 	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	c->n_addrs = 1;
+	a6->sin6_family = AF_INET6;
+	a6->sin6_port = htons((uint16_t)c->inside_port);
+	a6->sin6_addr = in6addr_loopback;
+	c->n_addrs = 2;
 	c->next_addr = 0;
 }
 
-/* a preview connection asks init for a socket of the sandbox's network, to dial inside */
+/* a preview connection asks init for a socket of the sandbox's network (of the family of its
+ * next address), to dial inside */
 void local_dial_inside(struct local_conn *c)
 {
-	struct local_net *n = c->n;
-	struct local_factory_req req = { .op = 'S' };
-
-	c->deadline = n->now + DIAL_DEADLINE_MS;
+	c->deadline = c->n->now + DIAL_DEADLINE_MS;
 	inside_addr(c);
-	if (n->s->net_host) { /* the sandbox's network is the host's */
-		local_dial_next(c);
-		return;
-	}
+	local_dial_next(c);
+}
+
+static void factory_ask(struct local_conn *c)
+{
+	struct local_net *n = c->n;
+	struct local_factory_req req = { .op = c->addrs[c->next_addr].ss_family == AF_INET6 ? '6'
+											    : 'S' };
+
 	if (n->factory_fd < 0 || n->fq_n == LOCAL_FACTORY_QUEUE ||
 	    send(n->factory_fd, &req, sizeof(req), MSG_NOSIGNAL | MSG_DONTWAIT) !=
 		    (ssize_t)sizeof(req)) {
@@ -307,14 +326,15 @@ void local_dial_inside(struct local_conn *c)
 /* dials inside with the socket init made */
 static void factory_dial(struct local_conn *c, int fd)
 {
-	const struct sockaddr_in *a = (const struct sockaddr_in *)&c->addrs[0];
+	const struct sockaddr_storage *a = &c->addrs[c->next_addr++];
+	socklen_t al = a->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+						: sizeof(struct sockaddr_in);
 
 	local_set_nonblock(fd);
 	local_set_nodelay(fd);
 	c->up = fd;
 	c->up_event = false;
-	c->next_addr = 1;
-	int r = connect(fd, (const struct sockaddr *)a, sizeof(*a));
+	int r = connect(fd, (const struct sockaddr *)a, al);
 	if (r < 0 && errno != EINPROGRESS) {
 		c->dial_errno = errno;
 		local_close_fd(&c->up);
@@ -371,11 +391,13 @@ void local_conn_factory(struct local_net *n)
 			continue;
 		}
 		c->fq_slot = -1;
-		if (fd < 0)
-			local_preview_fail(c, 502, "Bad Gateway",
-					   "cannot be reached: no socket inside");
-		else
+		if (fd < 0) { /* no socket of that family inside: the next address, if any */
+			c->dial_errno = e;
+			c->next_addr++;
+			local_dial_next(c);
+		} else {
 			factory_dial(c, fd);
+		}
 		local_conn_later(c);
 	}
 }

@@ -157,9 +157,10 @@ static json_t *preview_json(const struct local_preview *p)
 		? xasprintf("http://%s:%d/?sbx_token=%s", addr, p->host_port, p->token)
 		: xasprintf("http://%s:%d/", addr, p->host_port);
 
-	return json_pack("{s:s, s:i, s:i, s:b, s:b, s:o}", "url", url, "port", p->port, "host_port",
-			 p->host_port, "public", p->public, "auth", p->auth, "token",
-			 p->auth ? json_string(p->token) : json_null());
+	return json_pack("{s:s, s:i, s:i, s:b, s:b, s:o, s:o}", "url", url, "port", p->port,
+			 "host_port", p->host_port, "public", p->public, "auth", p->auth, "token",
+			 p->auth ? json_string(p->token) : json_null(), "upstream",
+			 p->upstream[0] ? json_string(p->upstream) : json_null());
 }
 
 static void previews_save(struct local_net *n)
@@ -175,6 +176,19 @@ static void previews_save(struct local_net *n)
 	if (s)
 		(void)sbx_write_atomic(p, s, strlen(s), false, &err);
 	free(s);
+}
+
+void local_preview_upstream(struct local_net *n, int port, int host_port, const char *upstream)
+{
+	for (size_t i = 0; i < n->n_prev; i++) {
+		struct local_preview *p = n->prev[i];
+		char a[sizeof(p->upstream)];
+		snprintf(a, sizeof(a), "%s:%d", upstream, port);
+		if (p->port == port && p->host_port == host_port && !streq(p->upstream, a)) {
+			memcpy(p->upstream, a, sizeof(a));
+			previews_save(n); /* written when it changes, not per connection */
+		}
+	}
 }
 
 static bool token_valid(const char *t)
@@ -306,7 +320,10 @@ static json_t *ctl_handle(struct local_net *n, json_t *req)
 static void ctl_answer(struct local_net *n, struct local_conn *c)
 {
 	json_t *req = json_loadb(c->in, c->in_len, JSON_DISABLE_EOF_CHECK, NULL);
-	json_t *resp = req ? ctl_handle(n, req) : ctl_error("bad request", NULL);
+	const char *op = req ? sbx_json_str(req, "op") : NULL;
+	json_t *resp = !req		  ? ctl_error("bad request", NULL)
+		: op && streq(op, "exec") ? local_exec_add(n, c->fd, req)
+					  : ctl_handle(n, req);
 
 	json_decref(req);
 	char *s = json_dumps(resp, JSON_COMPACT);
@@ -464,6 +481,9 @@ static void handle(struct local_net *n, struct local_ep_tag *ep, unsigned events
 		return;
 	case LOCAL_EP_FACTORY:
 		local_conn_factory(n);
+		return;
+	case LOCAL_EP_EXEC:
+		local_exec_caller_ended(n, ep);
 		return;
 	}
 	(void)events;

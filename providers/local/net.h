@@ -310,7 +310,8 @@ enum local_ep {
 	LOCAL_EP_UP,
 	LOCAL_EP_PIDFD,
 	LOCAL_EP_RESOLVER,
-	LOCAL_EP_FACTORY
+	LOCAL_EP_FACTORY,
+	LOCAL_EP_EXEC
 };
 struct local_ep_tag {
 	unsigned char type;
@@ -331,6 +332,7 @@ struct local_preview {
 	int port, host_port;
 	bool public, auth;
 	char token[LOCAL_TOKEN_LEN + 1];
+	char upstream[48]; /* the address inside that answered last ("" none yet) */
 };
 
 struct local_conn {
@@ -400,9 +402,10 @@ struct local_net {
 	struct local_conn *conns, *ready, *dead;
 	struct local_listener *dead_l;
 	int pool_cap[LOCAL_P_N], pool_used[LOCAL_P_N], refusing, n_conns;
-	int ctl_ready;		 /* control requests waiting for net-loop.c's answer */
-	long long idle_ms, now;	 /* now: the loop's clock (monotonic, ms) */
-	struct local_idle *idle; /* idle upstream connections (net-http.c) */
+	int ctl_ready;		      /* control requests waiting for net-loop.c's answer */
+	struct local_exec_reg *execs; /* net-exec.c's registry (LOCAL_EXECS_MAX slots) */
+	long long idle_ms, now;	      /* now: the loop's clock (monotonic, ms) */
+	struct local_idle *idle;      /* idle upstream connections (net-http.c) */
 	int n_idle;
 };
 
@@ -481,8 +484,22 @@ void local_dial_done(struct local_conn *c);
 void local_dial_next(struct local_conn *c);
 /* the proxy has a destination (c->host, c->port): policy, lookup, dial */
 void local_dial_proxy(struct local_conn *c);
-/* a preview: a socket of the sandbox's network from init, to 127.0.0.1:PORT inside */
+/* a preview: a socket of the sandbox's network from init, to 127.0.0.1:PORT inside, or to
+ * [::1]:PORT when nothing answers there (a server bound to "localhost" that chose ::1) */
 void local_dial_inside(struct local_conn *c);
+
+/* net-exec.c: the commands of attached execs, each ended (its process group) when the sbx exec
+ * that started it dies first */
+#define LOCAL_EXECS_MAX 128
+/* the control request {"op":"exec","pid":N} on connection fd: N is the peer's child, the
+ * leader of its process group; the answer (a JSON object) */
+struct json_t;
+struct json_t *local_exec_add(struct local_net *n, int fd, struct json_t *req);
+/* an exec's caller ended (the epoll event of its pidfd) */
+void local_exec_caller_ended(struct local_net *n, struct local_ep_tag *ep);
+
+/* net-loop.c: the preview of port (inside) on host_port was reached at upstream */
+void local_preview_upstream(struct local_net *n, int port, int host_port, const char *upstream);
 
 /* net-conn.c: the state machines */
 /* a connection accepted on l (fd non-blocking), counted against its kind's share, or refused

@@ -52,13 +52,17 @@ static _noreturn_ _printf_(3, 4) void sup_fail(int report_fd, pid_t init, const 
 
 /* the idle timeout fired: pause the sandbox, or remove it, under its lock, as the CLI would.
  * Returns the time to sleep before looking again (ms), or -1 once the sandbox is gone. */
-static long long idle_timeout(const struct local_setup *s, pid_t init)
+static long long idle_timeout(const struct local_setup *s, pid_t init, struct local_net *net)
 {
 	struct sbx_store st = { .root = (char *)s->store_root };
 	struct sbx_err err = { 0 };
 	struct sbx_record *rec = NULL;
 	long long left;
 
+	/* an attached exec's command runs: the sandbox is not idle (unless --ttl-hard); its end
+	 * restarts the clock */
+	if (!s->config->ttl_hard && local_net_execs(net) > 0)
+		return s->ttl_ms;
 	_cleanup_close_ int lk = sbx_store_lock(&st, s->id, true, &err);
 	if (lk < 0 || sbx_store_load(&st, s->id, &rec, &err) < 0) {
 		sbx_record_free(rec);
@@ -109,7 +113,7 @@ static _noreturn_ void hold(const struct local_setup *s, pid_t init, struct loca
 		int r = pidfd >= 0 ? local_net_wait(net, pidfd, wait_ms) : 1;
 		if (r != 0)
 			break;
-		wait_ms = idle_timeout(s, init);
+		wait_ms = idle_timeout(s, init, net);
 		if (wait_ms < 0)
 			break;
 	}
