@@ -1,10 +1,12 @@
 /* The network service's parsers, pure functions over bytes: an HTTP proxy request's head,
  * the SOCKS5 handshake, a preview's token, the classes of addresses the proxy never dials,
- * and the escaping of names for the egress log. No sockets and no state (tests/fuzz/). */
+ * and the escaping of names for the egress log, a DNS answer's addresses. No sockets and no state (tests/fuzz/). */
 #define _GNU_SOURCE
 #include "providers/local/net.h"
 
 #include <arpa/inet.h>
+#include <arpa/nameser.h>
+#include <resolv.h>
 #include <strings.h>
 
 #include "core/util.h"
@@ -819,4 +821,55 @@ char *local_escape_utf8(const char *s, size_t n)
 	}
 	*q = 0;
 	return o;
+}
+
+/* --- a DNS answer ------------------------------------------------------------------------- */
+
+size_t local_dns_answer(const unsigned char *m, size_t len, int type, struct sockaddr_storage *addr,
+			size_t *n, size_t max, unsigned *ttl)
+{
+	const unsigned char *end = m + len, *p = m + HFIXEDSZ;
+	size_t added = 0;
+
+	if (len < HFIXEDSZ)
+		return 0;
+	unsigned qd = (unsigned)m[4] << 8 | m[5], an = (unsigned)m[6] << 8 | m[7];
+	for (unsigned i = 0; i < qd; i++) {
+		int k = dn_skipname(p, end);
+		if (k < 0 || end - p < k + QFIXEDSZ)
+			return 0;
+		p += k + QFIXEDSZ;
+	}
+	for (unsigned i = 0; i < an; i++) {
+		int k = dn_skipname(p, end);
+		if (k < 0 || end - p < k + RRFIXEDSZ)
+			break;
+		p += k;
+		int t = p[0] << 8 | p[1];
+		unsigned rttl = (unsigned)p[4] << 24 | (unsigned)p[5] << 16 | (unsigned)p[6] << 8 |
+			p[7];
+		int rdlen = p[8] << 8 | p[9];
+		p += RRFIXEDSZ;
+		if (end - p < rdlen)
+			break;
+		if (rttl < *ttl)
+			*ttl = rttl; /* a CNAME's too: the chain holds only as long as its links */
+		if (t == type && *n < max &&
+		    ((t == ns_t_a && rdlen == 4) || (t == ns_t_aaaa && rdlen == 16))) {
+			struct sockaddr_storage *a = &addr[(*n)++];
+			memset(a, 0, sizeof(*a));
+			if (t == ns_t_a) {
+				struct sockaddr_in *a4 = (struct sockaddr_in *)a;
+				a4->sin_family = AF_INET;
+				memcpy(&a4->sin_addr, p, 4);
+			} else {
+				struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)a;
+				a6->sin6_family = AF_INET6;
+				memcpy(&a6->sin6_addr, p, 16);
+			}
+			added++;
+		}
+		p += rdlen;
+	}
+	return added;
 }

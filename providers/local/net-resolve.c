@@ -155,57 +155,6 @@ static void gai_lookup(struct rentry *x)
 	x->ttl_s = x->gai == 0 ? GAI_TTL_S : x->gai == EAI_NONAME ? NEG_TTL_S : 0;
 }
 
-/* the A or AAAA records of a DNS answer into x (the smallest TTL of the answer into *ttl);
- * the count added */
-static size_t parse_answer(const unsigned char *m, int len, int type, struct rentry *x,
-			   unsigned *ttl)
-{
-	const unsigned char *end = m + len, *p = m + HFIXEDSZ;
-	size_t added = 0;
-
-	if (len < HFIXEDSZ)
-		return 0;
-	unsigned qd = (unsigned)m[4] << 8 | m[5], an = (unsigned)m[6] << 8 | m[7];
-	for (unsigned i = 0; i < qd; i++) {
-		int k = dn_skipname(p, end);
-		if (k < 0 || end - p < k + QFIXEDSZ)
-			return 0;
-		p += k + QFIXEDSZ;
-	}
-	for (unsigned i = 0; i < an; i++) {
-		int k = dn_skipname(p, end);
-		if (k < 0 || end - p < k + RRFIXEDSZ)
-			break;
-		p += k;
-		int t = p[0] << 8 | p[1];
-		unsigned rttl = (unsigned)p[4] << 24 | (unsigned)p[5] << 16 | (unsigned)p[6] << 8 |
-			p[7];
-		int rdlen = p[8] << 8 | p[9];
-		p += RRFIXEDSZ;
-		if (end - p < rdlen)
-			break;
-		if (rttl < *ttl)
-			*ttl = rttl; /* a CNAME's too: the chain holds only as long as its links */
-		if (t == type && x->n < LOCAL_RESOLVE_MAX &&
-		    ((t == ns_t_a && rdlen == 4) || (t == ns_t_aaaa && rdlen == 16))) {
-			struct sockaddr_storage *a = &x->addr[x->n++];
-			memset(a, 0, sizeof(*a));
-			if (t == ns_t_a) {
-				struct sockaddr_in *a4 = (struct sockaddr_in *)a;
-				a4->sin_family = AF_INET;
-				memcpy(&a4->sin_addr, p, 4);
-			} else {
-				struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)a;
-				a6->sin6_family = AF_INET6;
-				memcpy(&a6->sin6_addr, p, 16);
-			}
-			added++;
-		}
-		p += rdlen;
-	}
-	return added;
-}
-
 /* one DNS attempt for type: 1 addresses, 0 the name has none of that type, -1 no such name,
  * -2 a temporary failure, -3 another failure */
 static int dns_query(res_state st, struct rentry *x, int type, unsigned *ttl)
@@ -218,7 +167,8 @@ static int dns_query(res_state st, struct rentry *x, int type, unsigned *ttl)
 			: st->res_h_errno == NO_DATA	 ? 0
 			: st->res_h_errno == TRY_AGAIN	 ? -2
 							 : -3;
-	return parse_answer(ans, len > (int)sizeof(ans) ? (int)sizeof(ans) : len, type, x, ttl) > 0;
+	return local_dns_answer(ans, len > (int)sizeof(ans) ? (size_t)sizeof(ans) : (size_t)len,
+				type, x->addr, &x->n, LOCAL_RESOLVE_MAX, ttl) > 0;
 }
 
 static void dns_lookup(struct rentry *x)

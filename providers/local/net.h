@@ -157,6 +157,12 @@ char *local_escape_name(const char *s, size_t n);
 /* valid UTF-8 but control characters kept, every other byte as \xNN (malloc'd) */
 char *local_escape_utf8(const char *s, size_t n);
 
+/* the A (ns_t_a) or AAAA (ns_t_aaaa) records of the DNS answer m[0..len) appended to
+ * addr[*n..max) (port 0), *ttl lowered to the smallest TTL of the answer's records; the count
+ * added (0 for a message too short or malformed before its answers) */
+size_t local_dns_answer(const unsigned char *m, size_t len, int type, struct sockaddr_storage *addr,
+			size_t *n, size_t max, unsigned *ttl);
+
 /* --- net-ctl.c: the CLI's side, and what the supervisor shares with it ----------------- */
 
 /* a unix socket address for DIR/ctl, however long DIR is (through /proc/self/fd/DIRFD) */
