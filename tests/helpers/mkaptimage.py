@@ -6,10 +6,10 @@ Usage: mkaptimage.py --out FILE.tar.gz [--source LINE] [PACKAGE...]
 What goes in: the packages named (default: apt, dpkg, bash, coreutils and the few tools dpkg
 and maintainer scripts call) and the closure of their Depends and Pre-Depends as this host
 has them installed (of alternatives, the first one installed), each package's files as
-`dpkg -L` lists them (documentation, manuals and translations left out); /var/lib/dpkg/status
-holding those packages' stanzas only and their file lists, so that dpkg and apt see a
-consistent system; /etc/passwd and /etc/group with root and _apt; /etc/apt/sources.list with
-LINE (default none); and the directories apt and dpkg write to. Paths are taken as they
+`dpkg -L` lists them (documentation, manuals and translations left out, and debconf's apt
+hook, which needs perl); /var/lib/dpkg/status holding those packages' stanzas only and their
+file lists, so that dpkg and apt see a consistent system; /etc/passwd and /etc/group with
+root and _apt; /etc/apt/sources.list with LINE (default none); and the directories apt and dpkg write to. Paths are taken as they
 really are on disk (a usrmerged /bin/bash goes in as usr/bin/bash, under a bin -> usr/bin
 link). Owners are root, set-id bits dropped, mtimes fixed. Python standard library only.
 """
@@ -23,6 +23,9 @@ import tarfile
 
 BASE = ["apt", "dpkg", "bash", "coreutils", "dash", "tar", "gzip", "sed", "grep", "findutils",
         "diffutils", "debianutils", "libc-bin"]
+# debconf's hook runs dpkg-preconfigure, a perl script, before every install: the image has no
+# perl (nothing it holds depends on perl), so the hook stays out
+SKIP = {"etc/apt/apt.conf.d/70debconf"}
 SKIP_PREFIXES = ("usr/share/doc/", "usr/share/man/", "usr/share/locale/", "usr/share/info/",
                  "usr/share/lintian/", "usr/share/doc-base/")
 MTIME = 1700000000
@@ -91,7 +94,7 @@ class Image:
         """one host path (and its parent directories), as it really is"""
         p = real(path)
         arc = p.lstrip("/")
-        if not arc or arc in self.seen or arc.startswith(SKIP_PREFIXES):
+        if not arc or arc in self.seen or arc in SKIP or arc.startswith(SKIP_PREFIXES):
             return
         parent = os.path.dirname(p)
         if parent != "/":
