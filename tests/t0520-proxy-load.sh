@@ -213,8 +213,12 @@ npm_install() {
 		sbx cp ca.pem "$sb:/workspace/ca.pem" >/dev/null || return 1
 	sbx exec -w /workspace/proj "$sb" timeout 80 npm install --registry "$url" \
 		--cache /workspace/npm-cache --no-audit --no-fund --no-update-notifier \
-		--maxsockets 50 --loglevel=error "$@" >"npm-$sb.log" 2>&1 ||
-		{ tail -n 30 "npm-$sb.log"; return 1; }
+		--maxsockets 50 --loglevel=error "$@" >"npm-$sb.log" 2>&1
+	case $? in
+	0) ;;
+	124) say "npm install did not end within 80 s" >&2; return 1 ;;
+	*) tail -n 30 "npm-$sb.log"; return 1 ;;
+	esac
 	got=$(sbx exec "$sb" sh -c "ls /workspace/proj/node_modules | grep -c ^sbxt-") &&
 		test_eq "$NPM_COUNT" "$got" "packages in node_modules" &&
 		test_eq sbxt-299 "$(sbx exec -w /workspace/proj "$sb" node -p "require(\"sbxt-299\")")"
