@@ -9,6 +9,13 @@
 #                        the file runs there: "the host" of its sandboxes is that namespace.
 #                        When no such namespace can be made, the file runs as it is and
 #                        testnet_up says why (the caller skips).
+#   testnet_reexec --mount "$@"  the same in a mount namespace of its own too (root: unshare
+#                        --net --mount; another uid: the user namespace owns that one as well),
+#                        private mounts, so that testnet_resolver can change /etc there
+#   testnet_resolver IP [OPTION...]  (after testnet_reexec --mount) bind-mounts a resolv.conf
+#                        of the file's own, "nameserver IP" and "options OPTION...", over
+#                        /etc/resolv.conf in that mount namespace: every lookup of the file's
+#                        processes (sbx's supervisor's too) asks IP; the host's stays as it is
 #   testnet_up           (after lib.sh, at the top level) builds the internet: a second
 #                        namespace for the servers, held by a sleeping process, joined to this
 #                        one by a veth pair:
@@ -29,12 +36,30 @@ TN_IP=$(command -v ip || { [ -x /usr/sbin/ip ] && echo /usr/sbin/ip; } || { [ -x
 
 testnet_reexec() {
 	[ -n "${SBX_TESTNET:-}" ] && return 0
-	local ns=(--net)
-	[ "$(id -u)" -eq 0 ] || ns=(--user --map-current-user --net --keep-caps)
+	local ns=(--net) mnt=
+	if [ "${1:-}" = --mount ]; then
+		mnt=1
+		shift
+		ns+=(--mount --propagation private)
+	fi
+	[ "$(id -u)" -eq 0 ] || ns=(--user --map-current-user --keep-caps "${ns[@]}")
 	if [ -n "$TN_IP" ] && unshare "${ns[@]}" true 2>/dev/null; then
-		SBX_TESTNET=1 exec unshare "${ns[@]}" bash "$0" "$@"
+		SBX_TESTNET=1 SBX_TESTNET_MOUNT=$mnt exec unshare "${ns[@]}" bash "$0" "$@"
 	fi
 	export SBX_TESTNET_WHY="cannot make a network namespace (unshare ${ns[*]})"
+}
+
+testnet_resolver() {
+	local ip=$1 f
+	shift
+	[ -n "${SBX_TESTNET_MOUNT:-}" ] ||
+		{ say "testnet_resolver: not in a mount namespace of its own (testnet_reexec --mount)"; return 1; }
+	f=$(mktemp "${TMPDIR:-/tmp}/sbx-resolv.XXXXXX") || return 1
+	chmod 644 "$f"
+	{ echo "nameserver $ip"; [ $# -eq 0 ] || echo "options $*"; } >"$f"
+	mount --bind "$f" /etc/resolv.conf || { rm -f "$f"; return 1; }
+	# the mount holds the file's content; the name can go now
+	rm -f "$f"
 }
 
 testnet_srv() { nsenter --net="/proc/$TN_SRV_PID/ns/net" -- "$@"; }
