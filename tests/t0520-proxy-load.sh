@@ -24,8 +24,9 @@ TEST_TIMEOUT=100
 
 HELPERS=$TEST_DIR/helpers
 NPM_COUNT=300 # packages in the registry, all of them in the project's tree
-# apt's privilege drop: to _apt, a second uid, which a sandbox made by uid 4242 lacks until
-# sbx maps subordinate ids; until then apt stays root there
+# apt's privilege drop: to _apt, a second uid. As uid 4242 this file runs in a user namespace
+# of its own (testnet_reexec) that maps that uid alone, so no subordinate ids can be mapped
+# into its sandboxes (t0160 tests those): apt stays root there
 APT=(apt-get -q -o Acquire::Retries=0 -o Dpkg::Use-Pty=0)
 [ "$(id -u)" -eq 0 ] || APT+=(-o APT::Sandbox::User=root)
 
@@ -166,13 +167,15 @@ test_expect_success 'a burst of connections waiting on one slow lookup: one look
 	dns_set "{}" && sbx rm -f burst >/dev/null
 '
 
+# through a tunnel (curl -p: CONNECT), as a plain-HTTP request may reuse an idle connection of
+# the proxy's to the same host:port, which needs no lookup
 test_expect_success 'a name asked again after its TTL (1 s) is looked up again' '
 	sbx create --name ttl --net allow=short.test --net-preset none >/dev/null &&
 	n0=$(dns_count short.test) &&
-	sbx exec ttl curl -sSf --max-time 10 -o /dev/null http://short.test/Release &&
+	sbx exec ttl curl -p -sSf --max-time 10 -o /dev/null http://short.test/Release &&
 	n1=$(dns_count short.test) && test "$n1" -gt "$n0" &&
 	sleep 3 &&
-	sbx exec ttl curl -sSf --max-time 10 -o /dev/null http://short.test/Release &&
+	sbx exec ttl curl -p -sSf --max-time 10 -o /dev/null http://short.test/Release &&
 	test "$(dns_count short.test)" -gt "$n1" &&
 	sbx rm -f ttl >/dev/null
 '

@@ -33,7 +33,7 @@
 #define RESOLVER_THREADS 4
 #define RESOLVER_IDLE_MS 3000
 #define RESOLVER_STACK (256 * 1024)
-#define TTL_MIN_S 5
+#define TTL_MIN_S 1 /* a TTL of 0 still answers a burst of connections once */
 #define TTL_MAX_S 600
 #define NEG_TTL_S 5
 #define GAI_TTL_S 30
