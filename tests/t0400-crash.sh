@@ -132,14 +132,14 @@ test_expect_success 'cp racing pause --release and resume: each copy whole, each
 
 test_expect_success 'exec out of descriptors: a running sandbox is never called stopped' '
 	sbx create --name fds >/dev/null &&
-	for n in 4 5 6 7 8 9 10 12 16; do
+	for n in 4 5 6 7 8 9 10 12 16 20; do
 		(ulimit -n $n; "$SBX" exec fds true) 2>err; rc=$?
 		if [ $rc != 0 ]; then
 			test_eq 125 $rc && test_grep ! -e stopped -e released err &&
 			expect_one_error_line err "Too many open files" || { echo "n=$n rc=$rc"; cat err; exit 1; }
 		fi
 	done &&
-	(ulimit -n 16; "$SBX" exec fds true) && sbx rm -f fds >/dev/null
+	(ulimit -n 24; "$SBX" exec fds true) && sbx rm -f fds >/dev/null
 '
 
 test_expect_success 'resume whose record cannot be saved: 125, and the sandbox is stopped again' '
