@@ -2,9 +2,10 @@
 # Real package managers through the egress proxy, under load, with names resolved by a DNS
 # server of the file's own: apt-get update and install from an apt repository, npm install
 # of a wide tree from an npm registry over HTTP and over HTTPS (CONNECT), with a DNS server
-# that is slow and drops bursts; and the proxy's resolver: many connections to one name make
-# few queries (a cache), a burst of them waiting on one slow lookup makes one (coalesced), and
-# a name asked again after its TTL is looked up again.
+# that is slow and drops bursts; and the proxy's resolver: a name that does not exist
+# answered 502 and kept, a SERVFAIL asked again, many connections to one name make few queries
+# (a cache), a burst of them waiting on one slow lookup makes one (coalesced), and a name asked
+# again after its TTL is looked up again.
 # The internet is the file's own (tests/helpers/testnet.sh), in a mount namespace of its own
 # too: /etc/resolv.conf there names tests/helpers/dnsfake.py at 192.0.2.2, which answers for
 # deb.test, registry.test and the resolver's names; the sandboxes reach them by name only
@@ -48,7 +49,8 @@ dns_set() {
 	"$TEST_PYTHON" -c 'import json, sys
 c = json.loads(sys.argv[2])
 w = sys.argv[3]
-c["names"] = {n: w for n in ("deb.test", "registry.test", "counted.test", "burst.test")}
+c["names"] = {n: w for n in ("deb.test", "registry.test", "counted.test", "burst.test",
+                             "flaky.test", "down.test")}
 c["names"]["short.test"] = {"ip": w, "ttl": 1}
 c.setdefault("ttl", 300)
 open(sys.argv[1] + ".tmp", "w").write(json.dumps(c))' "$TRASH/dns.json" "$1" "$TN_WEB" &&
@@ -134,14 +136,32 @@ test_expect_success 'set-up: the DNS server answers here, the servers answer by 
 	test_grep -F "\"tarball\": \"https://registry.test:$NPM_HTTPS/sbxt-299/" p.json
 '
 
-test_expect_success 'the proxy resolves a name with the host resolver: DNS answers, NXDOMAIN refused' '
-	sbx create --name res --net allow=deb.test,nosuch.test --net-preset none >/dev/null &&
+test_expect_success 'the proxy resolves a name with the host resolver: DNS answers, NXDOMAIN 502, kept' '
+	sbx create --name res --net allow=deb.test,nosuch.test,flaky.test,down.test \
+		--net-preset none >/dev/null &&
 	test_eq "$(sed -n "s/^Codename: //p" repo/Release)" \
 		"$(sbx exec res curl -sSf --max-time 10 http://deb.test/Release | sed -n "s/^Codename: //p")" &&
 	n=$(dns_count nosuch.test) &&
-	expect_code 22 sbx exec res curl -sSf --max-time 20 -o /dev/null http://nosuch.test/ &&
-	test "$(dns_count nosuch.test)" -gt "$n" &&
-	sbx rm -f res >/dev/null
+	expect_code 22 sbx exec res curl -sSf --max-time 20 -o /dev/null http://nosuch.test/ 2>err &&
+	test_grep "502" err &&
+	n1=$(dns_count nosuch.test) && test "$n1" -gt "$n" &&
+	sbx exec res curl -sS --max-time 20 http://nosuch.test/ >out &&
+	test_grep "cannot resolve nosuch.test" out &&
+	test_eq "$n1" "$(dns_count nosuch.test)" "queries for nosuch.test, asked again"
+'
+
+# the resolver's own attempts: one query each (glibc's are cut to one), SERVFAIL asked again
+test_expect_success 'a name answered SERVFAIL twice is asked again, and then answered' '
+	dns_set "{\"servfail\": {\"flaky.test\": 2, \"down.test\": 1000}}" &&
+	n=$(dns_count flaky.test) &&
+	sbx exec res curl -sSf --max-time 20 -o /dev/null http://flaky.test/Release &&
+	test_eq 3 "$(($(dns_count flaky.test) - n))" "queries for flaky.test" &&
+	n=$(dns_count down.test) &&
+	expect_code 22 sbx exec res curl -sSf --max-time 30 -o /dev/null http://down.test/Release \
+		2>err &&
+	test_grep "502" err &&
+	test "$(($(dns_count down.test) - n))" -ge 4 &&
+	dns_set "{}" && sbx rm -f res >/dev/null
 '
 
 # the proxy's resolver cache: these fail on a proxy that looks every connection's name up
