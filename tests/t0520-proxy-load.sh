@@ -2,7 +2,8 @@
 # Real package managers through the egress proxy, under load, with names resolved by a DNS
 # server of the file's own: apt-get update and install from an apt repository, npm install
 # of a wide tree from an npm registry over HTTP and over HTTPS (CONNECT), with a DNS server
-# that is slow and drops bursts; and the proxy's resolver: a name that does not exist
+# that is slow and drops bursts, and npm install from a registry not allowed (the refusal and
+# the way to allow it reach npm's user); and the proxy's resolver: a name that does not exist
 # answered 502 and kept, a SERVFAIL asked again, many connections to one name make few queries
 # (a cache), a burst of them waiting on one slow lookup makes one (coalesced), and a name asked
 # again after its TTL is looked up again.
@@ -268,8 +269,45 @@ test_expect_success 'npm install over HTTPS (CONNECT), 300 packages, DNS slow an
 	dns_set "{}" && sbx rm -f npms >/dev/null
 '
 
+# npm_refused SB URL LOG [NPM-ARGS...]: npm install of one package from URL inside SB fails
+# (npm's own code), its output and sbx exec's in LOG
+npm_refused() {
+	local sb=$1 url=$2 log=$3
+	shift 3
+	sbx exec "$sb" mkdir -p /workspace/one &&
+		sbx cp one.json "$sb:/workspace/one/package.json" >/dev/null &&
+		sbx cp ca.pem "$sb:/workspace/ca.pem" >/dev/null || return 1
+	expect_code 1 sbx exec -w /workspace/one "$sb" timeout 40 npm install --registry "$url" \
+		--cache /workspace/npm-cache --no-audit --no-fund --no-update-notifier \
+		--fetch-retries=0 "$@" >"$log" 2>&1 || { cat "$log"; return 1; }
+}
+
+# a registry not in the allow list: npm fails, and what the agent sees (npm's error and sbx
+# exec's last line) names the host and the sbx update that allows it; then allowed, it works
+test_expect_success 'npm install from a registry not allowed: refused, the way to allow it shown' '
+	echo "{\"name\": \"one\", \"version\": \"1.0.0\", \"dependencies\": {\"sbxt-299\": \"1.0.0\"}}" \
+		>one.json &&
+	sbx create --name npmx --net allow=deb.test --net-preset none >/dev/null &&
+	r0=$(npm_stat requests) &&
+	npm_refused npmx "http://registry.test:$NPM_HTTP/" npmx-http.log &&
+	npm_refused npmx "https://registry.test:$NPM_HTTPS/" npmx-https.log --cafile /workspace/ca.pem &&
+	for l in npmx-http.log npmx-https.log; do
+		test_grep "registry.test" "$l" &&
+		test_grep "^sbx: .* refused by the egress policy: registry\.test:" "$l" &&
+		test_grep "sbx update npmx --net-allow registry.test" "$l" || exit 1
+	done &&
+	test_eq "$r0" "$(npm_stat requests)" "requests that reached the registry" &&
+	sbx update npmx --net-allow registry.test &&
+	sbx exec -w /workspace/one npmx timeout 40 npm install --registry \
+		"https://registry.test:$NPM_HTTPS/" --cafile /workspace/ca.pem --cache /workspace/npm-cache \
+		--no-audit --no-fund --no-update-notifier --fetch-retries=0 >npmx-ok.log 2>&1 ||
+		{ cat npmx-ok.log; exit 1; }
+	test_eq sbxt-299 "$(sbx exec -w /workspace/one npmx node -p "require(\"sbxt-299\")")" &&
+	sbx rm -f npmx >/dev/null
+'
+
 test_expect_success 'nothing left: no sandbox' '
-	sbx rm -f res cache burst ttl apt noapt npmh npms >/dev/null 2>&1
+	sbx rm -f res cache burst ttl apt noapt npmh npms npmx >/dev/null 2>&1
 	test_eq "" "$(sbx ls -q)"
 '
 
