@@ -67,12 +67,8 @@ if [ -z "$TEST_SKIP_ALL" ]; then
 	# an HTTP/1.1 server that keeps connections alive: chunked answers, POST echoed
 	testnet_srv_bg "$TEST_PYTHON" "$HELPERS/httpka.py" --bind "$WEB_ADDR" --ready ka.ready 2>ka.log
 	test_atexit "stop_pid $TN_BG"
-	# a nameserver of the test's own: *.dns.test is $WEB_ADDR (tests/helpers/dnstiny.py)
-	"$TEST_PYTHON" "$HELPERS/dnstiny.py" --ready dns.ready --addr "$WEB_ADDR" 2>dns.log &
-	test_atexit "stop_pid $!"
 	wait_until 10 test -s inet.ready
 	wait_until 10 test -s host.ready
-	wait_until 10 test -s dns.ready
 	wait_until 10 test -s ka.ready
 fi
 KA=web.test:$(cat ka.ready 2>/dev/null) KALOG=$TRASH/ka.log
@@ -259,25 +255,6 @@ test_expect_success 'keep-alive: a pooled server connection the server closed is
 	c1=$(sed -n "s|^req \([0-9]*\) GET /short?t=1$|\1|p" "$KALOG") &&
 	c2=$(sed -n "s|^req \([0-9]*\) GET /short?t=2$|\1|p" "$KALOG") &&
 	test_ne "" "$c1" && test_ne "$c1" "$c2"
-'
-
-test_expect_success 'the resolver: one query for 20 connections to a name, cached; NXDOMAIN; SERVFAIL retried' '
-	SBX_TEST_DNS=127.0.0.1:$(cat dns.ready) sbx create --name dns --net "allow=*.dns.test" \
-		--net-preset none >/dev/null &&
-	sbx exec dns sh -c "for i in \$(seq 20); do curl -sS --max-time 10 -o /dev/null \
-		http://slow.dns.test:$HTTP_PORT/hello?t=dns\$i & done; wait" &&
-	test_grep -x "web GET /hello?t=dns20" "$INET" && test_grep -x "web GET /hello?t=dns1" "$INET" &&
-	test_eq 1 "$(count_lines "^query A slow.dns.test$" dns.log)" &&
-	test_eq "hello from web" "$(sbx exec dns "${CURL[@]}" "http://slow.dns.test:$HTTP_PORT/hello")" &&
-	test_eq 1 "$(count_lines "^query A slow.dns.test$" dns.log)" &&
-	expect_code 22 sbx exec dns "${CURL[@]}" -f "http://nx.dns.test:$HTTP_PORT/hello" 2>err &&
-	test_grep "502" err &&
-	sbx exec dns "${CURL[@]}" "http://nx.dns.test:$HTTP_PORT/hello" >out &&
-	test_grep "cannot resolve nx.dns.test" out &&
-	test_eq 1 "$(count_lines "^query A nx.dns.test$" dns.log)" &&
-	test_eq "hello from web" "$(sbx exec dns "${CURL[@]}" "http://flaky.dns.test:$HTTP_PORT/hello")" &&
-	test_eq 2 "$(count_lines "^query A flaky.dns.test$" dns.log)" &&
-	sbx rm -f dns >/dev/null
 '
 
 test_expect_success 'a wrong proxy secret, a malformed credential, Basic not base64: 407, nothing dialled' '

@@ -2,9 +2,11 @@
 # Real package managers through the egress proxy, under load, with names resolved by a DNS
 # server of the file's own: apt-get update and install from an apt repository, npm install
 # of a wide tree from an npm registry over HTTP and over HTTPS (CONNECT), with a DNS server
-# that is slow and drops bursts; and the proxy's resolver: many connections to one name make
-# few queries (a cache), a burst of them waiting on one slow lookup makes one (coalesced), and
-# a name asked again after its TTL is looked up again.
+# that is slow and drops bursts, and npm install from a registry not allowed (the refusal and
+# the way to allow it reach npm's user); and the proxy's resolver: a name that does not exist
+# answered 502 and kept, a SERVFAIL asked again, many connections to one name make few queries
+# (a cache), a burst of them waiting on one slow lookup makes one (coalesced), and a name asked
+# again after its TTL is looked up again.
 # The internet is the file's own (tests/helpers/testnet.sh), in a mount namespace of its own
 # too: /etc/resolv.conf there names tests/helpers/dnsfake.py at 192.0.2.2, which answers for
 # deb.test, registry.test and the resolver's names; the sandboxes reach them by name only
@@ -48,7 +50,8 @@ dns_set() {
 	"$TEST_PYTHON" -c 'import json, sys
 c = json.loads(sys.argv[2])
 w = sys.argv[3]
-c["names"] = {n: w for n in ("deb.test", "registry.test", "counted.test", "burst.test")}
+c["names"] = {n: w for n in ("deb.test", "registry.test", "counted.test", "burst.test",
+                             "flaky.test", "down.test")}
 c["names"]["short.test"] = {"ip": w, "ttl": 1}
 c.setdefault("ttl", 300)
 open(sys.argv[1] + ".tmp", "w").write(json.dumps(c))' "$TRASH/dns.json" "$1" "$TN_WEB" &&
@@ -134,14 +137,32 @@ test_expect_success 'set-up: the DNS server answers here, the servers answer by 
 	test_grep -F "\"tarball\": \"https://registry.test:$NPM_HTTPS/sbxt-299/" p.json
 '
 
-test_expect_success 'the proxy resolves a name with the host resolver: DNS answers, NXDOMAIN refused' '
-	sbx create --name res --net allow=deb.test,nosuch.test --net-preset none >/dev/null &&
+test_expect_success 'the proxy resolves a name with the host resolver: DNS answers, NXDOMAIN 502, kept' '
+	sbx create --name res --net allow=deb.test,nosuch.test,flaky.test,down.test \
+		--net-preset none >/dev/null &&
 	test_eq "$(sed -n "s/^Codename: //p" repo/Release)" \
 		"$(sbx exec res curl -sSf --max-time 10 http://deb.test/Release | sed -n "s/^Codename: //p")" &&
 	n=$(dns_count nosuch.test) &&
-	expect_code 22 sbx exec res curl -sSf --max-time 20 -o /dev/null http://nosuch.test/ &&
-	test "$(dns_count nosuch.test)" -gt "$n" &&
-	sbx rm -f res >/dev/null
+	expect_code 22 sbx exec res curl -sSf --max-time 20 -o /dev/null http://nosuch.test/ 2>err &&
+	test_grep "502" err &&
+	n1=$(dns_count nosuch.test) && test "$n1" -gt "$n" &&
+	sbx exec res curl -sS --max-time 20 http://nosuch.test/ >out &&
+	test_grep "cannot resolve nosuch.test" out &&
+	test_eq "$n1" "$(dns_count nosuch.test)" "queries for nosuch.test, asked again"
+'
+
+# the resolver's own attempts: one query each (glibc's are cut to one), SERVFAIL asked again
+test_expect_success 'a name answered SERVFAIL twice is asked again, and then answered' '
+	dns_set "{\"servfail\": {\"flaky.test\": 2, \"down.test\": 1000}}" &&
+	n=$(dns_count flaky.test) &&
+	sbx exec res curl -sSf --max-time 20 -o /dev/null http://flaky.test/Release &&
+	test_eq 3 "$(($(dns_count flaky.test) - n))" "queries for flaky.test" &&
+	n=$(dns_count down.test) &&
+	expect_code 22 sbx exec res curl -sSf --max-time 30 -o /dev/null http://down.test/Release \
+		2>err &&
+	test_grep "502" err &&
+	test "$(($(dns_count down.test) - n))" -ge 4 &&
+	dns_set "{}" && sbx rm -f res >/dev/null
 '
 
 # the proxy's resolver cache: these fail on a proxy that looks every connection's name up
@@ -248,8 +269,45 @@ test_expect_success 'npm install over HTTPS (CONNECT), 300 packages, DNS slow an
 	dns_set "{}" && sbx rm -f npms >/dev/null
 '
 
+# npm_refused SB URL LOG [NPM-ARGS...]: npm install of one package from URL inside SB fails
+# (npm's own code), its output and sbx exec's in LOG
+npm_refused() {
+	local sb=$1 url=$2 log=$3
+	shift 3
+	sbx exec "$sb" mkdir -p /workspace/one &&
+		sbx cp one.json "$sb:/workspace/one/package.json" >/dev/null &&
+		sbx cp ca.pem "$sb:/workspace/ca.pem" >/dev/null || return 1
+	expect_code 1 sbx exec -w /workspace/one "$sb" timeout 40 npm install --registry "$url" \
+		--cache /workspace/npm-cache --no-audit --no-fund --no-update-notifier \
+		--fetch-retries=0 "$@" >"$log" 2>&1 || { cat "$log"; return 1; }
+}
+
+# a registry not in the allow list: npm fails, and what the agent sees (npm's error and sbx
+# exec's last line) names the host and the sbx update that allows it; then allowed, it works
+test_expect_success 'npm install from a registry not allowed: refused, the way to allow it shown' '
+	echo "{\"name\": \"one\", \"version\": \"1.0.0\", \"dependencies\": {\"sbxt-299\": \"1.0.0\"}}" \
+		>one.json &&
+	sbx create --name npmx --net allow=deb.test --net-preset none >/dev/null &&
+	r0=$(npm_stat requests) &&
+	npm_refused npmx "http://registry.test:$NPM_HTTP/" npmx-http.log &&
+	npm_refused npmx "https://registry.test:$NPM_HTTPS/" npmx-https.log --cafile /workspace/ca.pem &&
+	for l in npmx-http.log npmx-https.log; do
+		test_grep "registry.test" "$l" &&
+		test_grep "^sbx: .* refused by the egress policy: registry\.test:" "$l" &&
+		test_grep "sbx update npmx --net-allow registry.test" "$l" || exit 1
+	done &&
+	test_eq "$r0" "$(npm_stat requests)" "requests that reached the registry" &&
+	sbx update npmx --net-allow registry.test &&
+	sbx exec -w /workspace/one npmx timeout 40 npm install --registry \
+		"https://registry.test:$NPM_HTTPS/" --cafile /workspace/ca.pem --cache /workspace/npm-cache \
+		--no-audit --no-fund --no-update-notifier --fetch-retries=0 >npmx-ok.log 2>&1 ||
+		{ cat npmx-ok.log; exit 1; }
+	test_eq sbxt-299 "$(sbx exec -w /workspace/one npmx node -p "require(\"sbxt-299\")")" &&
+	sbx rm -f npmx >/dev/null
+'
+
 test_expect_success 'nothing left: no sandbox' '
-	sbx rm -f res cache burst ttl apt noapt npmh npms >/dev/null 2>&1
+	sbx rm -f res cache burst ttl apt noapt npmh npms npmx >/dev/null 2>&1
 	test_eq "" "$(sbx ls -q)"
 '
 

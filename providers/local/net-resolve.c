@@ -11,8 +11,6 @@
  * res_nsearch, dn_skipname and the resolver state are glibc's libc itself (2.34 on): no
  * library is linked or loaded for them, so the binary's start-up pays nothing.
  *
- * SBX_TEST_DNS=ADDR:PORT (an IPv4 address) is the only nameserver instead (the tests' own).
- *
  * The cache and the waiting connections belong to the event loop's thread alone; the threads
  * share only the queue of names to look up and the list of names looked up (under lock). */
 #define _GNU_SOURCE
@@ -71,8 +69,6 @@ struct local_resolver {
 	int efd;
 };
 
-static struct sockaddr_in test_ns; /* SBX_TEST_DNS, set before any thread runs */
-
 static long long mono_ms(void)
 {
 	struct timespec ts;
@@ -94,14 +90,6 @@ struct local_resolver *local_resolver_new(bool on)
 	rs->queue_tail = &rs->queue;
 	rs->done_tail = &rs->done;
 	rs->efd = on ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1;
-	const char *t = getenv("SBX_TEST_DNS");
-	char host[64];
-	int port;
-	if (t && local_split_hostport(t, strlen(t), host, sizeof(host), &port, 53) &&
-	    inet_pton(AF_INET, host, &test_ns.sin_addr) == 1) {
-		test_ns.sin_family = AF_INET;
-		test_ns.sin_port = htons((uint16_t)port);
-	}
 	return rs;
 }
 
@@ -191,10 +179,6 @@ static void dns_lookup(struct rentry *x)
 		 * within 5.4 s, inside the dial's deadline */
 		st.retrans = 1;
 		st.retry = 1;
-		if (test_ns.sin_family) {
-			st.nscount = 1;
-			st.nsaddr_list[0] = test_ns;
-		}
 		ttl = TTL_MAX_S;
 		r = dns_query(&st, x, ns_t_a, &ttl);
 		if (r == 0)
@@ -217,7 +201,7 @@ static void dns_lookup(struct rentry *x)
 static void lookup(struct rentry *x)
 {
 	if (file_has("/etc/hosts", NULL, x->host) ||
-	    (!test_ns.sin_family && !file_has("/etc/resolv.conf", "nameserver", NULL)))
+	    !file_has("/etc/resolv.conf", "nameserver", NULL))
 		gai_lookup(x);
 	else
 		dns_lookup(x);

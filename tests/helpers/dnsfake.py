@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """A DNS server for the network tests, over UDP and TCP: A records for the names it is given,
-with a TTL, optionally slow and optionally dropping bursts of queries, counting what it got.
+with a TTL, optionally slow, dropping bursts of queries or failing (SERVFAIL), counting what
+it got.
 
 Usage: dnsfake.py --bind ADDR [--port 53] --config FILE [--ready FILE] [--stats FILE]
                   [--lifetime SECONDS]
@@ -12,7 +13,9 @@ rename it over):
    "delay": 0.2,      seconds before every answer (each query waits in its own thread)
    "inflight": 4,     drop a query that arrives while this many are already waiting
    "burst": 8,        drop a query beyond this many in the same 100 ms window
-   "every": 5}        drop every Kth query (the 5th, 10th, ...)
+   "every": 5,        drop every Kth query (the 5th, 10th, ...)
+   "servfail": {"flaky.test": 2}}  SERVFAIL to the next K queries for the name (counted
+                      from when this config was read), then its answer
 A name of the config gets its A record, and for any other type an empty answer (NODATA);
 any other name NXDOMAIN. A dropped query gets no answer at all (UDP) or a closed connection
 (TCP). Names are matched without case and without a trailing dot.
@@ -41,6 +44,7 @@ class State:
         self.lock = threading.Lock()
         self.mtime = None
         self.cfg = {}
+        self.servfail = {}  # name: SERVFAILs still to give
         self.inflight = 0
         self.window, self.window_n = 0, 0
         self.stats = {"queries": 0, "answered": 0, "dropped": 0, "tcp": 0, "names": {},
@@ -57,6 +61,8 @@ class State:
                 with open(self.config_path) as f:
                     self.cfg = json.load(f)
                 self.mtime = m
+                self.servfail = {k.lower().rstrip("."): int(v)
+                                 for k, v in self.cfg.get("servfail", {}).items()}
             except (OSError, ValueError):
                 pass  # half written: the old one until the next query
         return self.cfg
@@ -70,7 +76,8 @@ class State:
         os.rename(tmp, self.stats_path)
 
     def admit(self, name, qtype, tcp):
-        """counts a query; (config, True) when it is answered, (config, False) dropped"""
+        """counts a query; (config, True, servfail) when it is answered (with SERVFAIL when
+        servfail), (config, False, False) dropped"""
         with self.lock:
             cfg = self.config()
             s = self.stats
@@ -90,12 +97,16 @@ class State:
                 drop = True
             if cfg.get("every") and s["queries"] % cfg["every"] == 0:
                 drop = True
+            servfail = False
             if drop:
                 s["dropped"] += 1
             else:
                 self.inflight += 1
+                if self.servfail.get(name, 0) > 0:
+                    self.servfail[name] -= 1
+                    servfail = True
             self.save()
-            return cfg, not drop
+            return cfg, not drop, servfail
 
     def done(self):
         with self.lock:
@@ -129,10 +140,12 @@ def parse_question(msg):
     return qid, flags, ".".join(labels), qtype, i + 4
 
 
-def answer(msg, q, cfg):
+def answer(msg, q, cfg, servfail):
     qid, flags, name, qtype, end = q
     names = {k.lower().rstrip("."): v for k, v in cfg.get("names", {}).items()}
     rd = flags & 0x0100
+    if servfail:
+        return struct.pack("!HHHHHH", qid, 0x8080 | rd | 2, 1, 0, 0, 0) + msg[12:end]
     entry = names.get(name)
     if entry is None:
         return struct.pack("!HHHHHH", qid, 0x8080 | rd | 3, 1, 0, 0, 0) + msg[12:end]
@@ -150,13 +163,13 @@ def handle(state, msg, tcp):
     q = parse_question(msg)
     if q is None:
         return None
-    cfg, ok = state.admit(q[2], q[3], tcp)
+    cfg, ok, servfail = state.admit(q[2], q[3], tcp)
     if not ok:
         return None
     try:
         if cfg.get("delay"):
             time.sleep(float(cfg["delay"]))
-        return answer(msg, q, cfg)
+        return answer(msg, q, cfg, servfail)
     finally:
         state.done()
 
