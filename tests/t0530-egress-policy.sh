@@ -96,7 +96,7 @@ test_expect_success 'an exec with refusals ends with one line saying which; one 
 	sbx exec pol sh -c "$(printf "%q " "${CURL[@]}") -o /dev/null http://other.test:$PORT/a;
 		$(printf "%q " "${CURL[@]}") -o /dev/null http://other.test:$PORT/b;
 		$(printf "%q " "${CURL[@]}") -o /dev/null http://third.test:$PORT/c; true" 2>err &&
-	test_grep -x "sbx: 3 requests were refused by the egress policy: other.test:$PORT (not allowed), third.test:$PORT (not allowed); see sbx logs --egress pol" err &&
+	test_grep -x "sbx: 3 requests were refused by the egress policy: other.test:$PORT (not allowed), third.test:$PORT (not allowed); see sbx logs --egress pol (sbx update pol --net-allow DOMAIN allows one)" err &&
 	sbx exec pol "${CURL[@]}" -o /dev/null "http://web.test:$PORT/hello" 2>err &&
 	test_grep ! "refused by the egress policy" err &&
 	sbx exec pol true 2>err && test_grep ! "refused" err

@@ -413,10 +413,15 @@ static char *refusals_line(const struct sbx_record *rec, const char *id, char *t
 	for (size_t i = 0; i < m; i++)
 		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
 			 shown[i]);
+	const char *label = rec->name ? rec->name : rec->id;
+	/* a domain the allow list lacks: the command that adds it */
+	_cleanup_free_ char *advice = strstr(list, "(not allowed)")
+		? xasprintf(" (sbx update %s --net-allow DOMAIN allows one)", label)
+		: xstrdup("");
 	return xasprintf("sbx: %zu request%s %s refused by the egress policy: %s%s; see sbx logs "
-			 "--egress %s",
+			 "--egress %s%s",
 			 n, n == 1 ? "" : "s", n == 1 ? "was" : "were", list, k > m ? ", ..." : "",
-			 rec->name ? rec->name : rec->id);
+			 label, advice);
 }
 
 void local_net_exec_refusals(const struct sbx_record *rec, struct local_exec_watch *w,
