@@ -356,6 +356,7 @@ static int pump_down(struct local_conn *c, bool *progress, size_t *moved)
 			local_rate_spent(c, 1, (size_t)r);
 			c->inpipe[1] += (size_t)r;
 			c->down_bytes += r;
+			local_pipe_grow(c, 1, c->down_bytes);
 			if (c->resp.kind == LOCAL_BODY_LENGTH) {
 				c->resp.left -= (unsigned long long)r;
 				c->resp.done = c->resp.left == 0;
@@ -443,6 +444,7 @@ void local_http_start(struct local_conn *c)
 		(void)fcntl(c->pipe[1][1], F_SETPIPE_SZ, LOCAL_PIPE_SZ);
 		int sz = fcntl(c->pipe[1][1], F_GETPIPE_SZ);
 		c->pipe_cap[1] = sz > 0 ? (size_t)sz : 4096;
+		c->pipe_grown[1] = false;
 	}
 	c->state = LOCAL_S_HTTP;
 	c->lowat = 1;

@@ -276,10 +276,23 @@ void local_relay_start(struct local_conn *c)
 		}
 		int sz = fcntl(c->pipe[d][1], F_GETPIPE_SZ);
 		c->pipe_cap[d] = sz > 0 ? (size_t)sz : 4096;
+		c->pipe_grown[d] = false;
 	}
 	c->state = LOCAL_S_RELAY;
 	c->deadline = 0;
 	c->last_io = c->n->now;
+}
+
+void local_pipe_grow(struct local_conn *c, int d, long long count)
+{
+	if (count < LOCAL_PIPE_BULK || c->pipe_cap[d] >= LOCAL_PIPE_BIG || c->pipe_grown[d])
+		return;
+	c->pipe_grown[d] = true; /* asked once: the kernel may refuse (the user's pipe pages) */
+	if (fcntl(c->pipe[d][1], F_SETPIPE_SZ, LOCAL_PIPE_BIG) > 0) {
+		int sz = fcntl(c->pipe[d][1], F_GETPIPE_SZ);
+		if (sz > 0)
+			c->pipe_cap[d] = (size_t)sz;
+	}
 }
 
 int local_send_pending(int fd, const char *buf, size_t len, size_t *off, long long *count)
@@ -348,6 +361,7 @@ int local_relay_pump(struct local_conn *c)
 					local_rate_spent(c, d, (size_t)r);
 					c->inpipe[d] += (size_t)r;
 					*count += r;
+					local_pipe_grow(c, d, *count);
 					moved += (size_t)r;
 					progress = true;
 				} else if (r == 0) {

@@ -360,6 +360,7 @@ struct local_conn {
 	/* relaying: one pipe each way, client to upstream [0] and back [1] */
 	int pipe[2][2];
 	size_t inpipe[2], pipe_cap[2];
+	bool pipe_grown[2]; /* local_pipe_grow asked for its pipe already */
 	bool eof[2], shut[2];
 	/* dialling */
 	struct local_resolve *job;
@@ -474,6 +475,14 @@ int local_relay_pump(struct local_conn *c);
 
 /* net-http.c: absolute-URL exchanges */
 #define LOCAL_PIPE_SZ (256 * 1024) /* a relay's pipe, asked for (the kernel may give less) */
+/* ... and once a direction has moved LOCAL_PIPE_BULK bytes, a bulk transfer: its pipe grows to
+ * LOCAL_PIPE_BIG, fewer rounds of the loop for as many bytes. Only then: pipe pages count
+ * against the user's pipe-user-pages-soft, which many small connections would exhaust */
+#define LOCAL_PIPE_BULK (4ll << 20)
+#define LOCAL_PIPE_BIG (1024 * 1024)
+struct local_conn;
+/* grows c's pipe of direction d once the direction is a bulk transfer (count: its bytes) */
+void local_pipe_grow(struct local_conn *c, int d, long long count);
 /* the request's upstream connection is there: the exchange runs (LOCAL_S_HTTP) */
 void local_http_start(struct local_conn *c);
 /* the same, with an idle connection of the pool to c->host:c->port; false when none */
