@@ -543,7 +543,8 @@ static _noreturn_ void jail_child(const struct sbx_jail *j, int (*fn)(void *, st
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 		int *keep = xcalloc(j->n_keep + 2, sizeof(int));
-		memcpy(keep, j->keep, j->n_keep * sizeof(int));
+		if (j->n_keep)
+			memcpy(keep, j->keep, j->n_keep * sizeof(int));
 		keep[j->n_keep] = efd;
 		if (sbx_confine_finish(keep, j->n_keep + 1, null_fd, bpf, bpf_len, &e) < 0)
 			jail_fail(efd, &e);

@@ -808,10 +808,6 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		setitimer(ITIMER_REAL, &it, NULL);
 	}
 
-	if (ctl >= 0) {
-		local_exec_register(ctl, pid);
-		close(TAKE_FD(ctl));
-	}
 	_cleanup_close_ int cpfd = o->detach ? -1 : sbx_pidfd_open(pid);
 
 	struct exec_msg f = { 0 };
@@ -827,6 +823,13 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	}
 	close(ep[0]);
 	bool failed = n == (ssize_t)sizeof(f);
+	/* registered once the command runs (its report pipe closed on exec): only then does it
+	 * lead a session and group of its own, which the supervisor checks */
+	if (ctl >= 0) {
+		if (!failed)
+			local_exec_register(ctl, pid);
+		close(TAKE_FD(ctl));
+	}
 
 	if (o->tty && !failed) {
 		if (o->interactive) {
