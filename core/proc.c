@@ -66,6 +66,19 @@ char sbx_proc_state(pid_t pid)
 	return stat_fields(pid, buf, sizeof(buf), &st) ? st : 0;
 }
 
+int sbx_proc_parent_group(pid_t pid, pid_t *ret_ppid, pid_t *ret_pgrp)
+{
+	char buf[1024], st;
+	const char *f = stat_fields(pid, buf, sizeof(buf), &st);
+	int pp, pg;
+
+	if (!f || sscanf(f, " %d %d", &pp, &pg) != 2)
+		return -1;
+	*ret_ppid = pp;
+	*ret_pgrp = pg;
+	return 0;
+}
+
 int sbx_proc_starttime(pid_t pid, unsigned long long *ret)
 {
 	char buf[1024], st;

@@ -10,6 +10,8 @@
 
 /* the state of a process from /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 when it is gone */
 char sbx_proc_state(pid_t pid);
+/* its parent and process group (fields 4 and 5 of /proc/PID/stat); -1 when it is gone */
+int sbx_proc_parent_group(pid_t pid, pid_t *ret_ppid, pid_t *ret_pgrp);
 /* its start time (field 22 of /proc/PID/stat, clock ticks after boot); -1 when it is gone */
 int sbx_proc_starttime(pid_t pid, unsigned long long *ret);
 /* pid is the process that started at start, and alive: not a zombie, not another process on a

@@ -26,30 +26,6 @@ struct local_exec_reg {
 	pid_t pgid;
 };
 
-/* the parent and process group of pid, from /proc (the supervisor's is the host's) */
-static int stat_of(pid_t pid, pid_t *ppid, pid_t *pgrp)
-{
-	char p[64], buf[1024];
-
-	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	int fd = open(p, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	char *e = strrchr(buf, ')');
-	char st;
-	int pp, pg;
-	if (!e || sscanf(e + 1, " %c %d %d", &st, &pp, &pg) != 3)
-		return -1;
-	*ppid = pp;
-	*pgrp = pg;
-	return 0;
-}
-
 static bool ended(int pidfd)
 {
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
@@ -117,8 +93,9 @@ json_t *local_exec_add(struct local_net *n, int fd, json_t *req)
 	 * its pid names it; checked again once its pidfd is held */
 	pid_t pp = 0, pg = 0;
 	int cmd = -1;
-	if (stat_of(pid, &pp, &pg) < 0 || pp != cr.pid || pg != pid ||
-	    (cmd = sbx_pidfd_open(pid)) < 0 || stat_of(pid, &pp, &pg) < 0 || pp != cr.pid) {
+	if (sbx_proc_parent_group(pid, &pp, &pg) < 0 || pp != cr.pid || pg != pid ||
+	    (cmd = sbx_pidfd_open(pid)) < 0 || sbx_proc_parent_group(pid, &pp, &pg) < 0 ||
+	    pp != cr.pid) {
 		local_close_fd(&cmd);
 		close(caller);
 		return refuse("not a command of the caller's");

@@ -259,6 +259,30 @@ int local_http_basic(const char *buf, size_t hl, char *user, size_t ulen, char *
 	return 1;
 }
 
+/* the header lines of buf[off..hl) into out at o, but the hop-by-hop ones (Connection,
+ * Keep-Alive, and those starting with drop, any case), then "Connection: close" when close and
+ * the head's end; the length of out (out holds at least hl - off + 24 bytes past o) */
+static size_t hop_headers_out(const char *buf, size_t hl, size_t off, const char *drop, bool close,
+			      char *out, size_t o)
+{
+	static const char tail[] = "Connection: close\r\n\r\n";
+	const char *line, *t = close ? tail : tail + 19;
+	size_t len, dl = strlen(drop);
+
+	while (next_line(buf, hl, &off, &line, &len) && len) {
+		if ((len >= dl && strncasecmp(line, drop, dl) == 0) ||
+		    (len >= 11 && strncasecmp(line, "Connection:", 11) == 0) ||
+		    (len >= 11 && strncasecmp(line, "Keep-Alive:", 11) == 0))
+			continue;
+		memcpy(out + o, line, len);
+		o += len;
+		out[o++] = '\r';
+		out[o++] = '\n';
+	}
+	memcpy(out + o, t, strlen(t) + 1);
+	return o + strlen(t);
+}
+
 char *local_http_origin_head(const char *buf, size_t hl, const struct local_http_req *r, bool close,
 			     size_t *ret_len)
 {
@@ -269,21 +293,7 @@ char *local_http_origin_head(const char *buf, size_t hl, const struct local_http
 	o += (size_t)snprintf(out, cap, "%s %s%.*s %s\r\n", r->method, r->path_slash ? "/" : "",
 			      (int)r->path_len, buf + r->path_off, r->version);
 	(void)next_line(buf, hl, &off, &line, &len); /* the request line: replaced */
-	while (next_line(buf, hl, &off, &line, &len) && len) {
-		if ((len >= 6 && strncasecmp(line, "Proxy-", 6) == 0) ||
-		    (len >= 11 && strncasecmp(line, "Connection:", 11) == 0) ||
-		    (len >= 11 && strncasecmp(line, "Keep-Alive:", 11) == 0))
-			continue;
-		memcpy(out + o, line, len);
-		o += len;
-		out[o++] = '\r';
-		out[o++] = '\n';
-	}
-	static const char tail[] = "Connection: close\r\n\r\n";
-	const char *t = close ? tail : tail + 19;
-	memcpy(out + o, t, strlen(t) + 1);
-	o += strlen(t);
-	*ret_len = o;
+	*ret_len = hop_headers_out(buf, hl, off, "Proxy-", close, out, o);
 	return out;
 }
 
@@ -434,25 +444,9 @@ int local_http_resp_parse(const char *buf, size_t hl, bool head, struct local_ht
 
 char *local_http_resp_head(const char *buf, size_t hl, bool close, size_t *ret_len)
 {
-	size_t cap = hl + 32, o = 0, off = 0, len;
-	char *out = xmalloc(cap);
-	const char *line;
+	char *out = xmalloc(hl + 32);
 
-	while (next_line(buf, hl, &off, &line, &len) && len) {
-		if ((len >= 11 && strncasecmp(line, "Connection:", 11) == 0) ||
-		    (len >= 11 && strncasecmp(line, "Keep-Alive:", 11) == 0) ||
-		    (len >= 17 && strncasecmp(line, "Proxy-Connection:", 17) == 0))
-			continue;
-		memcpy(out + o, line, len);
-		o += len;
-		out[o++] = '\r';
-		out[o++] = '\n';
-	}
-	static const char tail[] = "Connection: close\r\n\r\n";
-	const char *t = close ? tail : tail + 19;
-	memcpy(out + o, t, strlen(t) + 1);
-	o += strlen(t);
-	*ret_len = o;
+	*ret_len = hop_headers_out(buf, hl, 0, "Proxy-Connection:", close, out, 0);
 	return out;
 }
 
