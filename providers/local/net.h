@@ -1,10 +1,12 @@
 /* The local provider's network service: what its net-*.c files share. All of them run in the
  * supervisor but net-ctl.c (the CLI) and net-proxy.c (pure, either).
  *
- * Which file does what, from the bottom up (no file calls one above it):
+ * Which file does what, from the bottom up (no file calls one above it, but two: net-dial.c
+ * starts a dialled request's exchange in net-http.c, which dials its next request again, and
+ * tells net-loop.c which loopback a preview reached):
  *   net-proxy.c   pure functions over bytes: the HTTP proxy's request head, the SOCKS5
- *                 handshake, a preview's token, address classes, the log's escaping
- *                 (no sockets, no state: fuzzed by tests/fuzz/)
+ *                 handshake, a preview's token, address classes, the log's escaping,
+ *                 a DNS answer's addresses (no sockets, no state: fuzzed by tests/fuzz/)
  *   net-ctl.c     the CLI's side: sbx preview's request on the control socket, the proxy
  *                 credential of each sbx exec, the paths of the log
  *   net-rate.c    --net-rate's token buckets (the supervisor; below net-egress.c)
@@ -18,6 +20,8 @@
  *                 upstream connections
  *   net-conn.c    the supervisor's connections, each a state machine: a proxy request or
  *                 SOCKS handshake, a lookup, a dial, the relay, an answer; caps, deadlines
+ *   net-exec.c    the attached execs registered by their callers: a killed caller's
+ *                 command ends (and the idle timeout waits while one runs)
  *   net-loop.c    the supervisor's event loop: listeners, previews, the control socket,
  *                 and local_net_start / local_net_wait for supervisor.c */
 #ifndef SBX_PROVIDERS_LOCAL_NET_H
