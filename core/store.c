@@ -9,6 +9,7 @@
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "core/json.h"
 #include "core/log.h"
@@ -493,6 +494,29 @@ int sbx_store_save(struct sbx_store *st, const struct sbx_record *rec, bool dura
 	return sbx_write_atomic(path, text, n + 1, durable, err);
 }
 
+/* what an rm killed between moving a sandbox's directory aside and emptying it left
+ * (sandboxes/.gone-ID, which no command names any more): emptied by a later rm */
+static void sweep_gone(const struct sbx_store *st)
+{
+	_cleanup_free_ char *root = xasprintf("%s/sandboxes", st->root);
+	DIR *d = opendir(root);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, ".gone-", 6) != 0)
+			continue;
+		_cleanup_free_ char *p = xasprintf("%s/%s", root, de->d_name);
+		struct stat sb;
+		/* one moved aside a minute ago or more: not another rm's at work (the move sets
+		 * its ctime) */
+		if (lstat(p, &sb) == 0 && time(NULL) - sb.st_ctime >= 60)
+			(void)sbx_rm_rf(p);
+	}
+	closedir(d);
+}
+
 int sbx_store_remove(struct sbx_store *st, const char *id, const char *name, struct sbx_err *err)
 {
 	_cleanup_free_ char *dir = sbx_store_dir(st, id);
@@ -503,10 +527,21 @@ int sbx_store_remove(struct sbx_store *st, const char *id, const char *name, str
 		return sbx_err_errno(err, "cannot remove '%s'", rec);
 	sbx_test_hook("rm-record-removed");
 	sbx_store_unclaim_name(st, name, id);
-	if (sbx_rm_rf(dir) < 0)
+	/* out of the way in one step, lock file and all: a racing rm then finds no directory to
+	 * make a new lock file in (it would take it for one a crashed create left) */
+	_cleanup_free_ char *gone = xasprintf("%s/sandboxes/.gone-%s", st->root, id);
+	(void)sbx_rm_rf(gone);
+	bool aside = rename(dir, gone) == 0;
+	if (sbx_rm_rf(aside ? gone : dir) < 0) {
+		int e = errno;
+		if (aside)
+			(void)rename(gone, dir); /* back where sbx rm -f finds it again */
+		errno = e;
 		return sbx_err_errno(err, "cannot remove '%s'", dir);
+	}
 	/* a name whose record is gone (an rm or a create killed half-way) is found by its link */
 	names_unlink(st, id);
+	sweep_gone(st);
 	return 0;
 }
 
