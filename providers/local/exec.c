@@ -824,7 +824,9 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	close(ep[0]);
 	bool failed = n == (ssize_t)sizeof(f);
 	/* registered once the command runs (its report pipe closed on exec): only then does it
-	 * lead a session and group of its own, which the supervisor checks */
+	 * lead a session and group of its own, which the supervisor checks, by its pid, as our
+	 * unreaped child, when its loop reads the request; no answer is waited for (a killed
+	 * exec is as unwatched before the request is read as it was before the answer came) */
 	if (ctl >= 0) {
 		if (!failed)
 			local_exec_register(ctl, pid);

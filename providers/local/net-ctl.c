@@ -464,27 +464,9 @@ int local_exec_ctl_open(const struct sbx_record *rec)
 
 void local_exec_register(int ctl, pid_t pid)
 {
-	long long deadline = sbx_now_ms() + EXEC_REG_TIMEOUT_MS;
-	char line[64], buf[512];
-	size_t got = 0;
+	char line[64];
 
 	snprintf(line, sizeof(line), "{\"op\":\"exec\",\"pid\":%d}\n", (int)pid);
-	if (send_line(ctl, line, deadline) < 0) {
+	if (send_line(ctl, line, sbx_now_ms() + EXEC_REG_TIMEOUT_MS) < 0)
 		sbx_debug("exec: cannot register with the supervisor: %s", strerror(errno));
-		return;
-	}
-	/* the answer says the registration is in place: from then on, the command ends with us */
-	while (got < sizeof(buf) - 1 && !memchr(buf, '\n', got)) {
-		if (wait_until(ctl, POLLIN, deadline) < 0)
-			break;
-		ssize_t r = recv(ctl, buf + got, sizeof(buf) - 1 - got, MSG_DONTWAIT);
-		if (r < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	buf[got] = 0;
-	if (!strstr(buf, "\"ok\":true"))
-		sbx_debug("exec: the supervisor did not register the command: %s", buf);
 }
