@@ -228,20 +228,21 @@ assert \"token\" not in r" &&
 	expect_code 125 sbx preview --public box 8080 2>e && test_grep "does not support --public" e
 '
 
+# (names no id can start with: after rm of one, "b3" would resolve as a prefix of an id "b3...")
 test_expect_success 'ls pages through every sandbox; one deleted out of band shows missing' '
-	sbx create --provider e2b --name b2 >/dev/null && sbx create --provider e2b --name b3 >/dev/null &&
+	sbx create --provider e2b --name n2 >/dev/null && sbx create --provider e2b --name n3 >/dev/null &&
 	fake_reset &&
-	sbx ls >ls.out && grep -E "^[0-9a-f]{12} +b2 +e2b +running" ls.out &&
+	sbx ls >ls.out && grep -E "^[0-9a-f]{12} +n2 +e2b +running" ls.out &&
 	fake_requests req.json &&
 	json_assert req.json "l = [q for q in r if q[\"path\"] == \"/v2/sandboxes\"]
 assert len(l) >= 2, l
 assert any(\"nextToken=\" in q[\"query\"] for q in l)" &&
-	curl -fsS -X DELETE -H "X-API-Key: e2b_test_key" "$FAKE_URL/sandboxes/$(e2b_id b3)" &&
-	sbx ls >ls.out && grep -E " b3 +e2b +missing" ls.out && grep -E " b2 +e2b +running" ls.out &&
-	test_eq missing "$(sb_state b3)" &&
-	expect_code 0 sbx rm b3 && expect_code 125 sbx inspect b3 2>/dev/null &&
-	expect_code 125 sbx rm b2 2>e && test_grep "rm -f b2" e &&
-	b2=$(e2b_id b2) && sbx rm -f b2 && test_eq gone "$(fake_state "$b2")"
+	curl -fsS -X DELETE -H "X-API-Key: e2b_test_key" "$FAKE_URL/sandboxes/$(e2b_id n3)" &&
+	sbx ls >ls.out && grep -E " n3 +e2b +missing" ls.out && grep -E " n2 +e2b +running" ls.out &&
+	test_eq missing "$(sb_state n3)" &&
+	expect_code 0 sbx rm n3 && expect_code 125 sbx inspect n3 2>/dev/null &&
+	expect_code 125 sbx rm n2 2>e && test_grep "rm -f n2" e &&
+	n2=$(e2b_id n2) && sbx rm -f n2 && test_eq gone "$(fake_state "$n2")"
 '
 
 test_expect_success 'a missing or rejected key: one line naming the variable, 125' '
