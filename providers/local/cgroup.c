@@ -645,8 +645,10 @@ char *local_cgroup_describe(const char *sbdir)
 	return s;
 }
 
-/* thaws the v1 freezer cgroups a delegated sandbox made under dir */
-static void thaw_below(const char *dir, int depth)
+/* the cgroups a delegated sandbox made under dir, deepest first: each thawed (v1 freezer), then
+ * removed when remove is set (cgroupfs holds only directories and files: nothing there leads
+ * elsewhere) */
+static void walk_below(const char *dir, bool thaw, bool remove, int depth)
 {
 	DIR *d = depth < 16 ? opendir(dir) : NULL;
 	struct dirent *e;
@@ -655,28 +657,10 @@ static void thaw_below(const char *dir, int depth)
 		if (e->d_type != DT_DIR || streq(e->d_name, ".") || streq(e->d_name, ".."))
 			continue;
 		_cleanup_free_ char *sub = xasprintf("%s/%s", dir, e->d_name);
-		(void)cg_write(sub, "freezer.state", "THAWED");
-		thaw_below(sub, depth + 1);
-	}
-	if (d)
-		closedir(d);
-}
-
-/* the cgroups a delegated sandbox made under dir, deepest first (cgroupfs holds only
- * directories and files: nothing there leads elsewhere) */
-static void remove_below(const char *dir, bool freezer, int depth)
-{
-	DIR *d = depth < 16 ? opendir(dir) : NULL;
-	struct dirent *e;
-
-	while (d && (e = readdir(d))) {
-		if (e->d_type != DT_DIR || streq(e->d_name, ".") || streq(e->d_name, ".."))
-			continue;
-		_cleanup_free_ char *sub = xasprintf("%s/%s", dir, e->d_name);
-		if (freezer)
+		if (thaw)
 			(void)cg_write(sub, "freezer.state", "THAWED");
-		remove_below(sub, freezer, depth + 1);
-		for (int k = 0; k < 200 && rmdir(sub) < 0 && errno == EBUSY; k++)
+		walk_below(sub, thaw, remove, depth + 1);
+		for (int k = 0; remove && k < 200 && rmdir(sub) < 0 && errno == EBUSY; k++)
 			nap_ms(5);
 	}
 	if (d)
@@ -690,7 +674,7 @@ void local_cgroup_thaw_below(const char *sbdir)
 	local_cg_load(sbdir, &c);
 	if (c.dir[ROLE_FREEZER]) {
 		_cleanup_free_ char *d = xasprintf("%s/" LEAF_SANDBOX, c.dir[ROLE_FREEZER]);
-		thaw_below(d, 0);
+		walk_below(d, true, false, 0);
 	}
 	local_cg_release(&c);
 }
@@ -715,7 +699,7 @@ void local_cgroup_remove(const char *sbdir)
 			if (l == 0) {
 				if (i == ROLE_V2)
 					(void)cg_write(d, "cgroup.kill", "1");
-				remove_below(d, i == ROLE_FREEZER, 0);
+				walk_below(d, i == ROLE_FREEZER, true, 0);
 			}
 			for (int k = 0; k < 200 && rmdir(d) < 0 && errno == EBUSY; k++) {
 				if (i == ROLE_V2 && k == 0)

@@ -208,25 +208,14 @@ int local_http_parse(const char *buf, size_t hl, struct local_http_req *r, const
 	return 0;
 }
 
+static const char *header_next(const char *buf, size_t hl, const char *name, size_t *off,
+			       size_t *ret_len);
+
 const char *local_http_header(const char *buf, size_t hl, const char *name, size_t *ret_len)
 {
-	size_t nl = strlen(name), off = 0, len;
-	const char *line;
+	size_t off = 0;
 
-	if (!next_line(buf, hl, &off, &line, &len)) /* the request line */
-		return NULL;
-	while (next_line(buf, hl, &off, &line, &len) && len) {
-		if (len <= nl || line[nl] != ':' || strncasecmp(line, name, nl) != 0)
-			continue;
-		const char *v = line + nl + 1, *e = line + len;
-		while (v < e && (*v == ' ' || *v == '\t'))
-			v++;
-		while (e > v && (e[-1] == ' ' || e[-1] == '\t'))
-			e--;
-		*ret_len = (size_t)(e - v);
-		return v;
-	}
-	return NULL;
+	return header_next(buf, hl, name, &off, ret_len);
 }
 
 int local_http_basic(const char *buf, size_t hl, char *user, size_t ulen, char *pass, size_t plen)
