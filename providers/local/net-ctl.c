@@ -436,8 +436,11 @@ void local_net_exec_refusals(const struct sbx_record *rec, struct local_exec_wat
 		/* what was logged since the exec started (a rotation meanwhile: up to it) */
 		_cleanup_free_ char *text = sbx_read_fd(w->fd, 8 << 20, NULL);
 		_cleanup_free_ char *line = refusals_line(rec, id, text);
-		if (line)
-			fprintf(stderr, "%s\n", line);
+		/* names the sandbox asked for: whatever bytes they hold, they cannot drive the
+		 * caller's terminal */
+		_cleanup_free_ char *safe = line ? sbx_term_safe_n(line, strlen(line)) : NULL;
+		if (safe)
+			fprintf(stderr, "%s\n", safe);
 	}
 	local_net_exec_unwatch(w);
 }
