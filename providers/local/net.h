@@ -393,8 +393,9 @@ struct local_conn {
 	char *rb, *retry;
 	size_t rb_len, retry_len, scan_from;
 	bool http_close, is_head, resp_started, got_resp, up_reusable, no_pool;
-	int served; /* requests answered on this connection */
-	int lowat;  /* the upstream socket's SO_RCVLOWAT */
+	int served;	     /* requests answered on this connection */
+	int lowat;	     /* the upstream socket's SO_RCVLOWAT */
+	long long resp_from; /* down_bytes when the response's body began */
 };
 
 struct local_net {
