@@ -179,3 +179,38 @@ void sbx_fs_entry_print(FILE *f, const struct sbx_fs_entry *e, bool full)
 	}
 	fputc('\n', f);
 }
+
+long long sbx_fs_parse_time(const char *s)
+{
+	struct tm tm = { 0 };
+	const char *p = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+
+	if (!p)
+		return 0;
+	long long t = (long long)timegm(&tm);
+	if (*p == '.')
+		p += 1 + strspn(p + 1, "0123456789");
+	if ((*p == '+' || *p == '-') && strlen(p) >= 6) {
+		long off = ((p[1] - '0') * 10 + (p[2] - '0')) * 3600L +
+			((p[4] - '0') * 10 + (p[5] - '0')) * 60L;
+		t += *p == '+' ? -off : off;
+	}
+	return t;
+}
+
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(((const struct sbx_fs_entry *)a)->path,
+		      ((const struct sbx_fs_entry *)b)->path);
+}
+
+int sbx_fs_emit_sorted(struct sbx_fs_entry *v, size_t n, const struct sbx_fs_op *op,
+		       struct sbx_err *err)
+{
+	if (n)
+		qsort(v, n, sizeof(*v), by_path);
+	for (size_t i = 0; i < n; i++)
+		if (op->entry && op->entry(op->arg, &v[i], err) < 0)
+			return -1;
+	return 0;
+}

@@ -58,6 +58,11 @@ json_t *sbx_fs_entry_json(const struct sbx_fs_entry *e);
 void sbx_fs_entry_print(FILE *f, const struct sbx_fs_entry *e, bool full);
 /* the last component of a path ("/" for "/") */
 const char *sbx_fs_basename(const char *path, char *buf, size_t size);
+/* an RFC 3339 time ("2026-11-25T10:00:00.123Z", "...+01:00") as unix seconds; 0 when none */
+long long sbx_fs_parse_time(const char *s);
+/* sorts v by path, then hands each to op->entry */
+int sbx_fs_emit_sorted(struct sbx_fs_entry *v, size_t n, const struct sbx_fs_op *op,
+		       struct sbx_err *err);
 /* "0644" as a mode, 07777 at most; -1 when it is not */
 int sbx_fs_parse_mode(const char *s);
 
