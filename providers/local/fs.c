@@ -122,8 +122,9 @@ static int do_write(const char *path, int fd, int mode, struct sbx_err *err)
 		return -1;
 	int out = open(path, flags | O_CREAT | O_EXCL, mode < 0 ? 0644 : mode);
 	bool made = out >= 0;
+	/* it exists, or it is a link (a dangling one's target is made, inside the sandbox) */
 	if (out < 0 && errno == EEXIST)
-		out = open(path, flags);
+		out = open(path, flags | O_CREAT, mode < 0 ? 0644 : mode);
 	if (out < 0) {
 		if (errno == EISDIR)
 			return sbx_err_set(err, SBX_E_USAGE, "'%s' is a directory", path);
@@ -137,10 +138,13 @@ static int do_write(const char *path, int fd, int mode, struct sbx_err *err)
 				   "'%s' is not a regular file (a fifo, socket or device is not "
 				   "written)",
 				   path);
-	if ((mode >= 0 && !made && fchmod(o, (mode_t)mode) < 0) || ftruncate(o, 0) < 0 ||
-	    fcntl(o, F_SETFL, O_WRONLY) < 0)
+	if (ftruncate(o, 0) < 0 || fcntl(o, F_SETFL, O_WRONLY) < 0 ||
+	    copy(fd, o, "write", path, err) < 0)
+		return err->kind ? -1 : fail(err, "write", path);
+	/* after the bytes: a write clears setuid and setgid bits */
+	if ((mode >= 0 || made) && fchmod(o, (mode_t)(mode >= 0 ? mode : 0644)) < 0)
 		return fail(err, "write", path);
-	return copy(fd, o, "write", path, err);
+	return 0;
 }
 
 static int send_entry(int fd, const char *path, const char *name, int dirfd, struct sbx_err *err)
