@@ -42,6 +42,8 @@ test_expect_success 'a 5 MiB binary file round trips byte for byte, both ways' '
 	sbx fs write box /workspace/rand.bin <rand.bin &&
 	sbx fs read box /workspace/rand.bin >back.bin && cmp rand.bin back.bin &&
 	sbx exec box cat /workspace/rand.bin >viaexec.bin && cmp rand.bin viaexec.bin &&
+	sbx fs read box /workspace/rand.bin 2>e | head -c 10 >head.bin && test ! -s e &&
+	test_eq 10 "$(wc -c <head.bin)" &&
 	sbx fs write box /workspace/rand.bin </dev/null &&
 	test_eq 0 "$(sbx exec box stat -c %s /workspace/rand.bin)"
 '
@@ -208,6 +210,31 @@ test_expect_success 'released: every verb works on its files; the sandbox sees t
 	sbx resume box >/dev/null && test_eq r "$(sbx exec box cat /workspace/rel/f)" &&
 	test_eq 640 "$(sbx exec box stat -c %a /workspace/rel/f)" &&
 	expect_code 1 sbx exec box test -e /workspace/rel/x
+'
+
+test_expect_success 'an image sandbox: its layers read, writes land in its own files, released too' '
+	mkdir -p rootfs/bin rootfs/etc && cp /bin/busybox rootfs/bin/busybox &&
+	ln -s busybox rootfs/bin/sh && ln -s busybox rootfs/bin/cat &&
+	echo "from the image" >rootfs/etc/hello &&
+	sbx image import --rootfs rootfs localhost/fsimg:1 >/dev/null &&
+	sbx create --name img --image localhost/fsimg:1 >/dev/null &&
+	test_eq "from the image" "$(sbx fs read img /etc/hello)" &&
+	echo changed | sbx fs write img /etc/hello && test_eq changed "$(sbx exec img cat /etc/hello)" &&
+	test_eq "from the image" "$(cat rootfs/etc/hello)" &&
+	sbx pause --release img >/dev/null &&
+	test_eq changed "$(sbx fs read img /etc/hello)" &&
+	echo rel | sbx fs write img /srv/new && sbx fs ls --json img /srv >srv.json &&
+	json_assert srv.json "assert [e[\"name\"] for e in r] == [\"new\"], r" &&
+	sbx fs rm img /etc/hello && expect_code 125 sbx fs read img /etc/hello 2>e &&
+	sbx resume img >/dev/null && test_eq rel "$(sbx exec img cat /srv/new)" &&
+	expect_code 1 sbx exec img cat /etc/hello 2>/dev/null &&
+	sbx rm -f img >/dev/null && sbx image rm localhost/fsimg:1 >/dev/null
+'
+
+test_expect_success 'completion: fs subcommands take their own options' '
+	sbx __complete options fs write >o && test_grep -x -- --mode o && test_grep ! -x -- -r o &&
+	sbx __complete options fs rm >o && test_grep -x -- -f o && test_grep -x -- -r o &&
+	sbx __complete value-options | test_grep -x -- --mode
 '
 
 test_expect_success 'provider ls lists the fs capability of local' '
