@@ -9,6 +9,7 @@
 int cmd_create(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_cp(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_fs(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_logs(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_inspect(int argc, char **argv, struct sbx_ctx *ctx);

@@ -37,6 +37,22 @@ const struct sbx_command sbx_commands[] = {
 	  "  -a, --archive          keep the uid/gid of the source files\n"
 	  "  -L, --follow-link      copy what SRC points at when it is a symbolic link\n"
 	  "                         (resolved where it lives: inside the sandbox for SB:PATH)\n" },
+	{ "fs", cmd_fs, "Read, write, list and change files in a sandbox",
+	  "sbx fs read SB PATH\n"
+	  "       sbx fs write [--mode OCTAL] [-p] SB PATH\n"
+	  "       sbx fs ls [--json] [-R] SB PATH\n"
+	  "       sbx fs stat [--json] SB PATH\n"
+	  "       sbx fs rm [-r] [-f] SB PATH...\n"
+	  "       sbx fs mkdir [-p] SB PATH...\n"
+	  "       sbx fs mv SB SRC DST",
+	  "      --mode OCTAL       write: the file's mode (default 0644 for a new file; an\n"
+	  "                         existing file keeps its own)\n"
+	  "  -p, --parents          mkdir: make missing parents, no error if it exists;\n"
+	  "                         write: accepted (the parents are always made)\n"
+	  "      --json             ls: a JSON array of entries; stat: one entry object\n"
+	  "  -R, -r, --recursive    ls: every entry below PATH; rm: directories and all\n"
+	  "                         they hold\n"
+	  "  -f, --force            rm: a missing PATH is no error\n" },
 	{ "logs", cmd_logs, "Print the output of detached commands, or the egress log",
 	  "sbx logs [OPTIONS] SB\n       sbx logs --egress [--json] [OPTIONS] SB",
 	  "  -f, --follow           keep printing new output until the sandbox stops\n"

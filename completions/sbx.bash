@@ -135,15 +135,15 @@ _sbx()
 
 	# options: before the arguments, or anywhere for commands that take them there; 'sbx
 	# image' and 'sbx provider' take them after their subcommand
-	if [[ " image provider " == *" $cmd "* ]] && [ "$npos" -eq 0 ] && [[ $cur == -* ]]; then
+	if [[ " image provider fs " == *" $cmd "* ]] && [ "$npos" -eq 0 ] && [[ $cur == -* ]]; then
 		mapfile -t COMPREPLY < <(compgen -W '-h --help' -- "$cur")
 		return 0
 	fi
 	if [ "$dashdash" -eq 0 ] && [[ $cur == -* ]] &&
-		{ [[ " rm logs preview image provider " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
+		{ [[ " rm logs preview image provider fs " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
 		# 'sbx image pull -': pull's own options
 		local -a subw=()
-		[[ " image provider " == *" $cmd "* ]] && subw=("$sub")
+		[[ " image provider fs " == *" $cmd "* ]] && subw=("$sub")
 		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete options "$cmd" "${subw[@]}" 2>/dev/null)" -- "$cur")
 		return 0
 	fi
@@ -166,6 +166,13 @@ _sbx()
 			compopt -o filenames 2>/dev/null
 			mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
 		esac
+		return 0 ;;
+	fs)
+		# fs SUB SB PATH...: the subcommand, then the sandbox; paths are the sandbox's
+		[ "$npos" -eq 0 ] &&
+			mapfile -t COMPREPLY < <(compgen -W 'read write ls stat rm mkdir mv' -- "$cur")
+		[ "$npos" -eq 1 ] &&
+			mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete sandboxes 2>/dev/null)" -- "$cur")
 		return 0 ;;
 	provider)
 		[ "$npos" -eq 0 ] && mapfile -t COMPREPLY < <(compgen -W 'ls' -- "$cur")

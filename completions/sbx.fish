@@ -43,9 +43,9 @@ function __sbx_options
     set -l args (__sbx_args); or return
     # options: before the arguments, or anywhere for commands that take them there; 'sbx
     # image' and 'sbx provider' take them after their subcommand
-    if contains -- $cmd image provider; and test (count $args) -eq 0
+    if contains -- $cmd image provider fs; and test (count $args) -eq 0
         printf '%s\n' -h --help
-    else if contains -- $cmd image provider
+    else if contains -- $cmd image provider fs
         # 'sbx image pull -': pull's own options
         sbx __complete options $cmd $args[1] 2>/dev/null
     else if test (count $args) -eq 0; or contains -- $cmd rm logs preview
@@ -99,6 +99,8 @@ complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --image' -a '(sbx __complete im
 complete -c sbx -n '__sbx_sub_at image "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'pull import ls rm prune'
 complete -c sbx -n '__sbx_sub_at image rm; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete images 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at image import 1; and not string match -q -- "-*" (commandline -ct)' -F
+complete -c sbx -n '__sbx_sub_at fs "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'read write ls stat rm mkdir mv'
+complete -c sbx -n '__sbx_sub_at fs "" 1; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete sandboxes 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at provider "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'ls'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --ttl-action' -a 'pause rm'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --net' -a 'none allow= open host'

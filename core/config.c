@@ -14,7 +14,8 @@ const char *const sbx_cap_names[] = {
 	"preview",    "preview-auth", "limit-cpu", "limit-memory", "limit-pids",   "disk",
 	"volumes",    "net-none",     "net-open",  "net-allow",	   "net-host",	   "add-host",
 	"host-port",  "image",	      "template",  "ttl",	   "hostname",	   "cp",
-	"egress-log", "snapshot",     "nested",	   "net-rate",	   "net-update",   NULL,
+	"egress-log", "snapshot",     "nested",	   "net-rate",	   "net-update",   "fs",
+	NULL,
 };
 
 /* --- the JSON mapping ------------------------------------------------------------------------ */

@@ -45,6 +45,7 @@ enum sbx_cap {
 	SBX_CAP_NESTED = 1u << 26,	/* --nested: namespaces and mounts of its own inside */
 	SBX_CAP_NET_RATE = 1u << 27,	/* --net-rate */
 	SBX_CAP_NET_UPDATE = 1u << 28,	/* update --net, --net-allow, --net-deny, --net-rate */
+	SBX_CAP_FS = 1u << 29,		/* fs: the file verbs */
 };
 /* "exec-stdin", ... in bit order, NULL-terminated */
 extern const char *const sbx_cap_names[];

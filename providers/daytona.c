@@ -2,6 +2,7 @@
  * in-sandbox toolbox (process sessions, files) reached through the sandbox's toolbox proxy. */
 #define _GNU_SOURCE
 #include "providers/remote-decode.h"
+#include "providers/daytona.h"
 
 #include <errno.h>
 #include <time.h>
@@ -682,6 +683,16 @@ static int dt_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const ch
 	return remote_cp_out(&f, src, tar_fd, o, err);
 }
 
+int daytona_remote(struct remote *r, struct sbx_err *err)
+{
+	return dt_remote(r, err);
+}
+
+char *daytona_toolbox_url(const struct remote *r, const struct sbx_record *rec, const char *tail)
+{
+	return toolbox_url(r, rec, tail);
+}
+
 static int dt_ready(struct sbx_err *err)
 {
 	_cleanup_(remote_release) struct remote r = { 0 };
@@ -703,13 +714,14 @@ const struct sbx_provider sbx_provider_daytona = {
 	 * sizes a sandbox in whole CPUs and GiB; exec runs a command and waits for its output */
 	.caps = SBX_CAP_RELEASE | SBX_CAP_PREVIEW | SBX_CAP_LIMIT_CPU | SBX_CAP_LIMIT_MEMORY |
 		SBX_CAP_DISK | SBX_CAP_NET_NONE | SBX_CAP_NET_OPEN | SBX_CAP_TEMPLATE |
-		SBX_CAP_TTL | SBX_CAP_CP,
+		SBX_CAP_TTL | SBX_CAP_CP | SBX_CAP_FS,
 	.ready = dt_ready,
 	.api_url = dt_api_url,
 	.create = dt_create,
 	.exec = dt_exec,
 	.cp_in = dt_cp_in,
 	.cp_out = dt_cp_out,
+	.fs = daytona_fs,
 	.rm = dt_rm,
 	.pause = dt_pause,
 	.resume = dt_resume,

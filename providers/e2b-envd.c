@@ -637,3 +637,49 @@ int e2b_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *sr
 		return -1;
 	return remote_cp_out(&f, src, tar_fd, o, err);
 }
+
+/* --- fs: the filesystem service and /files, for e2b-fs.c ------------------------------------ */
+
+int e2b_envd_rpc(const struct sbx_record *rec, const char *method, json_t *msg,
+		 struct sbx_http_resp *resp, struct sbx_err *err)
+{
+	_cleanup_free_ char *url = envd_url(rec, method);
+	_cleanup_free_ char *body = json_dumps(msg, JSON_COMPACT);
+	_cleanup_(envd_hdrs_release) struct envd_hdrs eh = { 0 };
+
+	envd_hdrs_init(&eh, rec, NULL);
+	envd_hdrs_add(&eh, "Content-Type: application/json");
+	envd_hdrs_add(&eh, "Connect-Protocol-Version: 1");
+	struct sbx_http_req q = SBX_HTTP_REQ_INIT;
+	q.url = url;
+	q.headers = eh.h;
+	q.body = body;
+	q.body_len = strlen(body);
+	q.timeout_ms = 60000;
+	return sbx_http_perform(&q, resp, "E2B", err);
+}
+
+int e2b_envd_files(const struct sbx_record *rec, const char *path, int in_fd, long long size,
+		   int out_fd, struct sbx_http_resp *resp, struct sbx_err *err)
+{
+	_cleanup_free_ char *url = files_url(rec, path);
+	_cleanup_(envd_hdrs_release) struct envd_hdrs eh = { 0 };
+
+	envd_hdrs_init(&eh, rec, NULL);
+	if (in_fd >= 0)
+		envd_hdrs_add(&eh, "Content-Type: application/octet-stream");
+	struct sbx_http_req q = SBX_HTTP_REQ_INIT;
+	q.url = url;
+	q.headers = eh.h;
+	q.body_fd = in_fd;
+	q.body_size = size;
+	q.out_fd = out_fd;
+	q.stall_s = 60;
+	return sbx_http_perform(&q, resp, "E2B", err);
+}
+
+int e2b_envd_failed(const struct sbx_record *rec, const char *what, long status,
+		    const struct strbuf *body, struct sbx_err *err)
+{
+	return envd_failed(rec, what, status, body, err);
+}

@@ -336,13 +336,14 @@ const struct sbx_provider sbx_provider_e2b = {
 	 * policies but on and off */
 	.caps = SBX_CAP_EXEC_STDIN | SBX_CAP_EXEC_USER | SBX_CAP_EXEC_DETACH |
 		SBX_CAP_PAUSE_MEMORY | SBX_CAP_RELEASE | SBX_CAP_PREVIEW | SBX_CAP_NET_NONE |
-		SBX_CAP_NET_OPEN | SBX_CAP_TEMPLATE | SBX_CAP_TTL | SBX_CAP_CP,
+		SBX_CAP_NET_OPEN | SBX_CAP_TEMPLATE | SBX_CAP_TTL | SBX_CAP_CP | SBX_CAP_FS,
 	.ready = e2b_ready,
 	.api_url = e2b_api_url,
 	.create = e2b_create,
 	.exec = e2b_exec,
 	.cp_in = e2b_cp_in,
 	.cp_out = e2b_cp_out,
+	.fs = e2b_fs,
 	.rm = e2b_rm,
 	.pause = e2b_pause,
 	.resume = e2b_resume,

@@ -15,4 +15,18 @@ int e2b_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, con
 int e2b_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
 	       const struct sbx_cp_opts *o, struct sbx_err *err);
 
+/* sbx fs (e2b-fs.c), over envd as the template's default user: a unary call of the filesystem
+ * service (method "/filesystem.Filesystem/Stat", ...), or a /files download (out_fd) or
+ * upload (in_fd, size bytes); 0 with *resp whatever its status, -1 when no answer came */
+struct sbx_http_resp;
+int e2b_envd_rpc(const struct sbx_record *rec, const char *method, json_t *msg,
+		 struct sbx_http_resp *resp, struct sbx_err *err);
+int e2b_envd_files(const struct sbx_record *rec, const char *path, int in_fd, long long size,
+		   int out_fd, struct sbx_http_resp *resp, struct sbx_err *err);
+/* an envd answer that is not 2xx, as exec and cp report it */
+int e2b_envd_failed(const struct sbx_record *rec, const char *what, long status,
+		    const struct strbuf *body, struct sbx_err *err);
+int e2b_fs(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_fs_op *op,
+	   struct sbx_err *err);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "core/config.h"
 #include "core/err.h"
+#include "core/fs.h"
 #include "core/options.h"
 #include "core/store.h"
 
@@ -46,6 +47,10 @@ struct sbx_provider {
 	 * or released sandbox (rec->state fresh; core saves the record after); called locked */
 	int (*update)(struct sbx_ctx *, const struct sbx_record *, const struct sbx_config *c,
 		      struct sbx_err *);
+	/* sbx fs: one file verb (struct sbx_fs_op) on the sandbox's files; NOTFOUND for a missing
+	 * path, UNSUPPORTED naming a verb the provider's API cannot do */
+	int (*fs)(struct sbx_ctx *, const struct sbx_record *, const struct sbx_fs_op *,
+		  struct sbx_err *);
 	/* refresh rec->state (and state_reason) by looking */
 	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 	/* every sandbox the provider has: *ret maps provider_id -> enum sbx_state (an integer);

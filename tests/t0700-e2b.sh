@@ -195,6 +195,38 @@ test_expect_success 'cp -L follows SRC when it is a link (and only SRC)' '
 	sbx cp box:/tmp/lnk notfollowed && test -L notfollowed
 '
 
+# --- sbx fs: /files for read and write, the filesystem service for the rest ---------------
+
+test_expect_success 'fs: write, read (binary), stat, ls, mkdir, mv, rm through envd' '
+	head -c 300000 /dev/urandom >fs.bin &&
+	sbx fs write box /tmp/fs/deep/f.bin <fs.bin &&
+	sbx fs read box /tmp/fs/deep/f.bin >fs.back && cmp fs.bin fs.back &&
+	sbx fs stat --json box /tmp/fs/deep/f.bin >st.json &&
+	json_assert st.json "assert r[\"type\"] == \"file\" and r[\"size\"] == 300000
+assert r[\"name\"] == \"f.bin\" and r[\"path\"] == \"/tmp/fs/deep/f.bin\"" &&
+	sbx fs mkdir box /tmp/fs/d && sbx fs mkdir -p box /tmp/fs/d/e/f &&
+	sbx exec box ln -s deep/f.bin /tmp/fs/lnk &&
+	sbx fs ls --json box /tmp/fs >ls.json &&
+	json_assert ls.json "assert [e[\"name\"] for e in r] == [\"d\", \"deep\", \"lnk\"], r
+assert r[2][\"type\"] == \"symlink\" and r[2][\"link_target\"].endswith(\"deep/f.bin\")" &&
+	sbx fs ls -R box /tmp/fs >ls.txt && test_grep "/tmp/fs/d/e/f$" ls.txt &&
+	sbx fs mv box /tmp/fs/deep/f.bin /tmp/fs/moved && sbx exec box test -f /tmp/fs/moved &&
+	sbx fs rm box /tmp/fs/moved && expect_code 1 sbx exec box test -e /tmp/fs/moved &&
+	sbx fs rm -r box /tmp/fs && expect_code 1 sbx exec box test -e /tmp/fs
+'
+
+test_expect_success 'fs: missing paths are not_found (125); what E2B cannot do is unsupported' '
+	expect_code 125 sbx fs read box /tmp/nope 2>e && expect_one_error_line e "does not exist" &&
+	expect_code 125 sbx fs stat box /tmp/nope 2>e && expect_one_error_line e "does not exist" &&
+	expect_code 125 sbx fs rm box /tmp/nope 2>e && expect_one_error_line e "does not exist" &&
+	sbx fs rm -f box /tmp/nope &&
+	expect_code 125 sbx fs mkdir box /tmp/no/such 2>e && expect_one_error_line e "does not exist" &&
+	echo x | expect_code 125 sbx fs write --mode 0600 box /tmp/m 2>e &&
+	expect_one_error_line e "cannot set a file.s mode" &&
+	sbx exec box mkdir -p /tmp/dd && expect_code 125 sbx fs rm box /tmp/dd 2>e &&
+	expect_one_error_line e "is a directory" && sbx fs rm -r box /tmp/dd
+'
+
 test_expect_success 'pause keeps memory (memory:true); exec refuses until resume; --resume' '
 	fake_reset &&
 	sbx exec -d box sh -c "echo \$\$ >/tmp/sleeper.pid; exec sleep 300" >/dev/null &&

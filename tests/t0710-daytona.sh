@@ -114,6 +114,34 @@ test_expect_success 'cp in and out keeps directories, modes and symlinks' '
 assert u and u[-1][\"headers\"].get(\"Content-Type\", u[-1][\"headers\"].get(\"content-type\", \"\")).startswith(\"multipart/form-data\"), u"
 '
 
+# --- sbx fs: the toolbox's file API ---------------------------------------------------------
+
+test_expect_success 'fs: write (--mode), read (binary), stat, ls -R, mkdir, mv, rm' '
+	head -c 200000 /dev/urandom >fs.bin &&
+	sbx fs write --mode 0600 dbox /tmp/fs/deep/f.bin <fs.bin &&
+	sbx fs read dbox /tmp/fs/deep/f.bin >fs.back && cmp fs.bin fs.back &&
+	test_eq 600 "$(sbx exec dbox stat -c %a /tmp/fs/deep/f.bin)" &&
+	sbx fs stat --json dbox /tmp/fs/deep/f.bin >st.json &&
+	json_assert st.json "assert r[\"type\"] == \"file\" and r[\"size\"] == 200000
+assert r[\"mode\"] == \"0600\" and r[\"path\"] == \"/tmp/fs/deep/f.bin\"" &&
+	sbx fs mkdir dbox /tmp/fs/d && sbx fs mkdir -p dbox /tmp/fs/d/e &&
+	expect_code 125 sbx fs mkdir dbox /tmp/fs/d 2>e && expect_one_error_line e "exists" &&
+	sbx fs ls --json -R dbox /tmp/fs >ls.json &&
+	json_assert ls.json "assert [e[\"path\"] for e in r] == [\"/tmp/fs/d\", \"/tmp/fs/d/e\",
+  \"/tmp/fs/deep\", \"/tmp/fs/deep/f.bin\"], r" &&
+	sbx fs mv dbox /tmp/fs/deep/f.bin /tmp/fs/moved && sbx exec dbox test -f /tmp/fs/moved &&
+	expect_code 125 sbx fs rm dbox /tmp/fs/d 2>e && expect_one_error_line e "is a directory" &&
+	sbx fs rm dbox /tmp/fs/moved && sbx fs rm -r dbox /tmp/fs &&
+	expect_code 1 sbx exec dbox test -e /tmp/fs
+'
+
+test_expect_success 'fs: missing paths are not_found, 125; rm -f of one is no error' '
+	expect_code 125 sbx fs read dbox /tmp/nope 2>e && expect_one_error_line e "does not exist" &&
+	expect_code 125 sbx fs stat dbox /tmp/nope 2>e && expect_one_error_line e "does not exist" &&
+	expect_code 125 sbx fs mkdir dbox /tmp/no/such 2>e && expect_one_error_line e "does not exist" &&
+	sbx fs rm -f dbox /tmp/nope
+'
+
 test_expect_success 'pause on a container class is stop (disk kept); exec refuses; resume starts' '
 	fake_reset &&
 	sbx pause dbox && test_eq stopped "$(sb_state dbox)" &&

@@ -60,6 +60,10 @@ struct cp_job {
 	bool join_cgroup;	/* running and not paused: the copy is charged to the sandbox */
 	const char *sbdir;
 	int disk_fd; /* stopped, with --disk: a mount of its disk (-1: none) */
+	/* another work than a copy (sbx fs, local_confined): fn on fd, drain in the CLI */
+	int (*fn)(void *arg, int fd, struct sbx_err *err);
+	int (*drain)(void *arg, struct sbx_err *err);
+	void *arg;
 };
 
 static _noreturn_ void child_exit(int efd, const struct sbx_err *err)
@@ -112,8 +116,9 @@ static _noreturn_ void work(const struct cp_job *j, bool private, int efd)
 		sbx_err_errno(&e, "cannot enter '/' in the sandbox");
 		child_exit(efd, &e);
 	}
-	int r = j->out ? sbx_archive_pack(j->fd, &j->src, j->follow, &e)
-		       : sbx_archive_extract(j->fd, j->dest, j->top, j->flags, &e);
+	int r = j->fn	 ? j->fn(j->arg, j->fd, &e)
+		: j->out ? sbx_archive_pack(j->fd, &j->src, j->follow, &e)
+			 : sbx_archive_extract(j->fd, j->dest, j->top, j->flags, &e);
 	child_exit(efd, r < 0 ? &e : NULL);
 }
 
@@ -338,7 +343,7 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 
 	/* everything the child needs from the host, before it moves: libarchive and its
 	 * libraries, the conversion tables, the filter, /dev/null */
-	if (sbx_archive_load(err) < 0)
+	if (!j->fn && sbx_archive_load(err) < 0)
 		return -1;
 	sbx_confine_prepare();
 	size_t bpf_len = 0;
@@ -422,8 +427,14 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 			return -1;
 		}
 	}
-	int r = sbx_err_recv(efd[0], pid, "copy", err);
+	struct sbx_err drained = { 0 };
+	int dr = j->drain ? j->drain(j->arg, &drained) : 0;
+	int r = sbx_err_recv(efd[0], pid, j->fn ? "file" : "copy", err);
 	close(efd[0]);
+	if (r == 0 && dr < 0) {
+		*err = drained;
+		r = -1;
+	}
 	return r;
 fail:
 	if (pidfd >= 0)
@@ -474,4 +485,18 @@ int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *
 	int r = run(rec, &j, err);
 	sbx_cp_src_release(&j.src);
 	return r;
+}
+
+int local_confined(struct sbx_ctx *ctx, const struct sbx_record *rec, int fd,
+		   int (*fn)(void *arg, int fd, struct sbx_err *err),
+		   int (*drain)(void *arg, struct sbx_err *err), void *arg, struct sbx_err *err)
+{
+	struct cp_job j = { .fd = fd, .disk_fd = -1, .fn = fn, .drain = drain, .arg = arg };
+
+	local_touch_activity(rec->dir);
+	_cleanup_(strv_freep) char **layers = NULL;
+	if (local_image_layers(ctx, rec, &layers, &j.n_layers, err) < 0)
+		return -1;
+	j.layers = layers;
+	return run(rec, &j, err);
 }

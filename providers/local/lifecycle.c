@@ -676,12 +676,13 @@ const struct sbx_provider sbx_provider_local = {
 		SBX_CAP_VOLUMES | SBX_CAP_NET_NONE | SBX_CAP_NET_OPEN | SBX_CAP_NET_ALLOW |
 		SBX_CAP_NET_HOST | SBX_CAP_ADD_HOST | SBX_CAP_HOST_PORT | SBX_CAP_IMAGE |
 		SBX_CAP_NESTED | SBX_CAP_TTL | SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG |
-		SBX_CAP_NET_RATE | SBX_CAP_NET_UPDATE,
+		SBX_CAP_NET_RATE | SBX_CAP_NET_UPDATE | SBX_CAP_FS,
 	.default_workdir = "/workspace",
 	.create = local_create,
 	.exec = local_exec,
 	.cp_in = local_cp_in,
 	.cp_out = local_cp_out,
+	.fs = local_fs,
 	.rm = local_rm,
 	.pause = local_pause,
 	.resume = local_resume,

@@ -11,6 +11,7 @@
  *                 that execs the command (so the sbx binary never runs a sandbox's file)
  *   user.c        exec's child, inside: exec -u (the sandbox's passwd and group)
  *   cp.c          the CLI, then a confined helper child in (or around) the sandbox: sbx cp
+ *   fs.c          the CLI, then cp.c's confined helper child: sbx fs
  *   net-ctl.c     the CLI: sbx preview's request to the supervisor, exec's proxy credential
  *   supervisor.c  the supervisor: clones init, writes its id maps, reports to the CLI, holds
  *                 the sandbox (idle timeout)
@@ -320,5 +321,14 @@ int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, c
 		const struct sbx_cp_opts *opts, struct sbx_err *err);
 int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
 		 const struct sbx_cp_opts *opts, struct sbx_err *err);
+/* the same confined helper for other work: fn(arg, fd) runs as cp's copy does, inside a
+ * running or paused sandbox, or in a stopped one's files (fd its one descriptor); drain(arg)
+ * runs in the CLI meanwhile (NULL: none). Its outcome, else drain's */
+int local_confined(struct sbx_ctx *ctx, const struct sbx_record *rec, int fd,
+		   int (*fn)(void *arg, int fd, struct sbx_err *err),
+		   int (*drain)(void *arg, struct sbx_err *err), void *arg, struct sbx_err *err);
+/* sbx fs (fs.c): the file verbs, each in local_confined's helper */
+int local_fs(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_fs_op *op,
+	     struct sbx_err *err);
 
 #endif

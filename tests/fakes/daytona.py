@@ -59,7 +59,8 @@ path, method}; 400 "not started" unless the sandbox is started:
            files[i].path, files[i].file), GET /files/download?path=, POST
            /files/bulk-download {paths} (multipart answer: "file" parts, JSON "error"
            parts), GET /files?path=, GET /files/info?path=, POST /files/folder?path=&mode=,
-           DELETE /files?path=&recursive=, POST /files/move?source=&destination=
+           POST /files/permissions?path=&mode=, DELETE /files?path=&recursive=,
+           POST /files/move?source=&destination=
     GET    /user-home-dir, /work-dir, /version
 A session is one long-lived sh in the backing sandbox that runs its commands in turn, in
 the shell itself as Daytona's daemon does: cd and variables carry over to the next
@@ -942,6 +943,17 @@ class Daytona(fakelib.Provider):
                     raise fakelib.HTTPError(400, r.stderr.decode("utf-8", "replace").strip() or
                                             "mkdir failed")
                 return req.send(201)
+            if rest == "/permissions" and meth == "POST":
+                p = self._path(req.arg("path"))
+                mode = req.arg("mode") or ""
+                if not re.match(r"^[0-7]{1,4}$", mode):
+                    raise fakelib.HTTPError(400, "invalid mode %s" % mode)
+                self.sbx.fs(bid, "stat", p)
+                r = self.sbx.run(bid, ["chmod", mode, "--", p], timeout=30)
+                if r.exit.exit_code() != 0:
+                    raise fakelib.HTTPError(400, r.stderr.decode("utf-8", "replace").strip() or
+                                            "chmod failed")
+                return req.send(200)
             if rest == "/move" and meth == "POST":
                 src = self._path(req.arg("source"), "source")
                 dst = self._path(req.arg("destination"), "destination")
