@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <strings.h>
 
 #include "core/json.h"
 #include "core/log.h"
@@ -146,19 +147,71 @@ int cmd_exit_code(const struct sbx_err *err)
 	}
 }
 
+bool cmd_json_errors;
+
+/* SBX_JSON=1 (any value but "", "0", "false", "no") */
+static bool env_json(void)
+{
+	const char *v = getenv("SBX_JSON");
+
+	return v && *v && !streq(v, "0") && strcasecmp(v, "false") && strcasecmp(v, "no");
+}
+
+bool cmd_json_mode(void)
+{
+	return cmd_json_errors || env_json();
+}
+
+/* {"error": {"code": "...", "message": "..."}} on one line; the message terminal-safe as the
+ * text one (valid UTF-8 too, which a JSON string must be) */
+static void error_json(const char *code, const char *safe)
+{
+	json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", safe);
+	char *s = j ? json_dumps(j, JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER) : NULL;
+
+	if (s)
+		fprintf(stderr, "%s\n", s);
+	else
+		fprintf(stderr, "{\"error\": {\"code\": \"%s\", \"message\": \"\"}}\n", code);
+	free(s);
+	json_decref(j);
+}
+
 /* every "sbx: error:" line: a message carries names and answers a sandbox or a provider chose
  * (tar entries, HTTP error bodies), which must not reach the terminal as control sequences */
-static void error_line(const char *msg, size_t n)
+static void error_line(const char *code, const char *msg, size_t n)
 {
 	_cleanup_free_ char *safe = sbx_term_safe_n(msg, n);
 
-	fprintf(stderr, "sbx: error: %s\n", n ? safe : "unknown error");
+	if (cmd_json_mode())
+		error_json(code, n ? safe : "unknown error");
+	else
+		fprintf(stderr, "sbx: error: %s\n", n ? safe : "unknown error");
 }
 
 int cmd_report(const struct sbx_err *err)
 {
-	error_line(err->msg, strnlen(err->msg, sizeof(err->msg)));
+	error_line(sbx_err_code(err), err->msg, strnlen(err->msg, sizeof(err->msg)));
 	return cmd_exit_code(err);
+}
+
+int cmd_error(enum sbx_errkind kind, const char *fmt, ...)
+{
+	struct sbx_err err = { .kind = kind };
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
+	va_end(ap);
+	return cmd_report(&err);
+}
+
+static int unknown_command(const char *name)
+{
+	cmd_error(SBX_E_USAGE, "unknown command '%s'", name);
+	if (!cmd_json_mode())
+		fputs("Run 'sbx --help' to list the commands.\n", stderr);
+	return 125;
 }
 
 int cmd_usage_error(const char *cmd, const char *fmt, ...)
@@ -171,7 +224,9 @@ int cmd_usage_error(const char *cmd, const char *fmt, ...)
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
-	error_line(msg ? msg : "", msg ? strlen(msg) : 0);
+	error_line("invalid_argument", msg ? msg : "", msg ? strlen(msg) : 0);
+	if (cmd_json_mode())
+		return 125; /* the JSON line is all: no usage text around it */
 	if (c)
 		fprintf(stderr, "Usage: %s\n", c->usage);
 	fprintf(stderr, "Run 'sbx %s --help' for more information.\n", cmd);
@@ -315,15 +370,27 @@ int cmd_help(int argc, char **argv, struct sbx_ctx *ctx)
 	if (streq(argv[1], "-h") || streq(argv[1], "--help"))
 		return cmd_print_help("help");
 	const struct sbx_command *c = cmd_find(argv[1]);
-	if (!c || !c->summary) {
-		_cleanup_free_ char *safe = sbx_term_safe(argv[1]);
-		fprintf(stderr,
-			"sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
-			"commands.\n",
-			safe);
-		return 125;
-	}
+	if (!c || !c->summary)
+		return unknown_command(argv[1]);
 	return cmd_print_help(c->name);
+}
+
+/* --json among a command's arguments makes its errors JSON from the first one on (a usage
+ * error may come before getopt reaches it): up to "--", and for a command that runs one, up to
+ * the first word that is not an option (exec SB CMD --json: the command's) */
+static bool args_want_json(const char *cmd, int argc, char **argv)
+{
+	bool runs = streq(cmd, "exec") || streq(cmd, "run");
+
+	for (int i = 1; i < argc; i++) {
+		if (streq(argv[i], "--"))
+			break;
+		if (streq(argv[i], "--json"))
+			return true;
+		if (runs && argv[i][0] != '-')
+			break;
+	}
+	return false;
 }
 
 static int finish(int code)
@@ -331,15 +398,12 @@ static int finish(int code)
 	/* git's run_builtin check: a result nobody received is a failure */
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		if (errno != EPIPE) {
-			fprintf(stderr, "sbx: error: cannot write to standard output: %s\n",
-				strerror(errno));
-			return 125;
+			return cmd_error(SBX_E_IO, "cannot write to standard output: %s",
+					 strerror(errno));
 		}
 	}
 	if (fclose(stdout) != 0 && errno != EPIPE && code == 0) {
-		fprintf(stderr, "sbx: error: cannot write to standard output: %s\n",
-			strerror(errno));
-		return 125;
+		return cmd_error(SBX_E_IO, "cannot write to standard output: %s", strerror(errno));
 	}
 	return code;
 }
@@ -369,35 +433,28 @@ int main(int argc, char **argv)
 			return finish(0);
 		case 'V':
 			return finish(cmd_version(1, argv, &ctx));
-		default: {
-			_cleanup_free_ char *safe = sbx_term_safe(argv[optind - 1]);
-			fprintf(stderr,
-				"sbx: error: unknown option '%s'\nRun 'sbx --help' for more "
-				"information.\n",
-				safe);
+		default:
+			cmd_error(SBX_E_USAGE, "unknown option '%s'", argv[optind - 1]);
+			if (!cmd_json_mode())
+				fputs("Run 'sbx --help' for more information.\n", stderr);
 			return 125;
-		}
 		}
 	}
 	if (optind >= argc) {
-		main_usage(stderr);
-		fprintf(stderr, "sbx: error: no command given\n");
-		return 125;
+		if (!cmd_json_mode())
+			main_usage(stderr);
+		return cmd_error(SBX_E_USAGE, "no command given");
 	}
 	ctx.debug = sbx_debug_enabled;
 	const struct sbx_command *cmd = cmd_find(argv[optind]);
-	if (!cmd) {
-		_cleanup_free_ char *safe = sbx_term_safe(argv[optind]);
-		fprintf(stderr,
-			"sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
-			"commands.\n",
-			safe);
-		return 125;
-	}
+	if (!cmd)
+		return unknown_command(argv[optind]);
 	/* commands that need no store */
 	bool needs_store = !streq(cmd->name, "version") && !streq(cmd->name, "help");
 	int sub_argc = argc - optind;
 	char **sub_argv = argv + optind;
+	if (args_want_json(cmd->name, sub_argc, sub_argv))
+		cmd_json_errors = true;
 	/* --help works even where the store cannot be opened */
 	/* (where create's options are taken, -h is help only alone: create_help_or_hostname) */
 	if (sub_argc > 1 &&
