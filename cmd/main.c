@@ -32,6 +32,10 @@ const struct sbx_command sbx_commands[] = {
 	  "  -w, --workdir DIR      working directory inside\n"
 	  "      --timeout DUR      kill the command's process group after DUR (exit 124)\n"
 	  "      --resume           resume the sandbox first if it is paused, released or stopped\n"
+	  "      --json             capture the output; print one JSON object of the result\n"
+	  "                         (exit code, signal, timeout, OOM, time, output) on stdout\n"
+	  "      --max-output SIZE  with --json: keep at most SIZE of each stream (default 1M;\n"
+	  "                         the rest is counted)\n"
 	  "  -c STRING              run STRING with /bin/sh -c\n" },
 	{ "cp", cmd_cp, "Copy files between the host and a sandbox",
 	  "sbx cp [-a] [-L] SRC|- SB:PATH\n       sbx cp [-a] [-L] SB:PATH DEST|-",
