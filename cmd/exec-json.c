@@ -100,8 +100,9 @@ int exec_capture_start(struct exec_capture *c, size_t cap, struct sbx_err *err)
 {
 	int po[2], pe[2], pc[2], pr[2];
 
-	*c = (struct exec_capture){ .out_w = -1, .err_w = -1, .ctl_w = -1, .res_r = -1,
-				    .mfd = { -1, -1 }, .cap = cap };
+	*c = (struct exec_capture){
+		.out_w = -1, .err_w = -1, .ctl_w = -1, .res_r = -1, .mfd = { -1, -1 }, .cap = cap
+	};
 	c->mfd[0] = memfd_create("sbx-stdout", MFD_CLOEXEC);
 	c->mfd[1] = memfd_create("sbx-stderr", MFD_CLOEXEC);
 	if (c->mfd[0] < 0 || c->mfd[1] < 0) {

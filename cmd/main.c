@@ -58,6 +58,9 @@ const struct sbx_command sbx_commands[] = {
 	  "                         only: a list of them)\n" },
 	{ "ls", cmd_ls, "List sandboxes", "sbx ls [OPTIONS]",
 	  "      --json             print a JSON array of records\n"
+	  "  -f, --filter KEY=VALUE only the sandboxes that match: id=ID (or a prefix),\n"
+	  "                         name=NAME, label=K=V or label=K, state=STATE,\n"
+	  "                         provider=P (repeatable: the same key ORs, keys AND)\n"
 	  "  -q, --quiet            print ids only\n" },
 	{ "inspect", cmd_inspect, "Show the records of sandboxes as JSON",
 	  "sbx inspect [--json] SB...",
@@ -78,7 +81,8 @@ const struct sbx_command sbx_commands[] = {
 	  "      --net-rate [DOMAIN=]LIMIT,...  request and byte limits, as sbx create's;\n"
 	  "                         [DOMAIN=]none removes one (repeatable)\n" },
 	{ "rm", cmd_rm, "Remove sandboxes", "sbx rm [OPTIONS] SB...",
-	  "  -f, --force            remove running sandboxes too, and records that cannot be read\n" },
+	  "  -f, --force            remove running sandboxes too, and records that cannot be read\n"
+	  "      --ignore-missing   a sandbox that does not exist is no error (exit 0)\n" },
 	{ "run", cmd_run, "Create a sandbox, run a command in it, remove it",
 	  "sbx run [CREATE OPTIONS] [--timeout DUR] [-i] -- CMD [ARG...]\n"
 	  "       sbx run --image REF [CREATE OPTIONS] [-- CMD [ARG...]]",

@@ -47,11 +47,11 @@ struct sbx_update_opts {
 struct sbx_exec_result {
 	int out_fd, err_fd; /* in: the command's stdout and stderr (sbx's own lines stay on 2) */
 	/* out (as the provider knows them; the caller sets the defaults below first) */
-	int signal;		/* the signal that ended the command; 0: none */
-	bool timed_out;		/* --timeout ended it */
-	bool oom_killed;	/* the kernel killed it (or one of its processes) out of memory */
-	double cpu_ms;		/* user + system; < 0: unknown */
-	long long peak_memory;	/* bytes; < 0: unknown */
+	int signal;	       /* the signal that ended the command; 0: none */
+	bool timed_out;	       /* --timeout ended it */
+	bool oom_killed;       /* the kernel killed it (or one of its processes) out of memory */
+	double cpu_ms;	       /* user + system; < 0: unknown */
+	long long peak_memory; /* bytes; < 0: unknown */
 };
 
 struct sbx_exec_opts {

@@ -327,7 +327,7 @@ struct cmd {
 	bool stdin_open;
 	bool detach;
 	long *ret_pid;
-	bool foreground; /* the user's command: signals and a closed stdout end it */
+	bool foreground;	     /* the user's command: signals and a closed stdout end it */
 	struct sbx_exec_result *res; /* exec --json: how it ended */
 };
 

@@ -207,7 +207,7 @@ bool local_cgroup_oom_say(struct local_oom_watch *w, const char *label, const ch
 void local_exec_result(struct sbx_exec_result *r, const struct rusage *ru, int st, bool timed_out)
 {
 	r->cpu_ms = (double)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1e3 +
-		    (double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1e3;
+		(double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1e3;
 	r->peak_memory = (long long)ru->ru_maxrss * 1024; /* KiB: of the largest process */
 	r->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
 	r->timed_out = timed_out;
