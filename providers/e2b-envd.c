@@ -131,7 +131,7 @@ static int envd_failed(const struct sbx_record *rec, const char *what, long stat
 	int r;
 
 	if (status == 401 || status == 403)
-		r = sbx_err_set(err, SBX_E_CONFIG,
+		r = sbx_err_set(err, SBX_E_AUTH,
 				"cannot %s: E2B refused the sandbox's access "
 				"token (HTTP %ld%s%s)",
 				what, status, *m ? ": " : "", m);
