@@ -129,7 +129,7 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+hqf:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+hq", opts, NULL)) != -1) {
 		switch (c) {
 		case 'h':
 			return cmd_print_help("ls");
@@ -139,7 +139,6 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 		case OPT_JSON:
 			json = true;
 			break;
-		case 'f':
 		case OPT_FILTER:
 			if (filter_parse(optarg, &filters[n_filters++]) < 0)
 				return 125;

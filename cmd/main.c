@@ -58,7 +58,7 @@ const struct sbx_command sbx_commands[] = {
 	  "                         only: a list of them)\n" },
 	{ "ls", cmd_ls, "List sandboxes", "sbx ls [OPTIONS]",
 	  "      --json             print a JSON array of records\n"
-	  "  -f, --filter KEY=VALUE only the sandboxes that match: id=ID (or a prefix),\n"
+	  "      --filter KEY=VALUE only the sandboxes that match: id=ID (or a prefix),\n"
 	  "                         name=NAME, label=K=V or label=K, state=STATE,\n"
 	  "                         provider=P (repeatable: the same key ORs, keys AND)\n"
 	  "  -q, --quiet            print ids only\n" },

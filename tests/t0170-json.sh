@@ -142,7 +142,7 @@ test_expect_success 'ls --filter: same key ORs, keys AND; a bad key is invalid_a
 	test_eq 1 "$(sbx ls -q --filter name=jx --filter name=jy --filter label=team=b | wc -l)" &&
 	test_eq 2 "$(sbx ls -q --filter state=running --filter provider=local | wc -l)" &&
 	test_eq 0 "$(sbx ls -q --filter provider=e2b | wc -l)" &&
-	test_eq 1 "$(sbx ls -q -f id="$(sbx inspect jy | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"][:5])")" | wc -l)" &&
+	test_eq 1 "$(sbx ls -q --filter id="$(sbx inspect jy | python3 -c "import json,sys; print(json.load(sys.stdin)[\"id\"][:5])")" | wc -l)" &&
 	expect_code 125 sbx ls --json --filter color=red 2>err && test_eq invalid_argument "$(error_code err)"
 '
 
