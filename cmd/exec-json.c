@@ -133,8 +133,7 @@ int exec_capture_start(struct exec_capture *c, size_t cap, struct sbx_err *err)
 		close(pc[1]);
 		goto fail;
 	}
-	fflush(NULL);
-	c->pid = fork();
+	c->pid = fork(); /* the child ends with _exit: no stdio buffer is written twice */
 	if (c->pid == 0) {
 		int rd[2] = { po[0], pe[0] };
 		close(po[1]);
@@ -179,7 +178,11 @@ static bool capture_end(struct exec_capture *c, uint64_t total[2])
 		ok = n == (ssize_t)(2 * sizeof(uint64_t));
 	}
 	close_fd(&c->res_r);
-	if (c->pid > 0)
+	/* it has said all and is exiting: reaped now if it is done, else by whoever reaps sbx's
+	 * children once sbx exits a moment later (waiting for its exit is most of its cost) */
+	if (c->pid > 0 && ok)
+		(void)waitpid(c->pid, NULL, WNOHANG);
+	else if (c->pid > 0)
 		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	c->pid = 0;
