@@ -133,6 +133,31 @@ test_expect_success 'exec --json: a process left behind holding the pipes does n
 	sbx exec jx sh -c "pkill -x sleep || true"
 '
 
+# can this uid write a cgroup hierarchy sbx would use? (as t0310)
+writable_cgroup() {
+	local d
+	for d in /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/unified; do
+		[ -w "$d/cgroup.procs" ] && return 0
+	done
+	return 1
+}
+
+if writable_cgroup && test_have_prereq python3; then
+	test_expect_success 'exec --json: an OOM kill is oom_killed; sbx'"'"'s line stays out of "stderr"' '
+		sbx create --name joom --memory 32m >/dev/null &&
+		expect_code 137 sbx exec --json joom python3 -c "b = []
+while True: b.append(b\"x\" * (1 << 20))" >out 2>err &&
+		json_assert out "assert r[\"oom_killed\"] and r[\"signal\"] == \"SIGKILL\"
+assert \"out of memory\" not in r[\"stderr\"]" &&
+		test_grep "out of memory" err &&
+		expect_code 0 sbx exec --json joom true >out &&
+		json_assert out "assert not r[\"oom_killed\"]" &&
+		sbx rm -f joom >/dev/null
+	'
+else
+	test_skip 'exec --json: an OOM kill is oom_killed' 'no cgroup this uid may write: no --memory'
+fi
+
 test_expect_success 'ls --filter: same key ORs, keys AND; a bad key is invalid_argument' '
 	sbx create --name jy --label team=b >/dev/null &&
 	test_eq jx "$(sbx ls --json --filter label=team=a | python3 -c "import json,sys; print(\" \".join(x[\"name\"] for x in json.load(sys.stdin)))")" &&
