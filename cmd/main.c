@@ -64,7 +64,7 @@ const struct sbx_command sbx_commands[] = {
 	  "  -q, --quiet            print ids only\n" },
 	{ "inspect", cmd_inspect, "Show the records of sandboxes as JSON",
 	  "sbx inspect [--json] SB...",
-	  "      --json             no effect: the output is JSON already (as with ls --json)\n" },
+	  "      --json             errors as JSON too (the output is JSON already)\n" },
 	{ "pause", cmd_pause, "Freeze sandboxes, or release their processes",
 	  "sbx pause [--release [--grace DUR]] SB...",
 	  "      --release          end every process (SIGTERM, then SIGKILL); keep the files\n"
@@ -298,6 +298,9 @@ int cmd_bad_option(const char *cmd, int argc, char **argv)
 		? xstrdup(argv[0])
 		: xasprintf("sbx %s %s", cmd, argc > 0 ? argv[0] : "");
 
+	/* a --json the command does not take does not make its errors JSON */
+	if (streq(arg, "--json") || startswith(arg, "--json="))
+		cmd_json_errors = false;
 	if (startswith(arg, "--")) {
 		/* getopt_long says '?' for an unknown option (optopt 0), a missing value and a
 		 * value given to an option that takes none (optopt: the option's code) */
