@@ -178,11 +178,7 @@ static bool capture_end(struct exec_capture *c, uint64_t total[2])
 		ok = n == (ssize_t)(2 * sizeof(uint64_t));
 	}
 	close_fd(&c->res_r);
-	/* it has said all and is exiting: reaped now if it is done, else by whoever reaps sbx's
-	 * children once sbx exits a moment later (waiting for its exit is most of its cost) */
-	if (c->pid > 0 && ok)
-		(void)waitpid(c->pid, NULL, WNOHANG);
-	else if (c->pid > 0)
+	if (c->pid > 0)
 		while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR)
 			;
 	c->pid = 0;
