@@ -41,8 +41,15 @@ const struct sbx_command *cmd_find(const char *name);
 /* a record as ls --json, inspect and create --json print it: secrets left out, what looking
  * found merged in */
 json_t *cmd_record_view(const struct sbx_record *rec);
-/* prints "sbx: error: MSG" once and returns the exit status for it */
+/* prints "sbx: error: MSG" once (or, in JSON mode, {"error": {"code": ..., "message": ...}})
+ * and returns the exit status for it */
 int cmd_report(const struct sbx_err *err);
+/* cmd_report() of an error made here */
+_printf_(2, 3) int cmd_error(enum sbx_errkind kind, const char *fmt, ...);
+/* --json given to the command (cmd_json_errors, set by main or the command) or SBX_JSON=1:
+ * errors are printed as JSON */
+extern bool cmd_json_errors;
+bool cmd_json_mode(void);
 /* a usage error: message, usage line, pointer to --help; returns 125 */
 _printf_(2, 3) int cmd_usage_error(const char *cmd, const char *fmt, ...);
 /* handles an option getopt rejected (argv[optind-1] / optopt); returns 125 */
@@ -88,6 +95,9 @@ enum {
 	OPT_INSECURE,
 	OPT_ROOTFS,
 	OPT_NO_AUTH,
+	OPT_MAX_OUTPUT,
+	OPT_FILTER,
+	OPT_IGNORE_MISSING,
 	OPT_HELP = 'h',
 };
 

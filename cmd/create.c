@@ -49,8 +49,7 @@ int env_file(char ***v, size_t *n, const char *path, const char *cmd)
 	int lineno = 0;
 
 	if (!text) {
-		fprintf(stderr, "sbx: error: cannot read env file '%s': %s\n", path,
-			strerror(errno));
+		cmd_error(SBX_E_IO, "cannot read env file '%s': %s", path, strerror(errno));
 		return -1;
 	}
 	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -93,7 +92,8 @@ static int parse_volume(struct create_args *a, const char *arg, const char *cmd)
 		       -1;
 	char *real = realpath(s, NULL);
 	if (!real) {
-		fprintf(stderr, "sbx: error: cannot use volume '%s': %s\n", s, strerror(errno));
+		cmd_error(errno == ENOENT ? SBX_E_NOTFOUND : SBX_E_IO, "cannot use volume '%s': %s",
+			  s, strerror(errno));
 		return -1;
 	}
 	c->volumes = xrealloc(c->volumes, (c->n_volumes + 1) * sizeof(struct sbx_volume));

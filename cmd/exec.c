@@ -4,6 +4,32 @@
 
 #include <signal.h>
 
+#include "cmd/exec-json.h"
+
+/* --json: the output captured, one result object on stdout, the command's status */
+static int exec_json(struct sbx_ctx *ctx, const char *sb, struct sbx_exec_opts *o, long long cap)
+{
+	struct sbx_exec_result r = { .cpu_ms = -1, .peak_memory = -1 };
+	struct exec_capture cap_ = { 0 };
+	struct sbx_err err = { 0 };
+	int status = 0;
+
+	if (exec_capture_start(&cap_, (size_t)cap, &err) < 0)
+		return cmd_report(&err);
+	r.out_fd = cap_.out_w;
+	r.err_fd = cap_.err_w;
+	o->result = &r;
+	double t0 = exec_now_ms();
+	if (sbx_sandbox_exec(ctx, sb, o, &status, &err) < 0) {
+		exec_capture_abort(&cap_);
+		return cmd_report(&err);
+	}
+	double t1 = exec_now_ms();
+	if (exec_capture_print(&cap_, status, &r, t1 - t0, &err) < 0)
+		return cmd_report(&err);
+	return status;
+}
+
 int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
@@ -16,6 +42,8 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 		{ "workdir", required_argument, NULL, 'w' },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "resume", no_argument, NULL, OPT_RESUME },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -25,6 +53,8 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 	size_t n_env = 0;
 	const char *shell = NULL;
 	int c, status = 0, ret;
+	bool json = false;
+	long long cap = 0;
 
 	opterr = 0;
 	long detached_pid = 0;
@@ -72,6 +102,20 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 			break;
 		case OPT_RESUME:
 			o.resume = true;
+			break;
+		case OPT_JSON:
+			json = true;
+			cmd_json_errors = true;
+			break;
+		case OPT_MAX_OUTPUT:
+			cap = sbx_parse_bytes(optarg);
+			if (cap <= 0 || cap > EXEC_JSON_MAX_CAP) {
+				cmd_usage_error("exec",
+						"invalid size '%s' for --max-output (1 to 64M, "
+						"e.g. 10k, 4M)",
+						optarg);
+				goto usage;
+			}
 			break;
 		case OPT_TIMEOUT:
 			o.timeout_ms = sbx_parse_duration_ms(optarg);
@@ -124,8 +168,21 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 		cmd_usage_error("exec", "-d runs in the background: --timeout does not apply");
 		goto usage;
 	}
+	if (cap && !json) {
+		cmd_usage_error("exec", "--max-output goes with --json");
+		goto usage;
+	}
+	if (json && (o.tty || o.detach)) {
+		cmd_usage_error("exec", "--json captures the output: it cannot take -t or -d");
+		goto usage;
+	}
 	o.env = env;
 	o.ret_pid = &detached_pid;
+	if (json) {
+		ret = exec_json(ctx, sb, &o, cap ? cap : EXEC_JSON_DEFAULT_CAP);
+		sbx_strv_free(env);
+		return ret;
+	}
 	if (sbx_sandbox_exec(ctx, sb, &o, &status, &err) < 0) {
 		ret = cmd_report(&err);
 	} else {

@@ -195,8 +195,7 @@ int cmd_logs(int argc, char **argv, struct sbx_ctx *ctx)
 	fflush(stdout);
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 && errno != ENOENT) {
-		fprintf(stderr, "sbx: error: cannot read '%s': %s\n", path, strerror(errno));
-		return 125;
+		return cmd_error(SBX_E_IO, "cannot read '%s': %s", path, strerror(errno));
 	}
 	if (fd >= 0 && copy_out(fd) < 0)
 		return errno == EPIPE ? 0 : 125;

@@ -46,15 +46,84 @@ json_t *cmd_record_view(const struct sbx_record *rec)
 	return j;
 }
 
+/* --filter KEY=VALUE, as docker ps: the same key ORs, different keys AND */
+static const char *const filter_keys[] = { "id", "name", "label", "state", "provider" };
+
+struct filter {
+	size_t key; /* into filter_keys */
+	const char *val;
+};
+
+static bool filter_one(const struct sbx_record *r, const struct filter *f)
+{
+	switch (f->key) {
+	case 0: /* an id or a prefix of it */
+		return startswith(r->id, f->val);
+	case 1:
+		return r->name && streq(r->name, f->val);
+	case 2: { /* label=K=V or label=K (any value) */
+		const char *eq = strchr(f->val, '=');
+		size_t kl = eq ? (size_t)(eq - f->val) : strlen(f->val);
+		for (char **l = r->config.labels; l && *l; l++) {
+			if (strncmp(*l, f->val, kl) || ((*l)[kl] != '=' && (*l)[kl]))
+				continue;
+			if (!eq || streq(*l + kl + ((*l)[kl] == '='), eq + 1))
+				return true;
+		}
+		return false;
+	}
+	case 3:
+		return streq(sbx_state_name(r->state), f->val);
+	default:
+		return r->provider && streq(r->provider, f->val);
+	}
+}
+
+static bool filters_match(const struct sbx_record *r, const struct filter *f, size_t n)
+{
+	for (size_t k = 0; k < ARRAY_SIZE(filter_keys); k++) {
+		bool given = false, hit = false;
+		for (size_t i = 0; i < n && !hit; i++) {
+			if (f[i].key != k)
+				continue;
+			given = true;
+			hit = filter_one(r, &f[i]);
+		}
+		if (given && !hit)
+			return false;
+	}
+	return true;
+}
+
+static int filter_parse(const char *arg, struct filter *f)
+{
+	const char *eq = strchr(arg, '=');
+
+	for (size_t k = 0; eq && k < ARRAY_SIZE(filter_keys); k++)
+		if (strlen(filter_keys[k]) == (size_t)(eq - arg) &&
+		    !strncmp(arg, filter_keys[k], (size_t)(eq - arg))) {
+			*f = (struct filter){ k, eq + 1 };
+			return 0;
+		}
+	return cmd_usage_error("ls",
+			       "invalid filter '%s': use id=, name=, label=KEY[=VALUE], state= or "
+			       "provider=",
+			       arg),
+	       -1;
+}
+
 int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "filter", required_argument, NULL, OPT_FILTER },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool json = false, quiet = false;
+	_cleanup_free_ struct filter *filters = xcalloc((size_t)argc + 1, sizeof(*filters));
+	size_t n_filters = 0;
 	struct sbx_listing l;
 	struct sbx_err err = { 0 };
 	int c;
@@ -70,6 +139,10 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 		case OPT_JSON:
 			json = true;
 			break;
+		case OPT_FILTER:
+			if (filter_parse(optarg, &filters[n_filters++]) < 0)
+				return 125;
+			break;
 		default:
 			return cmd_bad_option("ls", argc, argv);
 		}
@@ -78,6 +151,14 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 		return cmd_usage_error("ls", "unexpected argument '%s'", argv[optind]);
 	if (sbx_sandbox_list(ctx, &l, &err) < 0)
 		return cmd_report(&err);
+	size_t kept = 0; /* the records the filters keep, in order */
+	for (size_t i = 0; i < l.n; i++) {
+		if (filters_match(l.recs[i], filters, n_filters))
+			l.recs[kept++] = l.recs[i];
+		else
+			sbx_record_free(l.recs[i]);
+	}
+	l.n = kept;
 	for (size_t i = 0; i < l.n_bad; i++)
 		sbx_warn(
 			"cannot read sandbox record '%s', skipping it (remove it with 'sbx rm -f')",

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <strings.h>
 
 #include "core/json.h"
 #include "core/log.h"
@@ -31,6 +32,10 @@ const struct sbx_command sbx_commands[] = {
 	  "  -w, --workdir DIR      working directory inside\n"
 	  "      --timeout DUR      kill the command's process group after DUR (exit 124)\n"
 	  "      --resume           resume the sandbox first if it is paused, released or stopped\n"
+	  "      --json             capture the output; print one JSON object of the result\n"
+	  "                         (exit code, signal, timeout, OOM, time, output) on stdout\n"
+	  "      --max-output SIZE  with --json: keep at most SIZE of each stream (default 1M;\n"
+	  "                         the rest is counted)\n"
 	  "  -c STRING              run STRING with /bin/sh -c\n" },
 	{ "cp", cmd_cp, "Copy files between the host and a sandbox",
 	  "sbx cp [-a] [-L] SRC|- SB:PATH\n       sbx cp [-a] [-L] SB:PATH DEST|-",
@@ -69,10 +74,13 @@ const struct sbx_command sbx_commands[] = {
 	  "                         only: a list of them)\n" },
 	{ "ls", cmd_ls, "List sandboxes", "sbx ls [OPTIONS]",
 	  "      --json             print a JSON array of records\n"
+	  "      --filter KEY=VALUE only the sandboxes that match: id=ID (or a prefix),\n"
+	  "                         name=NAME, label=K=V or label=K, state=STATE,\n"
+	  "                         provider=P (repeatable: the same key ORs, keys AND)\n"
 	  "  -q, --quiet            print ids only\n" },
 	{ "inspect", cmd_inspect, "Show the records of sandboxes as JSON",
 	  "sbx inspect [--json] SB...",
-	  "      --json             no effect: the output is JSON already (as with ls --json)\n" },
+	  "      --json             errors as JSON too (the output is JSON already)\n" },
 	{ "pause", cmd_pause, "Freeze sandboxes, or release their processes",
 	  "sbx pause [--release [--grace DUR]] SB...",
 	  "      --release          end every process (SIGTERM, then SIGKILL); keep the files\n"
@@ -89,7 +97,8 @@ const struct sbx_command sbx_commands[] = {
 	  "      --net-rate [DOMAIN=]LIMIT,...  request and byte limits, as sbx create's;\n"
 	  "                         [DOMAIN=]none removes one (repeatable)\n" },
 	{ "rm", cmd_rm, "Remove sandboxes", "sbx rm [OPTIONS] SB...",
-	  "  -f, --force            remove running sandboxes too, and records that cannot be read\n" },
+	  "  -f, --force            remove running sandboxes too, and records that cannot be read\n"
+	  "      --ignore-missing   a sandbox that does not exist is no error (exit 0)\n" },
 	{ "run", cmd_run, "Create a sandbox, run a command in it, remove it",
 	  "sbx run [CREATE OPTIONS] [--timeout DUR] [-i] -- CMD [ARG...]\n"
 	  "       sbx run --image REF [CREATE OPTIONS] [-- CMD [ARG...]]",
@@ -162,19 +171,71 @@ int cmd_exit_code(const struct sbx_err *err)
 	}
 }
 
+bool cmd_json_errors;
+
+/* SBX_JSON=1 (any value but "", "0", "false", "no") */
+static bool env_json(void)
+{
+	const char *v = getenv("SBX_JSON");
+
+	return v && *v && !streq(v, "0") && strcasecmp(v, "false") && strcasecmp(v, "no");
+}
+
+bool cmd_json_mode(void)
+{
+	return cmd_json_errors || env_json();
+}
+
+/* {"error": {"code": "...", "message": "..."}} on one line; the message terminal-safe as the
+ * text one (valid UTF-8 too, which a JSON string must be) */
+static void error_json(const char *code, const char *safe)
+{
+	json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", safe);
+	char *s = j ? json_dumps(j, JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER) : NULL;
+
+	if (s)
+		fprintf(stderr, "%s\n", s);
+	else
+		fprintf(stderr, "{\"error\": {\"code\": \"%s\", \"message\": \"\"}}\n", code);
+	free(s);
+	json_decref(j);
+}
+
 /* every "sbx: error:" line: a message carries names and answers a sandbox or a provider chose
  * (tar entries, HTTP error bodies), which must not reach the terminal as control sequences */
-static void error_line(const char *msg, size_t n)
+static void error_line(const char *code, const char *msg, size_t n)
 {
 	_cleanup_free_ char *safe = sbx_term_safe_n(msg, n);
 
-	fprintf(stderr, "sbx: error: %s\n", n ? safe : "unknown error");
+	if (cmd_json_mode())
+		error_json(code, n ? safe : "unknown error");
+	else
+		fprintf(stderr, "sbx: error: %s\n", n ? safe : "unknown error");
 }
 
 int cmd_report(const struct sbx_err *err)
 {
-	error_line(err->msg, strnlen(err->msg, sizeof(err->msg)));
+	error_line(sbx_err_code(err), err->msg, strnlen(err->msg, sizeof(err->msg)));
 	return cmd_exit_code(err);
+}
+
+int cmd_error(enum sbx_errkind kind, const char *fmt, ...)
+{
+	struct sbx_err err = { .kind = kind };
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
+	va_end(ap);
+	return cmd_report(&err);
+}
+
+static int unknown_command(const char *name)
+{
+	cmd_error(SBX_E_USAGE, "unknown command '%s'", name);
+	if (!cmd_json_mode())
+		fputs("Run 'sbx --help' to list the commands.\n", stderr);
+	return 125;
 }
 
 int cmd_usage_error(const char *cmd, const char *fmt, ...)
@@ -187,7 +248,9 @@ int cmd_usage_error(const char *cmd, const char *fmt, ...)
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
-	error_line(msg ? msg : "", msg ? strlen(msg) : 0);
+	error_line("invalid_argument", msg ? msg : "", msg ? strlen(msg) : 0);
+	if (cmd_json_mode())
+		return 125; /* the JSON line is all: no usage text around it */
 	if (c)
 		fprintf(stderr, "Usage: %s\n", c->usage);
 	fprintf(stderr, "Run 'sbx %s --help' for more information.\n", cmd);
@@ -251,6 +314,9 @@ int cmd_bad_option(const char *cmd, int argc, char **argv)
 		? xstrdup(argv[0])
 		: xasprintf("sbx %s %s", cmd, argc > 0 ? argv[0] : "");
 
+	/* a --json the command does not take does not make its errors JSON */
+	if (streq(arg, "--json") || startswith(arg, "--json="))
+		cmd_json_errors = false;
 	if (startswith(arg, "--")) {
 		/* getopt_long says '?' for an unknown option (optopt 0), a missing value and a
 		 * value given to an option that takes none (optopt: the option's code) */
@@ -331,15 +397,27 @@ int cmd_help(int argc, char **argv, struct sbx_ctx *ctx)
 	if (streq(argv[1], "-h") || streq(argv[1], "--help"))
 		return cmd_print_help("help");
 	const struct sbx_command *c = cmd_find(argv[1]);
-	if (!c || !c->summary) {
-		_cleanup_free_ char *safe = sbx_term_safe(argv[1]);
-		fprintf(stderr,
-			"sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
-			"commands.\n",
-			safe);
-		return 125;
-	}
+	if (!c || !c->summary)
+		return unknown_command(argv[1]);
 	return cmd_print_help(c->name);
+}
+
+/* --json among a command's arguments makes its errors JSON from the first one on (a usage
+ * error may come before getopt reaches it): up to "--", and for a command that runs one, up to
+ * the first word that is not an option (exec SB CMD --json: the command's) */
+static bool args_want_json(const char *cmd, int argc, char **argv)
+{
+	bool runs = streq(cmd, "exec") || streq(cmd, "run");
+
+	for (int i = 1; i < argc; i++) {
+		if (streq(argv[i], "--"))
+			break;
+		if (streq(argv[i], "--json"))
+			return true;
+		if (runs && argv[i][0] != '-')
+			break;
+	}
+	return false;
 }
 
 static int finish(int code)
@@ -347,15 +425,12 @@ static int finish(int code)
 	/* git's run_builtin check: a result nobody received is a failure */
 	if (fflush(stdout) != 0 || ferror(stdout)) {
 		if (errno != EPIPE) {
-			fprintf(stderr, "sbx: error: cannot write to standard output: %s\n",
-				strerror(errno));
-			return 125;
+			return cmd_error(SBX_E_IO, "cannot write to standard output: %s",
+					 strerror(errno));
 		}
 	}
 	if (fclose(stdout) != 0 && errno != EPIPE && code == 0) {
-		fprintf(stderr, "sbx: error: cannot write to standard output: %s\n",
-			strerror(errno));
-		return 125;
+		return cmd_error(SBX_E_IO, "cannot write to standard output: %s", strerror(errno));
 	}
 	return code;
 }
@@ -385,35 +460,28 @@ int main(int argc, char **argv)
 			return finish(0);
 		case 'V':
 			return finish(cmd_version(1, argv, &ctx));
-		default: {
-			_cleanup_free_ char *safe = sbx_term_safe(argv[optind - 1]);
-			fprintf(stderr,
-				"sbx: error: unknown option '%s'\nRun 'sbx --help' for more "
-				"information.\n",
-				safe);
+		default:
+			cmd_error(SBX_E_USAGE, "unknown option '%s'", argv[optind - 1]);
+			if (!cmd_json_mode())
+				fputs("Run 'sbx --help' for more information.\n", stderr);
 			return 125;
-		}
 		}
 	}
 	if (optind >= argc) {
-		main_usage(stderr);
-		fprintf(stderr, "sbx: error: no command given\n");
-		return 125;
+		if (!cmd_json_mode())
+			main_usage(stderr);
+		return cmd_error(SBX_E_USAGE, "no command given");
 	}
 	ctx.debug = sbx_debug_enabled;
 	const struct sbx_command *cmd = cmd_find(argv[optind]);
-	if (!cmd) {
-		_cleanup_free_ char *safe = sbx_term_safe(argv[optind]);
-		fprintf(stderr,
-			"sbx: error: unknown command '%s'\nRun 'sbx --help' to list the "
-			"commands.\n",
-			safe);
-		return 125;
-	}
+	if (!cmd)
+		return unknown_command(argv[optind]);
 	/* commands that need no store */
 	bool needs_store = !streq(cmd->name, "version") && !streq(cmd->name, "help");
 	int sub_argc = argc - optind;
 	char **sub_argv = argv + optind;
+	if (args_want_json(cmd->name, sub_argc, sub_argv))
+		cmd_json_errors = true;
 	/* --help works even where the store cannot be opened */
 	/* (where create's options are taken, -h is help only alone: create_help_or_hostname) */
 	if (sub_argc > 1 &&

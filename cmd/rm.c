@@ -6,10 +6,11 @@ int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
 		{ "force", no_argument, NULL, 'f' },
+		{ "ignore-missing", no_argument, NULL, OPT_IGNORE_MISSING },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	bool force = false;
+	bool force = false, ignore_missing = false;
 	int c, ret = 0;
 
 	opterr = 0;
@@ -20,6 +21,9 @@ int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx)
 		case 'f':
 			force = true;
 			break;
+		case OPT_IGNORE_MISSING:
+			ignore_missing = true;
+			break;
 		default:
 			return cmd_bad_option("rm", argc, argv);
 		}
@@ -29,6 +33,8 @@ int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx)
 	for (int i = optind; i < argc; i++) {
 		struct sbx_err err = { 0 };
 		if (sbx_sandbox_rm(ctx, argv[i], force, &err) < 0) {
+			if (ignore_missing && err.kind == SBX_E_NOTFOUND)
+				continue; /* already gone: what rm wants */
 			cmd_report(&err);
 			ret = 125;
 		} else {

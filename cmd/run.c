@@ -122,7 +122,7 @@ int cmd_run(int argc, char **argv, struct sbx_ctx *ctx)
 	int st = 0;
 	if (pid < 0) {
 		ret = 125;
-		fprintf(stderr, "sbx: error: cannot start the command\n");
+		cmd_error(SBX_E_SYSTEM, "cannot start the command");
 	} else {
 		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 			;

@@ -10,6 +10,7 @@ int sbx_err_set(struct sbx_err *err, enum sbx_errkind kind, const char *fmt, ...
 
 	err->kind = kind;
 	err->errnum = 0;
+	err->http_status = 0; /* a status of an earlier error would refine this one's code */
 	va_start(ap, fmt);
 	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 	va_end(ap);

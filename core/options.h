@@ -43,6 +43,17 @@ struct sbx_update_opts {
 	char **net_rate;	/* --net-rate SPEC: each replaces the limit of its domain */
 };
 
+/* sbx exec --json: where the command's output goes, and what the provider tells of its end */
+struct sbx_exec_result {
+	int out_fd, err_fd; /* in: the command's stdout and stderr (sbx's own lines stay on 2) */
+	/* out (as the provider knows them; the caller sets the defaults below first) */
+	int signal;	       /* the signal that ended the command; 0: none */
+	bool timed_out;	       /* --timeout ended it */
+	bool oom_killed;       /* the kernel killed it (or one of its processes) out of memory */
+	double cpu_ms;	       /* user + system; < 0: unknown */
+	long long peak_memory; /* bytes; < 0: unknown */
+};
+
 struct sbx_exec_opts {
 	char **argv;	      /* NULL-terminated */
 	char **env;	      /* "K=V" added for this exec, NULL-terminated */
@@ -54,6 +65,7 @@ struct sbx_exec_opts {
 	long long timeout_ms; /* 0: none */
 	long *ret_pid;	      /* -d: set to the command's pid inside the sandbox */
 	bool resume;	      /* --resume: a paused, released or stopped sandbox resumes first */
+	struct sbx_exec_result *result; /* --json: set, not -t or -d; NULL: the caller's 1, 2 */
 };
 
 struct sbx_cp_opts {

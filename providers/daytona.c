@@ -604,8 +604,13 @@ static int dt_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const stru
 	if (r == 0) {
 		struct remote_sigs sigs;
 		remote_sigs_catch(&sigs); /* a reader gone: EPIPE, not a death */
-		(void)sbx_write_all(1, out.buf ? out.buf : "", out.len);
-		(void)sbx_write_all(2, eout.buf ? eout.buf : "", eout.len);
+		(void)sbx_write_all(o->result ? o->result->out_fd : 1, out.buf ? out.buf : "",
+				    out.len);
+		(void)sbx_write_all(o->result ? o->result->err_fd : 2, eout.buf ? eout.buf : "",
+				    eout.len);
+		/* timeout(1)'s status: the one sign of a deadline the session API gives */
+		if (o->result && o->timeout_ms > 0 && *ret_status == SBX_EXIT_TIMEOUT)
+			o->result->timed_out = true;
 		remote_sigs_restore(&sigs);
 	} else {
 		sbx_err_prefix(err, "cannot run '%s' in sandbox '%s'", o->argv[0],

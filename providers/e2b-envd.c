@@ -131,7 +131,7 @@ static int envd_failed(const struct sbx_record *rec, const char *what, long stat
 	int r;
 
 	if (status == 401 || status == 403)
-		r = sbx_err_set(err, SBX_E_CONFIG,
+		r = sbx_err_set(err, SBX_E_AUTH,
 				"cannot %s: E2B refused the sandbox's access "
 				"token (HTTP %ld%s%s)",
 				what, status, *m ? ": " : "", m);
@@ -327,7 +327,8 @@ struct cmd {
 	bool stdin_open;
 	bool detach;
 	long *ret_pid;
-	bool foreground; /* the user's command: signals and a closed stdout end it */
+	bool foreground;	     /* the user's command: signals and a closed stdout end it */
+	struct sbx_exec_result *res; /* exec --json: how it ended */
 };
 
 static void run_release(struct run *x)
@@ -355,6 +356,8 @@ static int run_outcome(const struct run *x, const struct cmd *cmd, const char *l
 	}
 	if (x->eos_code && streq(x->eos_code, "deadline_exceeded") && cmd->timeout_ms > 0) {
 		*ret_status = SBX_EXIT_TIMEOUT;
+		if (cmd->res)
+			cmd->res->timed_out = true;
 		return 0;
 	}
 	if (x->eos_code && !x->ended) {
@@ -385,6 +388,8 @@ static int run_outcome(const struct run *x, const struct cmd *cmd, const char *l
 	} else if (x->status && startswith(x->status, "signal: ")) {
 		int s = signal_number(x->status + 8);
 		*ret_status = s ? 128 + s : 128 + SIGKILL;
+		if (cmd->res)
+			cmd->res->signal = s ? s : SIGKILL;
 	} else if (x->exit_code > 0) {
 		*ret_status = (int)(x->exit_code & 0xff);
 	} else {
@@ -503,6 +508,8 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 		if (resp.timed_out && cmd->timeout_ms > 0) {
 			sbx_err_clear(err);
 			*ret_status = SBX_EXIT_TIMEOUT;
+			if (cmd->res)
+				cmd->res->timed_out = true;
 			r = 0;
 		} else {
 			sbx_err_prefix(err, "cannot run '%s' in sandbox '%s'", cmd->argv[0], l);
@@ -557,13 +564,14 @@ int e2b_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx
 			 .stdin_open = o->interactive,
 			 .detach = o->detach,
 			 .ret_pid = o->ret_pid,
-			 .foreground = true };
+			 .foreground = true,
+			 .res = o->result };
 	if (o->user && strchr(o->user, ':'))
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "provider 'e2b' takes a user name for -u, "
 				   "not USER:GROUP");
-	return envd_run(rec, &c, (struct sink){ .fd = 1 }, (struct sink){ .fd = 2 }, ret_status,
-			err);
+	return envd_run(rec, &c, (struct sink){ .fd = o->result ? o->result->out_fd : 1 },
+			(struct sink){ .fd = o->result ? o->result->err_fd : 2 }, ret_status, err);
 }
 
 /* --- cp: tar through /files ------------------------------------------------------------------ */

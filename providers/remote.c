@@ -37,10 +37,10 @@ int remote_init(struct remote *r, const char *label, const char *key_var,
 	r->label = label;
 	r->key_var = key_var;
 	if (!key || !*key)
-		return sbx_err_set(err, SBX_E_CONFIG, "%s is not set: export your %s API key in it",
+		return sbx_err_set(err, SBX_E_AUTH, "%s is not set: export your %s API key in it",
 				   key_var, label);
 	if (strpbrk(key, "\r\n"))
-		return sbx_err_set(err, SBX_E_CONFIG, "%s holds a line break; it is not an API key",
+		return sbx_err_set(err, SBX_E_AUTH, "%s holds a line break; it is not an API key",
 				   key_var);
 	r->api = xstrdup(url ? url : dflt);
 	for (size_t n = strlen(r->api); n && r->api[n - 1] == '/'; n--)
@@ -105,9 +105,8 @@ int remote_status_error(const struct remote *r, const char *what, long status,
 	int rc;
 
 	if (status == 401 || status == 403)
-		rc = sbx_err_set(err, SBX_E_CONFIG,
-				 "%s rejected the API key (HTTP %ld%s); check %s", r->label, status,
-				 detail, r->key_var);
+		rc = sbx_err_set(err, SBX_E_AUTH, "%s rejected the API key (HTTP %ld%s); check %s",
+				 r->label, status, detail, r->key_var);
 	else if (status == 404)
 		rc = sbx_err_set(err, SBX_E_NOTFOUND,
 				 "cannot %s: %s has no such sandbox (HTTP "

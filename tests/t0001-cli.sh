@@ -203,7 +203,7 @@ test_expect_success 'inspect takes --json (a no-op) and several sandboxes, each 
 	sbx inspect --help >out && grep -q "^Usage: sbx inspect \[--json\] SB\.\.\.$" out &&
 	grep -q "^      --json " out &&
 	expect_code 125 sbx inspect --json nope >out 2>err && test ! -s out &&
-	expect_one_error_line err "^sbx: error: no such sandbox: .nope." &&
+	expect_one_error_line err "^\{\"error\": \{\"code\": \"not_found\", \"message\": \"no such sandbox: .nope." &&
 	expect_code 125 sbx inspect nope1 nope2 >out 2>err &&
 	test "$(tr -d " \n" <out)" = "[]" &&
 	test "$(wc -l <err)" = 2 &&
@@ -221,7 +221,7 @@ if test_have_prereq USERNS; then
 		json_assert two "assert r[1][\"id\"] == \"$(cat ida)\"" &&
 		expect_code 125 sbx inspect --json t1a nope t1b >some 2>err &&
 		json_assert some "assert [x[\"name\"] for x in r] == [\"t1a\", \"t1b\"]" &&
-		expect_one_error_line err "^sbx: error: no such sandbox: .nope." &&
+		expect_one_error_line err "\"code\": \"not_found\", \"message\": \"no such sandbox: .nope." &&
 		sbx rm -f t1a t1b >/dev/null
 	'
 else

@@ -108,6 +108,23 @@ test_expect_success 'exec: death by a signal is 128+N, a missing command 127' '
 	expect_code 127 sbx exec box no-such-command-here 2>e
 '
 
+# E2B runs a command through a shell: a missing one is the shell's 127, a result object
+test_expect_success 'exec --json: the result object; a signal named, a timeout, errors as JSON' '
+	expect_code 3 sbx exec --json box sh -c "echo out; printf \"\\377\" >&2; exit 3" >o 2>e &&
+	test_eq "" "$(cat e)" &&
+	json_assert o "assert r[\"exit_code\"] == 3 and r[\"signal\"] is None and not r[\"timed_out\"]
+assert r[\"stdout\"] == \"out\n\" and r[\"stderr_encoding\"] == \"base64\" and r[\"stderr\"] == \"/w==\"
+assert r[\"cpu_ms\"] is None and r[\"peak_memory_bytes\"] is None" &&
+	expect_code 137 sbx exec --json box sh -c "kill -9 \$\$" >o &&
+	json_assert o "assert r[\"exit_code\"] == 137 and r[\"signal\"] == \"SIGKILL\"" &&
+	expect_code 124 sbx exec --json --timeout 1s box sleep 30 >o &&
+	json_assert o "assert r[\"exit_code\"] == 124 and r[\"timed_out\"]" &&
+	expect_code 127 sbx exec --json box no-such-command-here >o 2>e &&
+	json_assert o "assert r[\"exit_code\"] == 127" &&
+	expect_code 125 sbx exec --json no-such-box true >o 2>e &&
+	test_eq "" "$(cat o)" && json_assert e "assert r[\"error\"][\"code\"] == \"not_found\""
+'
+
 test_expect_success 'exec --timeout ends the command with 124 (Connect-Timeout-Ms)' '
 	fake_reset &&
 	expect_code 124 sbx exec --timeout 1s box sleep 30 &&
@@ -282,6 +299,8 @@ test_expect_success 'a missing or rejected key: one line naming the variable, 12
 	expect_one_error_line e "E2B_API_KEY is not set" &&
 	expect_code 125 env E2B_API_KEY=wrong "$SBX" create --provider e2b 2>e &&
 	expect_one_error_line e "rejected the API key \(HTTP 401.*check E2B_API_KEY" &&
+	expect_code 125 env E2B_API_KEY=wrong SBX_JSON=1 "$SBX" create --provider e2b 2>e &&
+	json_assert e "assert r[\"error\"][\"code\"] == \"auth\"" &&
 	expect_code 0 env E2B_API_KEY=wrong "$SBX" exec box true &&
 	store_ok && test_eq 1 "$(sbx ls -q | wc -l)"
 '

@@ -75,6 +75,17 @@ test_expect_success 'exec: stdout and stderr apart, the exit code exact, -w, -e,
 	expect_code 127 sbx exec dbox no-such-command-here 2>/dev/null
 '
 
+test_expect_success 'exec --json: the result object, a timeout, errors as JSON' '
+	expect_code 3 sbx exec --json dbox sh -c "echo out; echo err >&2; exit 3" >o 2>e &&
+	test_eq "" "$(cat e)" &&
+	json_assert o "assert r[\"exit_code\"] == 3 and r[\"stdout\"] == \"out\n\" and r[\"stderr\"] == \"err\n\"
+assert r[\"cpu_ms\"] is None and r[\"peak_memory_bytes\"] is None and not r[\"timed_out\"]" &&
+	expect_code 124 sbx exec --json --timeout 1s dbox sleep 30 >o &&
+	json_assert o "assert r[\"exit_code\"] == 124 and r[\"timed_out\"]" &&
+	expect_code 125 sbx exec --json no-such-box true 2>e &&
+	json_assert e "assert r[\"error\"][\"code\"] == \"not_found\""
+'
+
 test_expect_success 'exec: a session per command, closed afterwards' '
 	fake_reset && sbx exec dbox true && fake_requests req.json &&
 	json_assert req.json "s = [q for q in r if q[\"path\"].endswith(\"/process/session\")]

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ctype.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include "core/log.h"
@@ -167,9 +168,10 @@ void local_cgroup_oom_pid(struct local_oom_watch *w, pid_t pid)
 	w->pid = (pid_t)strtol(last ? last + 1 : l, NULL, 10);
 }
 
-void local_cgroup_oom_say(struct local_oom_watch *w, const char *label, const char *cmd, int st)
+bool local_cgroup_oom_say(struct local_oom_watch *w, const char *label, const char *cmd, int st)
 {
 	long long after = oom_count(w);
+	bool killed = w->before >= 0 && after > w->before;
 
 	if (w->before >= 0 && after > w->before) {
 		char lim[64] = "";
@@ -199,4 +201,14 @@ void local_cgroup_oom_say(struct local_oom_watch *w, const char *label, const ch
 		close(w->procfd);
 	memset(w, 0, sizeof(*w));
 	w->fd[0] = w->fd[1] = w->fd[2] = w->procfd = -1;
+	return killed;
+}
+
+void local_exec_result(struct sbx_exec_result *r, const struct rusage *ru, int st, bool timed_out)
+{
+	r->cpu_ms = (double)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1e3 +
+		(double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1e3;
+	r->peak_memory = (long long)ru->ru_maxrss * 1024; /* KiB: of the largest process */
+	r->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+	r->timed_out = timed_out;
 }

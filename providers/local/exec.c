@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <termios.h>
 
@@ -437,13 +438,13 @@ static int plain_relay_open(const struct sbx_exec_opts *o, struct plain_relay *r
 		r->in_w = p[1];
 		set_nonblocking(r->in_w);
 	}
-	if (isatty(1)) {
+	if (fd[1] < 0 && isatty(1)) {
 		if (pipe2(p, O_CLOEXEC) < 0)
 			return sbx_err_errno(err, "cannot create a pipe");
 		fd[1] = child_end[1] = p[1];
 		r->out_r = p[0];
 	}
-	if (isatty(2)) {
+	if (fd[2] < 0 && isatty(2)) {
 		if (r->out_r >= 0 && same_tty(1, 2)) {
 			fd[2] = fd[1]; /* one pipe: the order of what both say is kept */
 		} else {
@@ -708,7 +709,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 				  .map_range = map_range,
 				  .bpf = bpf,
 				  .bpf_len = bpf_len,
-				  .fd = { nullfd, logfd, logfd },
+				  .fd = { nullfd, o->result ? o->result->out_fd : logfd,
+					  o->result ? o->result->err_fd : logfd },
 				  .tty_fd = slave };
 	if (plain_relay_open(o, &pr, cs.fd, child_end, err) < 0) {
 		sbx_strv_free(env);
@@ -858,8 +860,9 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		kill(-pid, SIGKILL);
 	int st;
 	pid_t w;
+	struct rusage ru;
 	do
-		w = waitpid(pid, &st, 0);
+		w = wait4(pid, &st, 0, &ru);
 	while (w < 0 && errno == EINTR);
 	child_pid = 0;
 	/* inside the sandbox's user namespace, a time may not be set on the host's file by name or
@@ -906,11 +909,14 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	}
 	if (!o->detach)
 		local_net_exec_refusals(rec, &watch, netenv.v);
+	if (o->result)
+		local_exec_result(o->result, &ru, st, timed_out);
 	if (timed_out) {
 		*ret_status = SBX_EXIT_TIMEOUT;
 		return 0;
 	}
-	local_cgroup_oom_say(&oom, label, o->argv[0], st);
+	if (local_cgroup_oom_say(&oom, label, o->argv[0], st) && o->result)
+		o->result->oom_killed = true;
 	if (WIFEXITED(st))
 		*ret_status = WEXITSTATUS(st);
 	else if (WIFSIGNALED(st))

@@ -202,7 +202,10 @@ struct local_oom_watch {
 };
 void local_cgroup_oom_watch(const char *sbdir, long long limit, struct local_oom_watch *w);
 void local_cgroup_oom_pid(struct local_oom_watch *w, pid_t pid);
-void local_cgroup_oom_say(struct local_oom_watch *w, const char *label, const char *cmd, int st);
+bool local_cgroup_oom_say(struct local_oom_watch *w, const char *label, const char *cmd, int st);
+/* exec --json: what wait4 told of the command (st, its rusage) */
+struct rusage;
+void local_exec_result(struct sbx_exec_result *r, const struct rusage *ru, int st, bool timed_out);
 /* --cpus: pid (init) may run on ceil(cpu_millis / 1000) of the CPUs the caller may use, a run
  * of them chosen by the sandbox's id, so that nproc and runtimes count what they get */
 void local_cpu_affinity(pid_t pid, const char *id, long long cpu_millis);
