@@ -66,6 +66,13 @@ static enum sbx_state state_of(const char *s, bool *ret_busy)
 	for (size_t i = 0; i < ARRAY_SIZE(busy); i++)
 		if (streq(s, busy[i]))
 			*ret_busy = true;
+	/* on its way to started: sbx's "starting" */
+	static const char *const starting[] = { "creating",	 "starting",
+						"restoring",	 "pulling_snapshot",
+						"pending_build", "building_snapshot" };
+	for (size_t i = 0; i < ARRAY_SIZE(starting); i++)
+		if (streq(s, starting[i]))
+			return SBX_STATE_CREATING;
 	return SBX_STATE_UNKNOWN;
 }
 
