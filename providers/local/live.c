@@ -143,15 +143,23 @@ static void set_affinity(const struct sbx_record *rec, long long millis)
 	/* as many CPUs as there are, or more: every one (local_cpu_affinity leaves them as are) */
 	if (millis > 0 && (millis + 999) / 1000 >= CPU_COUNT(&all))
 		millis = 0;
+	char p[64];
+	struct stat ns, st;
+	snprintf(p, sizeof(p), "/proc/%d/ns/pid", (int)pids.init_pid);
+	if (stat(p, &ns) < 0)
+		return;
 	size_t n = local_ns_members(pids.init_pid, &v);
 	for (size_t i = 0; i < n; i++) {
-		char p[64];
 		snprintf(p, sizeof(p), "/proc/%d/task", (int)v[i]);
 		DIR *d = opendir(p);
 		struct dirent *e;
 		while (d && (e = readdir(d))) {
 			pid_t tid = (pid_t)strtol(e->d_name, NULL, 10);
 			if (tid <= 0)
+				continue;
+			/* still the sandbox's (a pid that ended meanwhile may be another's now) */
+			snprintf(p, sizeof(p), "/proc/%d/ns/pid", (int)tid);
+			if (stat(p, &st) < 0 || st.st_ino != ns.st_ino || st.st_dev != ns.st_dev)
 				continue;
 			if (millis > 0)
 				local_cpu_affinity(tid, rec->id, millis);
@@ -345,7 +353,7 @@ int local_stats(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
 	if (stat(img, &st) == 0)
 		disk = (long long)st.st_blocks * 512;
 	json_t *o = json_object();
-	json_object_set_new(o, "cpu_ms", b >= 0 ? json_real((double)b / 1e6) : json_null());
+	json_object_set_new(o, "cpu_ms", b >= 0 ? json_integer(b / 1000000) : json_null());
 	json_object_set_new(o, "cpu_percent",
 			    a >= 0 && b >= a && wall > 0 ? json_real((double)(b - a) * 100.0 / wall)
 							 : json_null());
