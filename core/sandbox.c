@@ -206,7 +206,7 @@ json_t *sbx_sandbox_providers(void)
 	return a;
 }
 
-/* the state by looking: ask the provider; a record stuck in 'creating' whose creator is gone
+/* the state by looking: ask the provider; a record stuck in 'starting' whose creator is gone
  * (its lock is free) is an error */
 static void refresh(struct sbx_ctx *ctx, struct sbx_record *rec)
 {
@@ -226,7 +226,9 @@ static void refresh(struct sbx_ctx *ctx, struct sbx_record *rec)
 		rec->state_reason = xstrdup(err.msg);
 		return;
 	}
-	if (was == SBX_STATE_CREATING && rec->state != SBX_STATE_RUNNING) {
+	/* (a hosted sandbox its provider knows is in the state the provider says: "starting" on
+	 * its own way to running, perhaps) */
+	if (was == SBX_STATE_CREATING && rec->state != SBX_STATE_RUNNING && !rec->provider_id) {
 		_cleanup_free_ char *lp = xasprintf("%s/lock", rec->dir);
 		_cleanup_close_ int fd = open(lp, O_RDONLY | O_CLOEXEC);
 		if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
