@@ -361,10 +361,20 @@ int local_stats(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
 	json_object_set_new(o, "memory_limit_bytes", num_or_null(limit));
 	json_object_set_new(o, "pids", num_or_null(pids));
 	json_object_set_new(o, "disk_bytes", num_or_null(disk));
-	/* its traffic goes through the supervisor's proxy on the sandbox's own loopback: no
-	 * interface of its namespace counts it apart */
-	json_object_set_new(o, "net_rx_bytes", json_null());
-	json_object_set_new(o, "net_tx_bytes", json_null());
+	/* its traffic: what the supervisor's proxy relayed for it (no interface of its namespace
+	 * counts it apart: the proxy listens on its loopback); unknown with --net host */
+	json_t *rx = json_null(), *tx = json_null();
+	_cleanup_json_ json_t *req = json_pack("{s:s}", "op", "stats"), *resp = NULL;
+	struct sbx_err e = { 0 };
+	if (!local_net_host(rec) && local_ctl_call(rec, req, &resp, &e) == 0 &&
+	    json_is_true(json_object_get(resp, "ok"))) {
+		json_t *r = json_object_get(resp, "rx_bytes"),
+		       *t = json_object_get(resp, "tx_bytes");
+		if (json_is_integer(r) && json_is_integer(t))
+			rx = json_incref(r), tx = json_incref(t);
+	}
+	json_object_set_new(o, "net_rx_bytes", rx);
+	json_object_set_new(o, "net_tx_bytes", tx);
 	*ret = o;
 	return 0;
 }

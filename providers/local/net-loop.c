@@ -272,6 +272,15 @@ static json_t *ctl_handle(struct local_net *n, json_t *req)
 
 	if (op && streq(op, "net-update"))
 		return ctl_net_update(n, req);
+	if (op && streq(op, "stats")) {
+		/* sbx stats: the proxied bytes, of the exchanges logged and of those under way */
+		long long rx = n->rx_bytes, tx = n->tx_bytes;
+		for (struct local_conn *c = n->conns; c; c = c->next)
+			if ((c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_SOCKS) && !c->logged)
+				rx += c->down_bytes, tx += c->up_bytes;
+		return json_pack("{s:b, s:I, s:I}", "ok", 1, "rx_bytes", (json_int_t)rx, "tx_bytes",
+				 (json_int_t)tx);
+	}
 	if (op && streq(op, "ttl")) {
 		/* sbx update --ttl, keepalive --ttl: the supervisor's idle timeout from now on */
 		json_int_t t = json_integer_value(json_object_get(req, "ttl_ms"));
