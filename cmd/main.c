@@ -78,7 +78,7 @@ const struct sbx_command sbx_commands[] = {
 	{ "keepalive", cmd_keepalive, "Start the idle timeout of sandboxes again from now",
 	  "sbx keepalive [--ttl DUR] SB...",
 	  "      --ttl DUR          a new idle timeout first (as sbx update --ttl)\n" },
-	{ "stats", cmd_stats, "Show what running sandboxes use: CPU, memory, processes",
+	{ "stats", cmd_stats, "Show what running sandboxes use: CPU, memory, processes, network",
 	  "sbx stats [--json] [SB...]",
 	  "      --json             print a JSON array of {id, name, cpu_ms, cpu_percent,\n"
 	  "                         memory_bytes, memory_limit_bytes, pids, disk_bytes,\n"
