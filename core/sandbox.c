@@ -753,6 +753,13 @@ int sbx_sandbox_keepalive(struct sbx_ctx *ctx, const char *sb, long long ttl_ms,
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "provider '%s' cannot keep a sandbox alive (sbx keepalive)",
 				   p->name);
+	/* only a running sandbox: said before a --ttl is recorded */
+	refresh(ctx, rec);
+	if (rec->state != SBX_STATE_RUNNING)
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' is %s: only a running sandbox is kept alive (run "
+				   "'sbx resume %s' first)",
+				   label_of(rec), sbx_state_name(rec->state), label_of(rec));
 	if (ttl_ms) {
 		struct sbx_update_opts o = { .ttl_ms = ttl_ms };
 		if (sbx_sandbox_update(ctx, sb, &o, err) < 0)

@@ -48,6 +48,8 @@ test_expect_success 'update --ttl on a sandbox created without one: its supervis
 	wait_state late paused 20 &&
 	expect_code 125 sbx keepalive late 2>err &&
 	expect_one_error_line err "is paused: only a running sandbox is kept alive" &&
+	expect_code 125 sbx keepalive --ttl 2h late 2>err &&
+	sbx inspect late >j && json_assert j "assert r[\"options\"][\"ttl_ms\"] == 1000, r" &&
 	sbx resume late >/dev/null && wait_state late paused 20 &&
 	sbx rm -f late >/dev/null
 '
