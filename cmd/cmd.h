@@ -17,6 +17,8 @@ int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_pause(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_resume(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_update(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_keepalive(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_stats(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_preview(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_run(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_version(int argc, char **argv, struct sbx_ctx *ctx);

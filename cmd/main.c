@@ -87,7 +87,7 @@ const struct sbx_command sbx_commands[] = {
 	  "      --grace DUR        with --release: how long SIGTERM has (default 10s)\n" },
 	{ "resume", cmd_resume, "Resume paused sandboxes; start released or stopped ones again",
 	  "sbx resume SB...", "" },
-	{ "update", cmd_update, "Change the egress policy of sandboxes, running or not",
+	{ "update", cmd_update, "Change the egress policy, limits or idle timeout of sandboxes",
 	  "sbx update [OPTIONS] SB...",
 	  "      --net MODE         none, allow=DOMAIN[:PORT],... (the whole allow list) or\n"
 	  "                         open; a running sandbox keeps a proxy, or none\n"
@@ -95,7 +95,19 @@ const struct sbx_command sbx_commands[] = {
 	  "      --net-allow DOMAIN[:PORT]  add to the allow list (repeatable)\n"
 	  "      --net-deny DOMAIN[:PORT]   take out of the allow list (repeatable)\n"
 	  "      --net-rate [DOMAIN=]LIMIT,...  request and byte limits, as sbx create's;\n"
-	  "                         [DOMAIN=]none removes one (repeatable)\n" },
+	  "                         [DOMAIN=]none removes one (repeatable)\n"
+	  "      --ttl DUR          a new idle timeout, counted from now\n"
+	  "      --cpus N           a new CPU quota, in CPUs (and the CPUs it may run on)\n"
+	  "      --memory SIZE      a new memory limit (refused below what the sandbox uses)\n" },
+	{ "keepalive", cmd_keepalive, "Start the idle timeout of sandboxes again from now",
+	  "sbx keepalive [--ttl DUR] SB...",
+	  "      --ttl DUR          a new idle timeout first (as sbx update --ttl)\n" },
+	{ "stats", cmd_stats, "Show what running sandboxes use: CPU, memory, processes, network",
+	  "sbx stats [--json] [SB...]",
+	  "      --json             print a JSON array of {id, name, cpu_ms, cpu_percent,\n"
+	  "                         memory_bytes, memory_limit_bytes, pids, disk_bytes,\n"
+	  "                         net_rx_bytes, net_tx_bytes}\n"
+	  "      --no-stream        one sample (the default; accepted as docker's)\n" },
 	{ "rm", cmd_rm, "Remove sandboxes", "sbx rm [OPTIONS] SB...",
 	  "  -f, --force            remove running sandboxes too, and records that cannot be read\n"
 	  "      --ignore-missing   a sandbox that does not exist is no error (exit 0)\n" },

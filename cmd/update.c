@@ -1,6 +1,9 @@
-/* sbx update: change the configuration of a sandbox, running or not (its egress policy). */
+/* sbx update: change the configuration of a sandbox, running or not (its egress policy, its
+ * limits, its idle timeout). */
 #define _GNU_SOURCE
 #include "cmd/cmd.h"
+
+#include <errno.h>
 
 #include "core/net.h"
 
@@ -10,6 +13,9 @@ enum {
 	OPT_NET_ALLOW,
 	OPT_NET_DENY,
 	OPT_NET_RATE,
+	OPT_TTL,
+	OPT_CPUS,
+	OPT_MEMORY,
 };
 
 int cmd_update(int argc, char **argv, struct sbx_ctx *ctx)
@@ -20,6 +26,9 @@ int cmd_update(int argc, char **argv, struct sbx_ctx *ctx)
 		{ "net-allow", required_argument, NULL, OPT_NET_ALLOW },
 		{ "net-deny", required_argument, NULL, OPT_NET_DENY },
 		{ "net-rate", required_argument, NULL, OPT_NET_RATE },
+		{ "ttl", required_argument, NULL, OPT_TTL },
+		{ "cpus", required_argument, NULL, OPT_CPUS },
+		{ "memory", required_argument, NULL, OPT_MEMORY },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -72,6 +81,38 @@ int cmd_update(int argc, char **argv, struct sbx_ctx *ctx)
 			bad = sbx_net_rate_arg(&check.net, optarg, msg, sizeof(msg));
 			strv_push(&rate, &n_rate, xstrdup(optarg));
 			break;
+		case OPT_TTL:
+			o.ttl_ms = sbx_parse_duration_ms(optarg);
+			if (o.ttl_ms <= 0)
+				bad = -1,
+				snprintf(msg, sizeof(msg),
+					 "invalid --ttl '%s': a duration such as 30m, 2h "
+					 "or 90s",
+					 optarg);
+			break;
+		case OPT_CPUS: {
+			char *end;
+			errno = 0;
+			double v = strtod(optarg, &end);
+			if (errno || end == optarg || *end || !(v >= 0.01 && v <= 4096))
+				bad = -1,
+				snprintf(msg, sizeof(msg),
+					 "invalid --cpus '%s': a number of CPUs such as "
+					 "0.5 or 2",
+					 optarg);
+			else
+				o.cpu_millis = (long long)(v * 1000 + 0.5);
+			break;
+		}
+		case OPT_MEMORY:
+			o.memory = sbx_parse_bytes(optarg);
+			if (o.memory < 6 * 1024 * 1024)
+				bad = -1,
+				snprintf(msg, sizeof(msg),
+					 "invalid --memory '%s': a size of at least 6m, "
+					 "such as 256m or 1g",
+					 optarg);
+			break;
 		default:
 			sbx_config_release(&check);
 			return cmd_bad_option("update", argc, argv);
@@ -85,10 +126,12 @@ int cmd_update(int argc, char **argv, struct sbx_ctx *ctx)
 	o.net_rate = rate;
 	if (optind >= argc)
 		return cmd_usage_error("update", "missing sandbox");
-	if (!o.net && !o.net_preset && !allow && !deny && !rate)
+	if (!o.net && !o.net_preset && !allow && !deny && !rate && !o.ttl_ms && !o.cpu_millis &&
+	    !o.memory)
 		return cmd_usage_error("update",
 				       "nothing to change: give --net, --net-allow, "
-				       "--net-deny, --net-preset or --net-rate");
+				       "--net-deny, --net-preset, --net-rate, --ttl, --cpus or "
+				       "--memory");
 	for (int i = optind; i < argc; i++) {
 		struct sbx_err err = { 0 };
 		if (sbx_sandbox_update(ctx, argv[i], &o, &err) < 0)

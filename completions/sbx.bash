@@ -150,7 +150,7 @@ _sbx()
 	case $cmd in
 	exec | logs | preview)
 		[ "$dashdash" -eq 0 ] && [ "$npos" -eq 0 ] || return 0 ;;
-	inspect | rm | pause | resume | update)
+	inspect | rm | pause | resume | update | keepalive | stats)
 		[ "$dashdash" -eq 0 ] || return 0 ;;
 	cp)
 		_sbx_cp "$sbx"

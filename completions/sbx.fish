@@ -65,7 +65,7 @@ function __sbx_sub_at
     test (count $argv) -eq 2; or contains -- (count $args) $argv[3..-1]
 end
 
-# SB wanted here: exec, logs and preview take one, inspect, rm, pause, resume and update any number
+# SB wanted here: exec, logs and preview take one, inspect, rm, pause, resume, update, keepalive and stats any number
 function __sbx_wants_sandbox
     set -l cmd (__sbx_cmd); or return 1
     set -l args (__sbx_args); or return 1
@@ -73,7 +73,7 @@ function __sbx_wants_sandbox
     switch $cmd
         case exec logs preview
             test (count $args) -eq 0
-        case inspect rm pause resume update
+        case inspect rm pause resume update keepalive stats
             return 0
         case '*'
             return 1

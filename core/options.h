@@ -41,6 +41,9 @@ struct sbx_update_opts {
 	char **net_allow;	/* --net-allow DOMAIN[:PORT]: added, NULL-terminated */
 	char **net_deny;	/* --net-deny DOMAIN[:PORT]: removed */
 	char **net_rate;	/* --net-rate SPEC: each replaces the limit of its domain */
+	long long ttl_ms;	/* --ttl: the new idle timeout (0: unchanged) */
+	long long cpu_millis;	/* --cpus, in thousandths (0: unchanged) */
+	long long memory;	/* --memory, bytes (0: unchanged) */
 };
 
 /* sbx exec --json: where the command's output goes, and what the provider tells of its end */

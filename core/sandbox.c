@@ -128,13 +128,6 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	if (sbx_config_from_json(stored, &rec->config, err) < 0)
 		return -1;
 	struct sbx_config *c = &rec->config;
-	/* the image first: a pull can take a while, and no record waits on it; a hosted
-	 * provider's --image names its template or snapshot. Its WorkingDir comes before the
-	 * provider's default */
-	if (c->image.ref && (p->caps & SBX_CAP_IMAGE) && image_config(ctx, c, err) < 0)
-		return -1;
-	if (!c->workdir && p->default_workdir)
-		c->workdir = xstrdup(p->default_workdir);
 	if (p->caps & SBX_CAP_NET_ALLOW)
 		c->net.set = true; /* a provider that keeps a policy records the default one */
 	if (sbx_store_claim(&ctx->store, o->name, &id, err) < 0)
@@ -151,6 +144,14 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	if (lk < 0 || sbx_store_save(&ctx->store, rec, false, err) < 0)
 		goto fail;
 	sbx_test_hook("create-record-saved");
+	/* the record says "starting" while the image is pulled (which can take a while) and the
+	 * provider boots it; a hosted provider's --image names its template or snapshot. The
+	 * image's WorkingDir comes before the provider's default */
+	sbx_test_hold("create-starting");
+	if (c->image.ref && (p->caps & SBX_CAP_IMAGE) && image_config(ctx, c, err) < 0)
+		goto fail;
+	if (!c->workdir && p->default_workdir)
+		c->workdir = xstrdup(p->default_workdir);
 	if (p->create(ctx, rec, err) < 0)
 		goto fail;
 	sbx_test_hook("create-provider-done");
@@ -205,7 +206,7 @@ json_t *sbx_sandbox_providers(void)
 	return a;
 }
 
-/* the state by looking: ask the provider; a record stuck in 'creating' whose creator is gone
+/* the state by looking: ask the provider; a record stuck in 'starting' whose creator is gone
  * (its lock is free) is an error */
 static void refresh(struct sbx_ctx *ctx, struct sbx_record *rec)
 {
@@ -225,7 +226,9 @@ static void refresh(struct sbx_ctx *ctx, struct sbx_record *rec)
 		rec->state_reason = xstrdup(err.msg);
 		return;
 	}
-	if (was == SBX_STATE_CREATING && rec->state != SBX_STATE_RUNNING) {
+	/* (a hosted sandbox its provider knows is in the state the provider says: "starting" on
+	 * its own way to running, perhaps) */
+	if (was == SBX_STATE_CREATING && rec->state != SBX_STATE_RUNNING && !rec->provider_id) {
 		_cleanup_free_ char *lp = xasprintf("%s/lock", rec->dir);
 		_cleanup_close_ int fd = open(lp, O_RDONLY | O_CLOEXEC);
 		if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK) {
@@ -675,6 +678,12 @@ int sbx_sandbox_update(struct sbx_ctx *ctx, const char *sb, const struct sbx_upd
 				   "provider '%s' cannot change the egress policy of a sandbox "
 				   "(sbx update --net...)",
 				   p->name);
+	bool limits = o->ttl_ms || o->cpu_millis || o->memory;
+	if (limits && !p->update)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider '%s' cannot change --ttl, --cpus or --memory of a "
+				   "sandbox",
+				   p->name);
 	refresh(ctx, rec);
 	const char *l = label_of(rec);
 	switch (rec->state) {
@@ -704,6 +713,12 @@ int sbx_sandbox_update(struct sbx_ctx *ctx, const char *sb, const struct sbx_upd
 		sbx_config_release(&c);
 		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
 	}
+	if (o->ttl_ms)
+		c.ttl_ms = o->ttl_ms;
+	if (o->cpu_millis)
+		c.cpu_millis = o->cpu_millis;
+	if (o->memory)
+		c.memory = o->memory;
 	if (sbx_config_supported(&c, p->caps, p->name, err) < 0 ||
 	    (p->update && p->update(ctx, rec, &c, err) < 0)) {
 		sbx_config_release(&c);
@@ -721,5 +736,57 @@ int sbx_sandbox_update(struct sbx_ctx *ctx, const char *sb, const struct sbx_upd
 		return sbx_err_prefix(err, "cannot update '%s'", l);
 	}
 	sbx_config_release(&old);
+	return 0;
+}
+
+/* --- keepalive, stats ------------------------------------------------------------------------ */
+
+int sbx_sandbox_keepalive(struct sbx_ctx *ctx, const char *sb, long long ttl_ms,
+			  struct sbx_err *err)
+{
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	const struct sbx_provider *p;
+
+	if (sbx_sandbox_open(ctx, sb, &rec, &p, err) < 0)
+		return -1;
+	if (!p->keepalive)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider '%s' cannot keep a sandbox alive (sbx keepalive)",
+				   p->name);
+	/* only a running sandbox: said before a --ttl is recorded */
+	refresh(ctx, rec);
+	if (rec->state != SBX_STATE_RUNNING)
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' is %s: only a running sandbox is kept alive (run "
+				   "'sbx resume %s' first)",
+				   label_of(rec), sbx_state_name(rec->state), label_of(rec));
+	if (ttl_ms) {
+		struct sbx_update_opts o = { .ttl_ms = ttl_ms };
+		if (sbx_sandbox_update(ctx, sb, &o, err) < 0)
+			return -1;
+	}
+	_cleanup_free_ char *id = xstrdup(rec->id);
+	_cleanup_close_ int lk = sbx_store_lock(&ctx->store, id, false, err);
+	sbx_record_free(TAKE_PTR(rec));
+	if (lk < 0 || sbx_store_load(&ctx->store, id, &rec, err) < 0)
+		return -1;
+	refresh(ctx, rec);
+	if (p->keepalive(ctx, rec, err) < 0)
+		return sbx_err_prefix(err, "cannot keep '%s' alive", label_of(rec));
+	return 0;
+}
+
+int sbx_sandbox_stats(struct sbx_ctx *ctx, struct sbx_record *rec, json_t **ret,
+		      struct sbx_err *err)
+{
+	const struct sbx_provider *p = provider_of(rec, err);
+
+	if (!p)
+		return -1;
+	if (!p->stats)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider '%s' cannot measure a sandbox (sbx stats)", p->name);
+	if (p->stats(ctx, rec, ret, err) < 0)
+		return sbx_err_prefix(err, "cannot measure '%s'", label_of(rec));
 	return 0;
 }

@@ -32,6 +32,13 @@ int sbx_sandbox_rm(struct sbx_ctx *ctx, const char *sb, bool force, struct sbx_e
 /* changes SB's configuration (struct sbx_update_opts): recorded, and applied to what runs */
 int sbx_sandbox_update(struct sbx_ctx *ctx, const char *sb, const struct sbx_update_opts *o,
 		       struct sbx_err *err);
+/* sbx keepalive: SB's idle deadline starts again from now (with ttl_ms, its --ttl changes
+ * first, as sbx update --ttl) */
+int sbx_sandbox_keepalive(struct sbx_ctx *ctx, const char *sb, long long ttl_ms,
+			  struct sbx_err *err);
+/* sbx stats: one sample of what rec (state refreshed) uses, an object of the stats' fields */
+int sbx_sandbox_stats(struct sbx_ctx *ctx, struct sbx_record *rec, json_t **ret,
+		      struct sbx_err *err);
 /* sbx cp (core/cp.c): a tar stream on tar_fd into SB:dest / a tar of SB:src onto tar_fd */
 int sbx_sandbox_cp_in(struct sbx_ctx *ctx, const char *sb, int tar_fd, const char *dest,
 		      const struct sbx_cp_opts *opts, struct sbx_err *err);

@@ -16,7 +16,7 @@
 #include "core/test-hook.h"
 
 static const char *const state_names[] = {
-	[SBX_STATE_UNKNOWN] = "unknown",   [SBX_STATE_CREATING] = "creating",
+	[SBX_STATE_UNKNOWN] = "unknown",   [SBX_STATE_CREATING] = "starting",
 	[SBX_STATE_RUNNING] = "running",   [SBX_STATE_PAUSED] = "paused",
 	[SBX_STATE_RELEASED] = "released", [SBX_STATE_STOPPED] = "stopped",
 	[SBX_STATE_ERROR] = "error",	   [SBX_STATE_MISSING] = "missing",
@@ -34,6 +34,8 @@ enum sbx_state sbx_state_parse(const char *s)
 	for (size_t i = 0; s && i < ARRAY_SIZE(state_names); i++)
 		if (streq(s, state_names[i]))
 			return (enum sbx_state)i;
+	if (s && streq(s, "creating"))
+		return SBX_STATE_CREATING; /* the name records had before "starting" */
 	return SBX_STATE_UNKNOWN;
 }
 

@@ -12,7 +12,7 @@
 
 enum sbx_state {
 	SBX_STATE_UNKNOWN,
-	SBX_STATE_CREATING,
+	SBX_STATE_CREATING, /* "starting": being made (an image pulled, the provider's boot) */
 	SBX_STATE_RUNNING,
 	SBX_STATE_PAUSED,
 	SBX_STATE_RELEASED,

@@ -28,4 +28,16 @@ static inline bool sbx_test_fail(const char *step)
 	return at && strcmp(at, step) == 0;
 }
 
+/* Test-only holds: SBX_TEST_HOLD_AT=NAME makes step NAME wait while the file named by
+ * SBX_TEST_HOLD_FILE exists (at most a minute), so that a test can look at what is half done */
+static inline void sbx_test_hold(const char *step)
+{
+	const char *at = getenv("SBX_TEST_HOLD_AT"), *file = getenv("SBX_TEST_HOLD_FILE");
+
+	if (!at || !file || strcmp(at, step) != 0)
+		return;
+	for (int i = 0; i < 600 && access(file, F_OK) == 0; i++)
+		usleep(100000);
+}
+
 #endif

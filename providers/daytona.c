@@ -67,6 +67,13 @@ static enum sbx_state state_of(const char *s, bool *ret_busy)
 	for (size_t i = 0; i < ARRAY_SIZE(busy); i++)
 		if (streq(s, busy[i]))
 			*ret_busy = true;
+	/* on its way to started: sbx's "starting" */
+	static const char *const starting[] = { "creating",	 "starting",
+						"restoring",	 "pulling_snapshot",
+						"pending_build", "building_snapshot" };
+	for (size_t i = 0; i < ARRAY_SIZE(starting); i++)
+		if (streq(s, starting[i]))
+			return SBX_STATE_CREATING;
 	return SBX_STATE_UNKNOWN;
 }
 
@@ -698,6 +705,80 @@ char *daytona_toolbox_url(const struct remote *r, const struct sbx_record *rec, 
 	return toolbox_url(r, rec, tail);
 }
 
+/* --- liveness: auto-stop, last activity ---------------------------------------------------- */
+
+/* POST /sandbox/ID/TAIL, no body */
+static int dt_post(const struct sbx_record *rec, const char *tail, const char *what,
+		   struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+
+	if (remote_need_id("Daytona", rec, err) < 0 || dt_remote(&r, err) < 0)
+		return -1;
+	_cleanup_free_ char *url = remote_url(&r, "sandbox", rec->provider_id, tail);
+	struct remote_call c = { .method = "POST",
+				 .url = url,
+				 .flags = REMOTE_IDEMPOTENT,
+				 .timeout_ms = 30000,
+				 .what = what };
+	return remote_do(&r, &c, NULL, NULL, err) < 0 ? -1 : 0;
+}
+
+/* sbx update: --ttl is Daytona's auto-stop interval, in whole minutes. Its API has a resize
+ * call (cpu, memory in GiB), which sbx does not make: --cpus and --memory are refused */
+static int dt_update(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_config *c,
+		     struct sbx_err *err)
+{
+	(void)ctx;
+	if (c->cpu_millis != rec->config.cpu_millis || c->memory != rec->config.memory)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider 'daytona' cannot resize a sandbox (--cpus, --memory) "
+				   "with sbx: recreate it with the new sizes");
+	if (c->ttl_ms == rec->config.ttl_ms)
+		return 0;
+	char tail[48];
+	snprintf(tail, sizeof(tail), "/autostop/%lld", (c->ttl_ms + 59999) / 60000);
+	return dt_post(rec, tail, "set the auto-stop interval of the Daytona sandbox", err);
+}
+
+/* the auto-stop clock counts from the sandbox's last activity: that is now */
+static int dt_keepalive(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_err *err)
+{
+	(void)ctx;
+	if (remote_check_running("Daytona", rec, err) < 0)
+		return -1;
+	return dt_post(rec, "/last-activity", "update the last activity of the Daytona sandbox",
+		       err);
+}
+
+/* Daytona reports what a sandbox was given (cpu, memory and disk in GiB), not what it uses:
+ * the memory limit alone */
+static int dt_stats(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
+		    struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+	_cleanup_json_ json_t *j = NULL;
+	long st;
+
+	(void)ctx;
+	if (remote_check_running("Daytona", rec, err) < 0 || dt_remote(&r, err) < 0 ||
+	    get_sandbox(&r, rec->provider_id, &j, &st, err) < 0)
+		return -1;
+	if (st == 404)
+		return sbx_err_set(err, SBX_E_NOTFOUND, "the Daytona sandbox of '%s' is gone",
+				   remote_label(rec));
+	json_t *mem = json_object_get(j, "memory");
+	json_t *o = json_pack("{s:n, s:n, s:n, s:n, s:n, s:n, s:n}", "cpu_ms", "cpu_percent",
+			      "memory_bytes", "pids", "disk_bytes", "net_rx_bytes", "net_tx_bytes");
+	json_object_set_new(
+		o, "memory_limit_bytes",
+		json_is_number(mem) && json_number_value(mem) > 0
+			? json_integer((json_int_t)(json_number_value(mem) * (double)(1LL << 30)))
+			: json_null());
+	*ret = o;
+	return 0;
+}
+
 static int dt_ready(struct sbx_err *err)
 {
 	_cleanup_(remote_release) struct remote r = { 0 };
@@ -733,4 +814,7 @@ const struct sbx_provider sbx_provider_daytona = {
 	.preview = dt_preview,
 	.inspect = dt_inspect,
 	.list = dt_list,
+	.update = dt_update,
+	.keepalive = dt_keepalive,
+	.stats = dt_stats,
 };

@@ -285,7 +285,9 @@ static int e2b_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_er
 
 	if (remote_need_id("E2B", rec, err) < 0 || e2b_remote(&r, err) < 0)
 		return -1;
-	long long timeout = sbx_json_int(rec->extra, "timeout", DEFAULT_TIMEOUT_S);
+	long long timeout = rec->config.ttl_ms
+		? (rec->config.ttl_ms + 999) / 1000
+		: sbx_json_int(rec->extra, "timeout", DEFAULT_TIMEOUT_S);
 	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "/connect");
 	_cleanup_json_ json_t *body = json_pack("{s:I}", "timeout", timeout);
 	struct remote_call c = { .method = "POST",
@@ -321,6 +323,98 @@ static int e2b_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	return 0;
 }
 
+/* --- liveness: the timeout, metrics --------------------------------------------------------- */
+
+/* E2B's timeout is a deadline, not an idle time: seconds from now, after which the sandbox is
+ * paused (or killed); set to the sandbox's --ttl (or an hour) */
+static int set_timeout(const struct sbx_record *rec, long long ttl_ms, struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+
+	if (remote_need_id("E2B", rec, err) < 0 || e2b_remote(&r, err) < 0)
+		return -1;
+	long long timeout = ttl_ms ? (ttl_ms + 999) / 1000
+				   : sbx_json_int(rec->extra, "timeout", DEFAULT_TIMEOUT_S);
+	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "/timeout");
+	_cleanup_json_ json_t *body = json_pack("{s:I}", "timeout", (json_int_t)timeout);
+	struct remote_call c = { .method = "POST",
+				 .url = url,
+				 .body = body,
+				 .flags = REMOTE_IDEMPOTENT,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
+				 .what = "set the timeout of the E2B sandbox" };
+	return remote_do(&r, &c, NULL, NULL, err) < 0 ? -1 : 0;
+}
+
+/* sbx update: --ttl is E2B's timeout (a running sandbox's at once; a paused one's at resume);
+ * E2B sizes a sandbox by its template and cannot resize one */
+static int e2b_update(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_config *c,
+		      struct sbx_err *err)
+{
+	(void)ctx;
+	if (c->cpu_millis != rec->config.cpu_millis || c->memory != rec->config.memory)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider 'e2b' cannot resize a sandbox (--cpus, --memory): its "
+				   "template sets them");
+	if (c->ttl_ms != rec->config.ttl_ms && rec->state == SBX_STATE_RUNNING)
+		return set_timeout(rec, c->ttl_ms, err);
+	return 0;
+}
+
+static int e2b_keepalive(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_err *err)
+{
+	(void)ctx;
+	if (remote_check_running("E2B", rec, err) < 0)
+		return -1;
+	return set_timeout(rec, rec->config.ttl_ms, err);
+}
+
+/* the last of E2B's metrics: cpuUsedPct is of all the sandbox's CPUs (cpuCount), sbx's
+ * cpu_percent of one, as docker's */
+static int e2b_stats(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
+		     struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+	_cleanup_json_ json_t *resp = NULL;
+
+	(void)ctx;
+	if (remote_check_running("E2B", rec, err) < 0 || e2b_remote(&r, err) < 0)
+		return -1;
+	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "/metrics");
+	struct remote_call c = { .url = url,
+				 .flags = REMOTE_IDEMPOTENT,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
+				 .what = "read the metrics of the E2B sandbox" };
+	if (remote_do(&r, &c, &resp, NULL, err) < 0)
+		return -1;
+	size_t n = json_is_array(resp) ? json_array_size(resp) : 0;
+	json_t *m = n ? json_array_get(resp, n - 1) : NULL;
+	json_t *pct = json_object_get(m, "cpuUsedPct"), *cpus = json_object_get(m, "cpuCount");
+	json_t *o = json_object();
+	json_object_set_new(o, "cpu_ms", json_null());
+	json_object_set_new(
+		o, "cpu_percent",
+		json_is_number(pct)
+			? json_real(json_number_value(pct) *
+				    (json_is_number(cpus) ? json_number_value(cpus) : 1))
+			: json_null());
+	static const char *const map[][2] = { { "memory_bytes", "memUsed" },
+					      { "memory_limit_bytes", "memTotal" },
+					      { "disk_bytes", "diskUsed" } };
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++) {
+		json_t *v = json_object_get(m, map[i][1]);
+		json_object_set_new(o, map[i][0],
+				    json_is_integer(v) && json_integer_value(v) >= 0
+					    ? json_integer(json_integer_value(v))
+					    : json_null());
+	}
+	json_object_set_new(o, "pids", json_null());
+	json_object_set_new(o, "net_rx_bytes", json_null());
+	json_object_set_new(o, "net_tx_bytes", json_null());
+	*ret = o;
+	return 0;
+}
+
 static int e2b_ready(struct sbx_err *err)
 {
 	_cleanup_(remote_release) struct remote r = { 0 };
@@ -350,4 +444,7 @@ const struct sbx_provider sbx_provider_e2b = {
 	.preview = e2b_preview,
 	.inspect = e2b_inspect,
 	.list = e2b_list,
+	.update = e2b_update,
+	.keepalive = e2b_keepalive,
+	.stats = e2b_stats,
 };

@@ -51,6 +51,13 @@ struct sbx_provider {
 	 * path, UNSUPPORTED naming a verb the provider's API cannot do */
 	int (*fs)(struct sbx_ctx *, const struct sbx_record *, const struct sbx_fs_op *,
 		  struct sbx_err *);
+	/* the idle deadline starts again from now, as traffic would start it (rec->state fresh:
+	 * running); a --ttl changed with it went through update first */
+	int (*keepalive)(struct sbx_ctx *, const struct sbx_record *, struct sbx_err *);
+	/* one sample of what a running sandbox uses: *ret an object of sbx stats' fields (cpu_ms,
+	 * cpu_percent, memory_bytes, memory_limit_bytes, pids, disk_bytes, net_rx_bytes,
+	 * net_tx_bytes; null where the provider cannot tell) */
+	int (*stats)(struct sbx_ctx *, const struct sbx_record *, json_t **ret, struct sbx_err *);
 	/* refresh rec->state (and state_reason) by looking */
 	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 	/* every sandbox the provider has: *ret maps provider_id -> enum sbx_state (an integer);

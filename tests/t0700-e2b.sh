@@ -410,6 +410,29 @@ test_expect_success 'TLS failures and plain http off loopback are one line, 125'
 	store_ok && test_eq 1 "$(sbx ls -q | wc -l)"
 '
 
+test_expect_success 'keepalive and update --ttl set the timeout; stats reads the metrics' '
+	sbx create --provider e2b --name live --ttl 60s >/dev/null &&
+	test_atexit "\"\$SBX\" rm -f live >/dev/null 2>&1" &&
+	fake_reset && sbx keepalive live && sbx update live --ttl 2h >/dev/null &&
+	fake_requests req.json &&
+	json_assert req.json "t = [q for q in r if q[\"method\"] == \"POST\" and q[\"path\"].endswith(\"/timeout\")]
+assert len(t) == 2, t" &&
+	curl -fsS "$FAKE_URL/_fake/state" >st.json &&
+	json_assert st.json "assert r[\"$(e2b_id live)\"][\"timeoutLeft\"] > 3600, r" &&
+	sbx inspect live >rec.json && json_assert rec.json "assert r[\"options\"][\"ttl_ms\"] == 7200000" &&
+	sbx stats --json live >s.json &&
+	json_assert s.json "s = r[0]; assert s[\"name\"] == \"live\" and s[\"memory_bytes\"] == 64 << 20
+assert s[\"memory_limit_bytes\"] == 512 << 20 and s[\"disk_bytes\"] == 16 << 20
+assert s[\"cpu_percent\"] == 1.0 and s[\"pids\"] is None and s[\"cpu_ms\"] is None" &&
+	for o in "--cpus 2" "--memory 1g"; do
+		# shellcheck disable=SC2086
+		expect_code 125 sbx update live $o 2>e &&
+		expect_one_error_line e "provider .e2b. does not support ${o%% *}" || exit 1
+	done &&
+	sbx pause live >/dev/null && expect_code 125 sbx keepalive live 2>e &&
+	test_grep "paused" e && sbx rm -f live >/dev/null
+'
+
 test_expect_success 'rm -f removes the E2B sandbox and the record' '
 	eid=$(e2b_id box) && sbx rm -f box &&
 	test_eq gone "$(fake_state "$eid")" &&

@@ -246,6 +246,25 @@ test_expect_success 'garbage and stalls: malformed JSON, a truncated answer, a t
 	fake_reset && store_ok
 '
 
+test_expect_success 'keepalive is last-activity, update --ttl the auto-stop interval; no resize' '
+	sbx create --provider daytona --name live --ttl 5m >/dev/null &&
+	test_atexit "\"\$SBX\" rm -f live >/dev/null 2>&1" &&
+	fake_reset && sbx keepalive live && sbx update live --ttl 10m >/dev/null &&
+	fake_requests req.json &&
+	json_assert req.json "p = [q[\"path\"] for q in r if q[\"method\"] == \"POST\"]
+assert any(x.endswith(\"/last-activity\") for x in p), p
+assert any(x.endswith(\"/autostop/10\") for x in p), p" &&
+	curl -fsS "$FAKE_URL/_fake/state" >st.json &&
+	json_assert st.json "b = [x for x in r[\"sandboxes\"] if x[\"id\"] == \"$(dt_id live)\"][0]
+assert b[\"autoStopInterval\"] == 10, b" &&
+	sbx stats --json live >s.json &&
+	json_assert s.json "s = r[0]; assert s[\"id\"] and s[\"memory_bytes\"] is None
+assert s[\"memory_limit_bytes\"] is None or s[\"memory_limit_bytes\"] > 0" &&
+	expect_code 125 sbx update live --cpus 2 2>e &&
+	expect_one_error_line e "cannot resize a sandbox" &&
+	sbx rm -f live >/dev/null
+'
+
 test_expect_success 'rm -f removes the Daytona sandbox and the record' '
 	did=$(dt_id dbox) && sbx rm -f dbox && test_eq gone "$(fake_state "$did")" &&
 	test_eq "" "$(sbx ls -q)"

@@ -690,5 +690,7 @@ const struct sbx_provider sbx_provider_local = {
 	.preview = local_preview,
 	.egress_log_path = local_egress_log_path,
 	.inspect = local_inspect,
-	.update = local_update,
+	.update = local_live_update,
+	.keepalive = local_keepalive,
+	.stats = local_stats,
 };

@@ -260,6 +260,9 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 /* waits up to timeout_ms (-1: forever) for init's pidfd, serving the network meanwhile;
  * 1 when the pidfd is ready, 0 on timeout */
 int local_net_wait(struct local_net *n, int pidfd, long long timeout_ms);
+/* the idle timeout (ms, 0: none): the sandbox's --ttl, or what sbx update set since (a
+ * change makes local_net_wait return 0 at once, so that the timeout is looked at again) */
+long long local_net_ttl(const struct local_net *n);
 /* why the proxy must not dial an address for a name the sandbox chose ("a loopback address",
  * "a private address", ...), or NULL */
 struct sockaddr;
@@ -276,6 +279,17 @@ int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 /* sbx update: the new configuration c recorded by core, told to the supervisor when it runs */
 int local_update(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_config *c,
 		 struct sbx_err *err);
+/* one request line to the supervisor's control socket, its answer in *ret */
+int local_ctl_call(const struct sbx_record *rec, json_t *req, json_t **ret, struct sbx_err *err);
+/* live.c (the CLI): sbx update as a whole (limits and --ttl, then the egress policy through
+ * local_update), keepalive and stats */
+int local_live_update(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_config *c,
+		      struct sbx_err *err);
+int local_keepalive(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_err *err);
+int local_stats(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
+		struct sbx_err *err);
+/* every process of the pid namespace of init (malloc'd in *ret); their number */
+size_t local_ns_members(pid_t init, pid_t **ret);
 /* an exec's watch on the egress log: taken before it joins the sandbox, then, once its command
  * ended (env: what local_net_exec_env set), one line on stderr saying which of its requests
  * the egress policy refused, if any (the watch is closed) */

@@ -180,7 +180,7 @@ static int send_line(int fd, const char *s, long long deadline)
 }
 
 /* one request on the supervisor's control socket, and its answer (ok or not) in *ret */
-static int ctl_call(const struct sbx_record *rec, json_t *req, json_t **ret, struct sbx_err *err)
+int local_ctl_call(const struct sbx_record *rec, json_t *req, json_t **ret, struct sbx_err *err)
 {
 	const char *label = rec->name ? rec->name : rec->id;
 	long long deadline = sbx_now_ms() + CTL_TIMEOUT_MS;
@@ -249,7 +249,7 @@ int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		"{s:s, s:i, s:i, s:b, s:b}", "op", o->rm ? "preview-rm" : "preview", "port",
 		o->port, "host_port", o->host_port, "public", o->public, "no_auth", o->no_auth);
 	_cleanup_json_ json_t *resp = NULL;
-	if (ctl_call(rec, req, &resp, err) < 0)
+	if (local_ctl_call(rec, req, &resp, err) < 0)
 		return -1;
 	if (!json_is_true(json_object_get(resp, "ok"))) {
 		const char *kind = sbx_json_str(resp, "kind");
@@ -338,7 +338,7 @@ int local_update(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct
 	if (!proxied(rec))
 		return 0; /* none stays none */
 	_cleanup_json_ json_t *resp = NULL;
-	if (ctl_call(rec, req, &resp, err) < 0)
+	if (local_ctl_call(rec, req, &resp, err) < 0)
 		return -1;
 	if (!json_is_true(json_object_get(resp, "ok")))
 		return sbx_err_set(err, SBX_E_SYSTEM, "%s",

@@ -272,6 +272,24 @@ static json_t *ctl_handle(struct local_net *n, json_t *req)
 
 	if (op && streq(op, "net-update"))
 		return ctl_net_update(n, req);
+	if (op && streq(op, "stats")) {
+		/* sbx stats: the proxied bytes, of the exchanges logged and of those under way */
+		long long rx = n->rx_bytes, tx = n->tx_bytes;
+		for (struct local_conn *c = n->conns; c; c = c->next)
+			if ((c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_SOCKS) && !c->logged)
+				rx += c->down_bytes, tx += c->up_bytes;
+		return json_pack("{s:b, s:I, s:I}", "ok", 1, "rx_bytes", (json_int_t)rx, "tx_bytes",
+				 (json_int_t)tx);
+	}
+	if (op && streq(op, "ttl")) {
+		/* sbx update --ttl, keepalive --ttl: the supervisor's idle timeout from now on */
+		json_int_t t = json_integer_value(json_object_get(req, "ttl_ms"));
+		if (t <= 0 || t > 100LL * 365 * 86400 * 1000)
+			return ctl_error("bad ttl", NULL);
+		n->ttl_ms = t;
+		n->ttl_changed = true;
+		return json_pack("{s:b}", "ok", 1);
+	}
 	if (!op || port < 1 || port > 65535)
 		return ctl_error("bad request", NULL);
 	size_t i;
@@ -368,6 +386,7 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 	/* one malloc arena: the resolver threads need no heaps of their own */
 	(void)mallopt(M_ARENA_MAX, 1);
 	n->s = s;
+	n->ttl_ms = s->ttl_ms;
 	n->factory_fd = factory_fd;
 	n->pidfd = -1;
 	n->now = mono_ms();
@@ -502,6 +521,11 @@ static void ctl_pending(struct local_net *n)
 	}
 }
 
+long long local_net_ttl(const struct local_net *n)
+{
+	return n->ttl_ms;
+}
+
 int local_net_wait(struct local_net *n, int pidfd, long long timeout_ms)
 {
 	long long deadline = timeout_ms >= 0 ? mono_ms() + timeout_ms : -1;
@@ -516,8 +540,10 @@ int local_net_wait(struct local_net *n, int pidfd, long long timeout_ms)
 	}
 	for (;;) {
 		n->now = mono_ms();
-		if (deadline >= 0 && n->now >= deadline)
+		if ((deadline >= 0 && n->now >= deadline) || n->ttl_changed) {
+			n->ttl_changed = false;
 			return 0;
+		}
 		bool busy = n->n_conns > 0 || n->n_idle > 0 || listeners_paused(n) ||
 			local_resolver_starved(n->rs);
 		if (busy && next_sweep == 0)

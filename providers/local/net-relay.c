@@ -71,6 +71,8 @@ void local_conn_log(struct local_conn *c)
 	    !c->proto || c->logged)
 		return;
 	c->logged = true;
+	c->n->rx_bytes += c->down_bytes;
+	c->n->tx_bytes += c->up_bytes;
 	struct local_egress_entry x = {
 		.t0 = c->t0,
 		.exec = c->exec,

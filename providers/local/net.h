@@ -417,6 +417,9 @@ struct local_net {
 	int ctl_ready;		      /* control requests waiting for net-loop.c's answer */
 	struct local_exec_reg *execs; /* net-exec.c's registry (LOCAL_EXECS_MAX slots) */
 	long long idle_ms, now;	      /* now: the loop's clock (monotonic, ms) */
+	long long ttl_ms;	      /* the idle timeout, as sbx update last set it */
+	long long rx_bytes, tx_bytes; /* proxied bytes of the exchanges logged so far (sbx stats) */
+	bool ttl_changed;	      /* ... since local_net_wait last returned */
 	struct local_idle *idle;      /* idle upstream connections (net-http.c) */
 	int n_idle;
 };

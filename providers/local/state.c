@@ -391,7 +391,7 @@ int local_is_frozen(const char *dir, const struct local_pids *pids)
 }
 
 /* every process of the sandbox's pid namespace, by the namespace's inode */
-static size_t ns_members(pid_t init, pid_t **ret)
+size_t local_ns_members(pid_t init, pid_t **ret)
 {
 	char p[64];
 	struct stat ns, st;
@@ -425,7 +425,7 @@ static int signal_all(pid_t init, bool stop, struct sbx_err *err)
 
 	for (;;) {
 		pid_t *v;
-		size_t n = ns_members(init, &v), busy = 0;
+		size_t n = local_ns_members(init, &v), busy = 0;
 		for (size_t i = 0; i < n; i++) {
 			char st = sbx_proc_state(v[i]);
 			if (stop && (st == 'T' || st == 't' || st == 'Z' || st == 'X' || !st))

@@ -57,27 +57,27 @@ static long long idle_timeout(const struct local_setup *s, pid_t init, struct lo
 	struct sbx_store st = { .root = (char *)s->store_root };
 	struct sbx_err err = { 0 };
 	struct sbx_record *rec = NULL;
-	long long left;
+	long long left, ttl = local_net_ttl(net);
 
 	/* an attached exec's command runs: the sandbox is not idle (unless --ttl-hard); its end
 	 * restarts the clock */
 	if (!s->config->ttl_hard && local_net_execs(net) > 0)
-		return s->ttl_ms;
+		return ttl;
 	_cleanup_close_ int lk = sbx_store_lock(&st, s->id, true, &err);
 	if (lk < 0 || sbx_store_load(&st, s->id, &rec, &err) < 0) {
 		sbx_record_free(rec);
-		return lk < 0 && err.kind == SBX_E_NOTFOUND ? -1 : s->ttl_ms;
+		return lk < 0 && err.kind == SBX_E_NOTFOUND ? -1 : ttl;
 	}
 	struct local_pids pids;
 	if (local_read_pids(s->dir, &pids) < 0 || pids.init_pid != init) {
 		sbx_record_free(rec);
-		return s->ttl_ms;
+		return ttl;
 	}
 	/* traffic while we waited for the lock, or paused already: look again later */
-	left = local_idle_deadline(s->dir, s->ttl_ms) - sbx_now_ms();
+	left = local_idle_deadline(s->dir, ttl) - sbx_now_ms();
 	if (left > 0 || local_is_frozen(s->dir, &pids) == 1) {
 		sbx_record_free(rec);
-		return left > 0 ? left : s->ttl_ms;
+		return left > 0 ? left : ttl;
 	}
 	if (s->ttl_rm) {
 		kill(init, SIGKILL);
@@ -94,7 +94,7 @@ static long long idle_timeout(const struct local_setup *s, pid_t init, struct lo
 		(void)sbx_store_save(&st, rec, true, &err);
 	}
 	sbx_record_free(rec);
-	return s->ttl_ms;
+	return ttl;
 }
 
 /* holds the sandbox until init ends, acting on the idle timeout */
@@ -103,8 +103,8 @@ static _noreturn_ void hold(const struct local_setup *s, pid_t init, struct loca
 	int pidfd = sbx_pidfd_open(init);
 	long long wait_ms = -1;
 
-	if (s->ttl_ms > 0 && pidfd >= 0) {
-		wait_ms = local_idle_deadline(s->dir, s->ttl_ms) - sbx_now_ms();
+	if (local_net_ttl(net) > 0 && pidfd >= 0) {
+		wait_ms = local_idle_deadline(s->dir, local_net_ttl(net)) - sbx_now_ms();
 		if (wait_ms < 0)
 			wait_ms = 0;
 	}
@@ -113,6 +113,11 @@ static _noreturn_ void hold(const struct local_setup *s, pid_t init, struct loca
 		int r = pidfd >= 0 ? local_net_wait(net, pidfd, wait_ms) : 1;
 		if (r != 0)
 			break;
+		/* a timeout, or sbx update changed the timeout (from none, perhaps) */
+		if (local_net_ttl(net) <= 0) {
+			wait_ms = -1;
+			continue;
+		}
 		wait_ms = idle_timeout(s, init, net);
 		if (wait_ms < 0)
 			break;
