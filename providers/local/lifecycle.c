@@ -690,4 +690,8 @@ const struct sbx_provider sbx_provider_local = {
 	.egress_log_path = local_egress_log_path,
 	.inspect = local_inspect,
 	.update = local_update,
+	.jobs_list = local_jobs_list,
+	.job_get = local_job_get,
+	.job_logs = local_job_logs,
+	.job_kill = local_job_kill,
 };
