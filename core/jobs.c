@@ -61,6 +61,8 @@ int sbx_sandbox_job_wait(struct sbx_ctx *ctx, const char *sb, const char *id, lo
 	if (!p->job_get)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support wait",
 				   p->name);
+	if (p->job_wait)
+		return p->job_wait(ctx, rec, id, timeout_ms, ret_status, err);
 	_cleanup_free_ char *safe = sbx_term_safe(id);
 	_cleanup_free_ char *what = xasprintf("exec '%s'", safe);
 	for (;;) {

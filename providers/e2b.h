@@ -15,4 +15,24 @@ int e2b_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, con
 int e2b_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
 	       const struct sbx_cp_opts *o, struct sbx_err *err);
 
+/* envd's unary process and filesystem calls (JSON), the answer in *ret when ret */
+int e2b_envd_call(const struct sbx_record *rec, const char *method, json_t *msg, const char *what,
+		  json_t **ret, struct sbx_err *err);
+/* attaches to process pid: its output (both streams) to out_fd (-1: dropped) until it ended,
+ * *ret_status its exit status; NOTFOUND when envd has no such process (any more), TIMEOUT
+ * after timeout_ms (0: none) */
+int e2b_envd_connect(const struct sbx_record *rec, long pid, int out_fd, long long timeout_ms,
+		     int *ret_status, struct sbx_err *err);
+/* exec -d's processes (e2b-jobs.c) */
+int e2b_jobs_list(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
+		  struct sbx_err *err);
+int e2b_job_get(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, json_t **ret,
+		struct sbx_err *err);
+int e2b_job_logs(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, bool follow,
+		 int fd, struct sbx_err *err);
+int e2b_job_wait(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id,
+		 long long timeout_ms, int *ret_status, struct sbx_err *err);
+int e2b_job_kill(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, int sig,
+		 struct sbx_err *err);
+
 #endif

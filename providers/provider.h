@@ -53,6 +53,10 @@ struct sbx_provider {
 			 struct sbx_err *);
 	int (*job_get)(struct sbx_ctx *, const struct sbx_record *, const char *id, json_t **ret,
 		       struct sbx_err *);
+	/* until it ended: *ret_status its exit status (128+N), TIMEOUT after timeout_ms (0: none);
+	 * optional: core polls job_get without it */
+	int (*job_wait)(struct sbx_ctx *, const struct sbx_record *, const char *id,
+			long long timeout_ms, int *ret_status, struct sbx_err *);
 	/* its output (stdout and stderr as written) to fd; follow: until it ended */
 	int (*job_logs)(struct sbx_ctx *, const struct sbx_record *, const char *id, bool follow,
 			int fd, struct sbx_err *);
