@@ -647,6 +647,29 @@ static int job_record(int dir, const struct local_job *j, const struct sbx_exec_
 	return 0;
 }
 
+/* the waiter outlives the caller: descriptors the caller handed sbx (open across its exec, so
+ * without close-on-exec, as sbx opens none of its own) are closed, so that no pipe of the
+ * caller stays open while the command runs */
+static void close_inherited(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	if (!d)
+		return;
+	int self = dirfd(d);
+	while ((de = readdir(d))) {
+		char *end;
+		long fd = strtol(de->d_name, &end, 10);
+		if (*end || fd < 3 || fd == self)
+			continue;
+		int fl = fcntl((int)fd, F_GETFD);
+		if (fl >= 0 && !(fl & FD_CLOEXEC))
+			close((int)fd);
+	}
+	closedir(d);
+}
+
 static int open_new(int dir, const char *id, const char *ext, int flags)
 {
 	char name[LOCAL_JOB_ID_LEN + 8];
@@ -706,6 +729,7 @@ int local_job_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const stru
 		static const int ign[] = { SIGINT,  SIGTERM, SIGHUP, SIGQUIT,
 					   SIGPIPE, SIGUSR1, SIGUSR2 };
 		close(sp[0]);
+		close(TAKE_FD(dir)); /* the waiter writes through its files alone */
 		j.res = sp[1];
 		setsid();
 		for (size_t k = 0; k < ARRAY_SIZE(ign); k++)
@@ -713,6 +737,7 @@ int local_job_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const stru
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 		for (int k = 0; k < 3 && null >= 0; k++)
 			(void)dup2(null, k);
+		close_inherited();
 		struct sbx_exec_opts wo = *o;
 		struct sbx_err e = { 0 };
 		int st = 0;
