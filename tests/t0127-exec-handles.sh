@@ -134,6 +134,18 @@ test_expect_success 'the sandbox cannot reach the records and logs, nor see thei
 	echo 0 1 >"$dir/jobs/control" && rm "$dir/jobs/control"
 '
 
+test_expect_success 'the records are bounded: the newest 100 finished ones are kept' '
+	sbx create --name many >/dev/null &&
+	first=$(sbx exec -d many -- true) && sbx wait many "$first" &&
+	for i in $(seq 105); do sbx exec -d many -- true >/dev/null || exit 1; done
+	sbx ps many --json >ps.json &&
+	: "100 finished ones when the last exec -d pruned, and those that ran then" &&
+	json_assert ps.json "assert 100 <= len(r) < 106, len(r)
+assert \"$first\" not in [j[\"id\"] for j in r]" &&
+	expect_code 125 sbx logs many "$first" 2>err && test_grep "no exec" err &&
+	sbx rm -f many >/dev/null
+'
+
 test_expect_success 'wait without EXECID: until the sandbox is released or removed' '
 	sbx create --name jw >/dev/null || exit 1
 	sbx wait --timeout 60s jw &
