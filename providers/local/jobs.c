@@ -265,6 +265,39 @@ static size_t job_entries(int dir, struct job_entry **ret)
 	return n;
 }
 
+/* the files of an exec -d that never got its record (its sbx was killed before the command
+ * ran), an hour on */
+static void job_prune_orphans(int dir)
+{
+	int d2 = dup(dir);
+	DIR *d = d2 >= 0 ? fdopendir(d2) : NULL;
+	struct dirent *de;
+	time_t old = time(NULL) - 3600;
+
+	if (!d) {
+		if (d2 >= 0)
+			close(d2);
+		return;
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		const char *n = de->d_name + (de->d_name[0] == '.');
+		char id[LOCAL_JOB_ID_LEN + 1], rec[LOCAL_JOB_ID_LEN + 8];
+		struct stat st;
+		if (strlen(n) <= LOCAL_JOB_ID_LEN || n[LOCAL_JOB_ID_LEN] != '.')
+			continue;
+		memcpy(id, n, LOCAL_JOB_ID_LEN);
+		id[LOCAL_JOB_ID_LEN] = 0;
+		snprintf(rec, sizeof(rec), "%s.json", id);
+		if (!local_job_id_valid(id) || streq(de->d_name, rec) ||
+		    faccessat(dir, rec, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			continue;
+		if (fstatat(dir, de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_mtime < old)
+			(void)unlinkat(dir, de->d_name, 0);
+	}
+	closedir(d);
+}
+
 /* bounded: the newest KEEP_FINISHED finished execs stay (ended files of a lost exec count) */
 static void job_prune(int dir)
 {
@@ -278,6 +311,7 @@ static void job_prune(int dir)
 	for (size_t i = KEEP_FINISHED; i < k; i++)
 		job_unlink(dir, v[i].id);
 	free(v);
+	job_prune_orphans(dir);
 }
 
 int local_jobs_list(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
