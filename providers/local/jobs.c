@@ -36,6 +36,7 @@
 #include "core/proc.h"
 
 #define LOG_PART (4LL << 20)
+#define ALL_LOG_MAX (64LL << 20) /* the sandbox's log: past it, each exec's own log alone */
 #define KEEP_FINISHED 100
 #define RECORD_MAX (1 << 20)
 
@@ -49,6 +50,7 @@ struct local_job {
 	int log, log1;	  /* ID.log, ID.log.1 */
 	int all;	  /* the sandbox's log (sbx logs SB) */
 	int end;	  /* ID.end */
+	bool all_full;	  /* the sandbox's log reached ALL_LOG_MAX (said once) */
 	int res;	  /* the waiter's word to the CLI (a socket) */
 	bool told;
 };
@@ -558,6 +560,18 @@ static void log_write(struct local_job *j, const char *buf, size_t n)
 		(void)!ftruncate(j->log, 0);
 	}
 	(void)sbx_write_all(j->log, buf, n > LOG_PART ? LOG_PART : n);
+	if (j->all_full)
+		return;
+	if (fstat(j->all, &st) == 0 && st.st_size + (off_t)n > ALL_LOG_MAX) {
+		char line[128];
+		int k = snprintf(
+			line, sizeof(line),
+			"\nsbx: this log is full; 'sbx logs SB %s' has the rest of exec %s\n",
+			j->id, j->id);
+		(void)sbx_write_all(j->all, line, (size_t)k);
+		j->all_full = true;
+		return;
+	}
 	(void)sbx_write_all(j->all, buf, n);
 }
 
