@@ -262,7 +262,8 @@ static size_t job_entries(int dir, struct job_entry **ret)
 		json_decref(s.rec);
 	}
 	closedir(d);
-	qsort(v, n, sizeof(*v), by_start);
+	if (n)
+		qsort(v, n, sizeof(*v), by_start);
 	*ret = v;
 	return n;
 }
@@ -309,7 +310,8 @@ static void job_prune(int dir)
 	for (size_t i = 0; i < n; i++)
 		if (v[i].ended)
 			v[k++] = v[i];
-	qsort(v, k, sizeof(*v), by_end_newest);
+	if (k)
+		qsort(v, k, sizeof(*v), by_end_newest);
 	for (size_t i = KEEP_FINISHED; i < k; i++)
 		job_unlink(dir, v[i].id);
 	free(v);
