@@ -26,6 +26,9 @@ int cmd_help(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_image(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_provider(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_ps(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_wait(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_kill(int argc, char **argv, struct sbx_ctx *ctx);
 
 struct strbuf;
 struct sbx_command {

@@ -177,7 +177,9 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 		goto usage;
 	}
 	o.env = env;
+	char exec_id[SBX_EXEC_ID_MAX] = "";
 	o.ret_pid = &detached_pid;
+	o.ret_exec_id = exec_id;
 	if (json) {
 		ret = exec_json(ctx, sb, &o, cap ? cap : EXEC_JSON_DEFAULT_CAP);
 		sbx_strv_free(env);
@@ -187,7 +189,9 @@ int cmd_exec(int argc, char **argv, struct sbx_ctx *ctx)
 		ret = cmd_report(&err);
 	} else {
 		ret = status;
-		if (o.detach)
+		if (o.detach && *exec_id)
+			printf("%s\n", exec_id);
+		else if (o.detach)
 			printf("%ld\n", detached_pid);
 	}
 	sbx_strv_free(env);

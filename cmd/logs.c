@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/jobs.h"
 #include "core/json.h"
 
 static int copy_out(int fd)
@@ -183,10 +184,17 @@ int cmd_logs(int argc, char **argv, struct sbx_ctx *ctx)
 	}
 	if (optind >= argc)
 		return cmd_usage_error("logs", "missing sandbox");
-	if (optind + 1 < argc)
-		return cmd_usage_error("logs", "unexpected argument '%s'", argv[optind + 1]);
+	if (optind + 2 < argc || (egress && optind + 1 < argc))
+		return cmd_usage_error("logs", "unexpected argument '%s'", argv[argc - 1]);
 	if (json && !egress)
 		return cmd_usage_error("logs", "--json goes with --egress");
+	if (optind + 1 < argc) {
+		/* one exec's own log */
+		fflush(stdout);
+		if (sbx_sandbox_job_logs(ctx, argv[optind], argv[optind + 1], follow, &err) < 0)
+			return cmd_report(&err);
+		return 0;
+	}
 	if (egress)
 		return egress_logs(ctx, argv[optind], json, follow);
 	_cleanup_free_ char *path = NULL, *id = NULL;

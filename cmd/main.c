@@ -26,7 +26,8 @@ const struct sbx_command sbx_commands[] = {
 	  "  -t, --tty              give the command a terminal (a pty of the sandbox's own)\n"
 	  "  -u, --user USER[:GROUP]\n"
 	  "                         run as USER (name from the sandbox's /etc/passwd, or number)\n"
-	  "  -d, --detach           run in the background, print its pid; output goes to 'sbx logs'\n"
+	  "  -d, --detach           run in the background, print its exec id (for sbx ps, logs,\n"
+	  "                         wait, kill); output goes to 'sbx logs SB [EXECID]'\n"
 	  "  -e, --env K=V|K        set a variable (K alone: the caller's value)\n"
 	  "      --env-file FILE    read K=V lines from FILE\n"
 	  "  -w, --workdir DIR      working directory inside\n"
@@ -59,10 +60,25 @@ const struct sbx_command sbx_commands[] = {
 	  "                         they hold\n"
 	  "  -f, --force            rm: a missing PATH is no error\n" },
 	{ "logs", cmd_logs, "Print the output of detached commands, or the egress log",
-	  "sbx logs [OPTIONS] SB\n       sbx logs --egress [--json] [OPTIONS] SB",
-	  "  -f, --follow           keep printing new output until the sandbox stops\n"
+	  "sbx logs [OPTIONS] SB [EXECID]\n       sbx logs --egress [--json] [OPTIONS] SB",
+	  "  -f, --follow           keep printing new output until the sandbox stops (with\n"
+	  "                         EXECID: until that command ended)\n"
 	  "      --egress           the sandbox's egress log: one line per connection\n"
 	  "      --json             with --egress: JSON lines\n" },
+	{ "ps", cmd_ps, "List the detached commands of a sandbox", "sbx ps [--json] [-a] SB",
+	  "      --json             print a JSON array: id, pid, command, state, exit_code,\n"
+	  "                         signal, started_at, finished_at\n"
+	  "  -a, --all              no effect: running and finished commands are listed\n" },
+	{ "wait", cmd_wait, "Wait for a detached command to end, or a sandbox to stop",
+	  "sbx wait [--timeout DUR] SB [EXECID]\n       sbx wait --state STATE [--timeout DUR] SB",
+	  "      --state STATE      wait until 'sbx inspect' shows STATE (running, paused,\n"
+	  "                         released, stopped, ..., or removed)\n"
+	  "      --timeout DUR      give up after DUR (exit 125, error code timeout)\n"
+	  "      --json             errors as JSON on stderr\n" },
+	{ "kill", cmd_kill, "Signal a detached command, or every process of a sandbox",
+	  "sbx kill [-s SIGNAL] SB [EXECID]",
+	  "  -s, --signal SIGNAL    the signal, by name (TERM, SIGTERM) or number (default KILL)\n"
+	  "      --json             errors as JSON on stderr\n" },
 	{ "preview", cmd_preview, "Reach a port inside a sandbox from the host by URL",
 	  "sbx preview [OPTIONS] SB PORT\n       sbx preview [--json] SB\n"
 	  "       sbx preview --rm SB PORT",

@@ -140,7 +140,7 @@ _sbx()
 		return 0
 	fi
 	if [ "$dashdash" -eq 0 ] && [[ $cur == -* ]] &&
-		{ [[ " rm logs preview image provider fs " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
+		{ [[ " rm logs ps wait kill preview image provider fs " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
 		# 'sbx image pull -': pull's own options
 		local -a subw=()
 		[[ " image provider fs " == *" $cmd "* ]] && subw=("$sub")
@@ -148,7 +148,7 @@ _sbx()
 		return 0
 	fi
 	case $cmd in
-	exec | logs | preview)
+	exec | logs | ps | wait | kill | preview)
 		[ "$dashdash" -eq 0 ] && [ "$npos" -eq 0 ] || return 0 ;;
 	inspect | rm | pause | resume | update | keepalive | stats)
 		[ "$dashdash" -eq 0 ] || return 0 ;;

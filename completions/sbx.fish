@@ -48,7 +48,7 @@ function __sbx_options
     else if contains -- $cmd image provider fs
         # 'sbx image pull -': pull's own options
         sbx __complete options $cmd $args[1] 2>/dev/null
-    else if test (count $args) -eq 0; or contains -- $cmd rm logs preview
+    else if test (count $args) -eq 0; or contains -- $cmd rm logs ps wait kill preview
         sbx __complete options $cmd 2>/dev/null
     end
 end
@@ -65,13 +65,13 @@ function __sbx_sub_at
     test (count $argv) -eq 2; or contains -- (count $args) $argv[3..-1]
 end
 
-# SB wanted here: exec, logs and preview take one, inspect, rm, pause, resume, update, keepalive and stats any number
+# SB wanted here: exec, logs, ps, wait, kill and preview take one, inspect, rm, pause, resume, update, keepalive and stats any number
 function __sbx_wants_sandbox
     set -l cmd (__sbx_cmd); or return 1
     set -l args (__sbx_args); or return 1
     contains -- (commandline -opc)[-1] $__sbx_value_opts; and return 1
     switch $cmd
-        case exec logs preview
+        case exec logs ps wait kill preview
             test (count $args) -eq 0
         case inspect rm pause resume update keepalive stats
             return 0

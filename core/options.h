@@ -67,6 +67,8 @@ struct sbx_exec_opts {
 	const char *user;     /* -u USER[:GROUP], by name or number; NULL: root */
 	long long timeout_ms; /* 0: none */
 	long *ret_pid;	      /* -d: set to the command's pid inside the sandbox */
+	char *ret_exec_id;    /* -d: SBX_EXEC_ID_MAX bytes, set to its exec id (for ps, logs,
+			       * wait, kill); left "" by a provider that has none */
 	bool resume;	      /* --resume: a paused, released or stopped sandbox resumes first */
 	struct sbx_exec_result *result; /* --json: set, not -t or -d; NULL: the caller's 1, 2 */
 };
@@ -79,6 +81,8 @@ struct sbx_cp_opts {
 	 * and the provider names the result as docker cp does (sbx_archive_extract) */
 	const char *top;
 };
+
+#define SBX_EXEC_ID_MAX 65
 
 /* exec statuses beyond the command's own */
 #define SBX_EXIT_TIMEOUT 124

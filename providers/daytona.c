@@ -576,6 +576,155 @@ static void tb_close(struct tb *t)
 	remote_release(&t->r);
 }
 
+/* --- exec -d: a session of its own per command, whose id is the exec id ------------------- */
+
+#define JOB_PREFIX "sbx-d-"
+
+/* the command runs (runAsync) in a new session, which stays for ps, logs and wait */
+static int job_start(struct tb *t, const char *line, const struct sbx_exec_opts *o,
+		     struct sbx_err *err)
+{
+	char hex[17];
+	remote_random_hex(hex, 16);
+	_cleanup_free_ char *sid = xasprintf(JOB_PREFIX "%s", hex);
+	_cleanup_free_ char *base = toolbox_url(&t->r, t->rec, "/process/session");
+	_cleanup_free_ char *exec_url = xasprintf("%s/%s/exec", base, sid);
+	_cleanup_json_ json_t *mk = json_pack("{s:s}", "sessionId", sid);
+	_cleanup_json_ json_t *body = json_pack("{s:s, s:b}", "command", line, "runAsync", 1);
+	struct remote_call c = { .method = "POST",
+				 .url = base,
+				 .body = mk,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
+				 .what = "open a Daytona toolbox session" };
+	struct remote_call x = { .method = "POST",
+				 .url = exec_url,
+				 .body = body,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
+				 .what = "start a command in the Daytona sandbox" };
+	if (remote_do(&t->r, &c, NULL, NULL, err) < 0 || remote_do(&t->r, &x, NULL, NULL, err) < 0)
+		return sbx_err_prefix(err, "cannot run '%s' in sandbox '%s'", o->argv[0],
+				      remote_label(t->rec));
+	if (o->ret_exec_id)
+		snprintf(o->ret_exec_id, SBX_EXEC_ID_MAX, "%s", sid);
+	return 0;
+}
+
+/* GET of a session's URL (tail after it: "", "/command/CID/logs"); NOTFOUND for another id */
+static int job_call(struct tb *t, const char *id, const char *tail, json_t **ret,
+		    struct sbx_err *err)
+{
+	static const long ok404[] = { 404, 0 };
+	bool valid = startswith(id, JOB_PREFIX) && strlen(id) == strlen(JOB_PREFIX) + 16 &&
+		strspn(id + strlen(JOB_PREFIX), "0123456789abcdef") == 16;
+	_cleanup_free_ char *safe = sbx_term_safe(id);
+	_cleanup_free_ char *url = NULL, *path = xasprintf("/process/session/%s%s", id, tail);
+	long st = 0;
+	if (valid) {
+		url = toolbox_url(&t->r, t->rec, path);
+		struct remote_call c = { .method = "GET",
+					 .url = url,
+					 .accept = ok404,
+					 .flags = REMOTE_IDEMPOTENT,
+					 .timeout_ms = CONTROL_TIMEOUT_MS,
+					 .what = "look at a command of the Daytona sandbox" };
+		if ((st = remote_do(&t->r, &c, ret, NULL, err)) < 0)
+			return -1;
+	}
+	if (!valid || st == 404) {
+		if (valid)
+			json_decref(*ret);
+		*ret = NULL;
+		return sbx_err_set(err, SBX_E_NOTFOUND, "no exec '%s' in sandbox '%s'", safe,
+				   remote_label(t->rec));
+	}
+	return 0;
+}
+
+/* a session's record as ps lists it ({sessionId, commands: [{id, command, exitCode?}]}) */
+static json_t *job_view(const json_t *s)
+{
+	json_t *c = json_array_get(json_object_get(s, "commands"), 0);
+	json_t *code = json_object_get(c, "exitCode");
+	int n = json_is_integer(code) ? (int)json_integer_value(code) : -1;
+	/* the shell line sbx ran, as sh -c would take it; Daytona tells no pid nor times */
+	json_t *argv = json_pack("[s, s, s]", "sh", "-c", sbx_json_str(c, "command") ?: "");
+	/* a signal's end is the shell's 128+N: no signal name is told apart */
+	return json_pack("{s:s, s:n, s:o, s:s, s:o, s:n, s:n, s:n}", "id",
+			 sbx_json_str(s, "sessionId") ?: "", "pid", "command", argv, "state",
+			 n >= 0 ? "exited" : "running", "exit_code",
+			 n >= 0 ? json_integer(n) : json_null(), "signal", "started_at",
+			 "finished_at");
+}
+
+static int dt_jobs_list(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
+			struct sbx_err *err)
+{
+	_cleanup_(tb_close) struct tb t = { 0 };
+	_cleanup_json_ json_t *all = NULL;
+	(void)ctx;
+	if (tb_open(&t, rec, err) < 0)
+		return -1;
+	_cleanup_free_ char *url = toolbox_url(&t.r, rec, "/process/session");
+	struct remote_call c = { .method = "GET",
+				 .url = url,
+				 .flags = REMOTE_IDEMPOTENT,
+				 .timeout_ms = CONTROL_TIMEOUT_MS,
+				 .what = "list the sessions of the Daytona sandbox" };
+	if (remote_do(&t.r, &c, &all, NULL, err) < 0)
+		return -1;
+	*ret = json_array();
+	size_t i;
+	json_t *s;
+	json_array_foreach (all, i, s)
+		if (startswith(sbx_json_str(s, "sessionId") ?: "", JOB_PREFIX))
+			json_array_append_new(*ret, job_view(s));
+	return 0;
+}
+
+static int dt_job_get(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id,
+		      json_t **ret, struct sbx_err *err)
+{
+	_cleanup_(tb_close) struct tb t = { 0 };
+	_cleanup_json_ json_t *s = NULL;
+	(void)ctx;
+	if (tb_open(&t, rec, err) < 0 || job_call(&t, id, "", &s, err) < 0)
+		return -1;
+	*ret = job_view(s);
+	return 0;
+}
+
+static int dt_job_logs(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id,
+		       bool follow, int fd, struct sbx_err *err)
+{
+	_cleanup_(tb_close) struct tb t = { 0 };
+	size_t done = 0;
+	(void)ctx;
+	if (tb_open(&t, rec, err) < 0)
+		return -1;
+	/* Daytona follows logs over a WebSocket only: polled, printing what is new */
+	for (;;) {
+		_cleanup_json_ json_t *s = NULL, *logs = NULL;
+		if (job_call(&t, id, "", &s, err) < 0)
+			return -1;
+		json_t *c = json_array_get(json_object_get(s, "commands"), 0);
+		const char *cid = sbx_json_str(c, "id");
+		bool ended = json_is_integer(json_object_get(c, "exitCode"));
+		_cleanup_free_ char *tail = xasprintf("/command/%s/logs", cid ? cid : "-");
+		if (cid && job_call(&t, id, tail, &logs, err) < 0)
+			return -1;
+		const char *out = sbx_json_str(logs, "output") ?: "";
+		size_t n = strlen(out);
+		if (n > done && sbx_write_all(fd, out + done, n - done) < 0)
+			return errno == EPIPE ? 0 : sbx_err_errno(err, "cannot write the log");
+		if (n > done)
+			done = n;
+		if (!follow || ended)
+			return 0;
+		struct timespec ts = { 0, 500 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+}
+
 static int dt_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 		   int *ret_status, struct sbx_err *err)
 {
@@ -607,6 +756,12 @@ static int dt_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const stru
 		remote_sh_quote(&line, *a);
 	}
 	strbuf_addstr(&line, ") </dev/null");
+	if (o->detach) {
+		int r = job_start(&t, line.buf, o, err);
+		strbuf_release(&line);
+		*ret_status = 0;
+		return r;
+	}
 	int r = session_run(&t, line.buf, o->timeout_ms, true, &out, &eout, ret_status, err);
 	if (r == 0) {
 		struct remote_sigs sigs;
@@ -800,7 +955,7 @@ const struct sbx_provider sbx_provider_daytona = {
 	 * sizes a sandbox in whole CPUs and GiB; exec runs a command and waits for its output */
 	.caps = SBX_CAP_RELEASE | SBX_CAP_PREVIEW | SBX_CAP_LIMIT_CPU | SBX_CAP_LIMIT_MEMORY |
 		SBX_CAP_DISK | SBX_CAP_NET_NONE | SBX_CAP_NET_OPEN | SBX_CAP_TEMPLATE |
-		SBX_CAP_TTL | SBX_CAP_CP | SBX_CAP_FS,
+		SBX_CAP_TTL | SBX_CAP_CP | SBX_CAP_FS | SBX_CAP_EXEC_DETACH,
 	.ready = dt_ready,
 	.api_url = dt_api_url,
 	.create = dt_create,
@@ -817,4 +972,7 @@ const struct sbx_provider sbx_provider_daytona = {
 	.update = dt_update,
 	.keepalive = dt_keepalive,
 	.stats = dt_stats,
+	.jobs_list = dt_jobs_list,
+	.job_get = dt_job_get,
+	.job_logs = dt_job_logs,
 };

@@ -153,9 +153,10 @@ static int envd_failed(const struct sbx_record *rec, const char *what, long stat
 	return r;
 }
 
-/* one unary Connect call to envd (JSON codec); 0 or -1 */
-static int envd_unary(const struct sbx_record *rec, const char *method, json_t *msg,
-		      const char *user, long long timeout_ms, const char *what, struct sbx_err *err)
+/* one unary Connect call to envd (JSON codec), its answer in *ret when ret; 0 or -1 */
+static int envd_call(const struct sbx_record *rec, const char *method, json_t *msg,
+		     const char *user, long long timeout_ms, const char *what, json_t **ret,
+		     struct sbx_err *err)
 {
 	_cleanup_free_ char *url = envd_url(rec, method);
 	_cleanup_free_ char *body = json_dumps(msg, JSON_COMPACT);
@@ -174,8 +175,22 @@ static int envd_unary(const struct sbx_record *rec, const char *method, json_t *
 	int r = sbx_http_perform(&q, &resp, "E2B", err);
 	if (r == 0 && (resp.status < 200 || resp.status >= 300))
 		r = envd_failed(rec, what, resp.status, &resp.body, err);
+	else if (r == 0 && ret && !(*ret = json_loadb(resp.body.buf, resp.body.len, 0, NULL)))
+		r = sbx_err_set(err, SBX_E_REMOTE, "cannot %s: E2B's answer is not JSON", what);
 	sbx_http_resp_release(&resp);
 	return r;
+}
+
+static int envd_unary(const struct sbx_record *rec, const char *method, json_t *msg,
+		      const char *user, long long timeout_ms, const char *what, struct sbx_err *err)
+{
+	return envd_call(rec, method, msg, user, timeout_ms, what, NULL, err);
+}
+
+int e2b_envd_call(const struct sbx_record *rec, const char *method, json_t *msg, const char *what,
+		  json_t **ret, struct sbx_err *err)
+{
+	return envd_call(rec, method, msg, NULL, 30000, what, ret, err);
 }
 
 /* -i: a child that sends what arrives on standard input to the process, then closes it */
@@ -329,6 +344,7 @@ struct cmd {
 	long *ret_pid;
 	bool foreground;	     /* the user's command: signals and a closed stdout end it */
 	struct sbx_exec_result *res; /* exec --json: how it ended */
+	long connect_pid; /* > 0: attach to this process (Connect) instead of starting one */
 };
 
 static void run_release(struct run *x)
@@ -348,12 +364,20 @@ static int run_outcome(const struct run *x, const struct cmd *cmd, const char *l
 	if (x->bad)
 		return sbx_err_set(err, SBX_E_REMOTE, "cannot run '%s' in sandbox '%s': %s",
 				   cmd->argv[0], l, x->bad);
+	if (cmd->connect_pid > 0 && x->eos_code && !x->ended && streq(x->eos_code, "not_found"))
+		return sbx_err_set(err, SBX_E_NOTFOUND,
+				   "no exec '%ld' in sandbox '%s' (E2B forgets a process once it "
+				   "ended)",
+				   cmd->connect_pid, l);
 	if (cmd->detach && x->started) {
 		if (cmd->ret_pid)
 			*cmd->ret_pid = x->pid;
 		*ret_status = 0;
 		return 0;
 	}
+	if (x->eos_code && streq(x->eos_code, "deadline_exceeded") && cmd->connect_pid > 0)
+		return sbx_err_set(err, SBX_E_TIMEOUT, "timed out waiting for exec '%ld'",
+				   cmd->connect_pid);
 	if (x->eos_code && streq(x->eos_code, "deadline_exceeded") && cmd->timeout_ms > 0) {
 		*ret_status = SBX_EXIT_TIMEOUT;
 		if (cmd->res)
@@ -419,10 +443,15 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 		_cleanup_free_ char *k = xstrndup(*e, (size_t)(eq - *e));
 		json_object_set_new(envs, k, json_string(eq + 1));
 	}
-	_cleanup_json_ json_t *msg = json_pack("{s:{s:s, s:o, s:o}, s:b}", "process", "cmd",
-					       cmd->argv[0], "args", args, "envs", envs, "stdin",
-					       cmd->stdin_open);
-	if (cmd->cwd)
+	_cleanup_json_ json_t *msg = cmd->connect_pid > 0
+		? json_pack("{s:{s:I}}", "process", "pid", (json_int_t)cmd->connect_pid)
+		: json_pack("{s:{s:s, s:o, s:o}, s:b}", "process", "cmd", cmd->argv[0], "args",
+			    args, "envs", envs, "stdin", cmd->stdin_open);
+	if (cmd->connect_pid > 0) {
+		json_decref(args);
+		json_decref(envs);
+	}
+	if (cmd->cwd && cmd->connect_pid <= 0)
 		json_object_set_new(json_object_get(msg, "process"), "cwd", json_string(cmd->cwd));
 	char tag[24] = "sbx-";
 	remote_random_hex(tag + 4, 16);
@@ -438,7 +467,8 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 	frame[4] = (char)plen;
 	memcpy(frame + 5, payload, plen);
 
-	_cleanup_free_ char *url = envd_url(rec, "/process.Process/Start");
+	_cleanup_free_ char *url = envd_url(
+		rec, cmd->connect_pid > 0 ? "/process.Process/Connect" : "/process.Process/Start");
 	_cleanup_free_ char *tmo = cmd->timeout_ms > 0
 		? xasprintf("Connect-Timeout-Ms: %lld", cmd->timeout_ms)
 		: NULL;
@@ -505,7 +535,11 @@ static int envd_run(const struct sbx_record *rec, const struct cmd *cmd, struct 
 		(void)waitpid(x.feeder, NULL, 0);
 	}
 	if (r < 0) {
-		if (resp.timed_out && cmd->timeout_ms > 0) {
+		if (resp.timed_out && cmd->timeout_ms > 0 && cmd->connect_pid > 0) {
+			sbx_err_clear(err);
+			r = sbx_err_set(err, SBX_E_TIMEOUT, "timed out waiting for exec '%ld'",
+					cmd->connect_pid);
+		} else if (resp.timed_out && cmd->timeout_ms > 0) {
 			sbx_err_clear(err);
 			*ret_status = SBX_EXIT_TIMEOUT;
 			if (cmd->res)
@@ -551,6 +585,18 @@ int e2b_decode_stream(const char *data, size_t len, size_t chunk, long long time
 	return r;
 }
 
+int e2b_envd_connect(const struct sbx_record *rec, long pid, int out_fd, long long timeout_ms,
+		     int *ret_status, struct sbx_err *err)
+{
+	char name[32];
+	snprintf(name, sizeof(name), "exec %ld", pid);
+	char *const argv[] = { name, NULL };
+	struct cmd c = { .argv = argv, .timeout_ms = timeout_ms, .connect_pid = pid };
+
+	return envd_run(rec, &c, (struct sink){ .fd = out_fd }, (struct sink){ .fd = out_fd },
+			ret_status, err);
+}
+
 int e2b_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	     int *ret_status, struct sbx_err *err)
 {
@@ -570,8 +616,19 @@ int e2b_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "provider 'e2b' takes a user name for -u, "
 				   "not USER:GROUP");
-	return envd_run(rec, &c, (struct sink){ .fd = o->result ? o->result->out_fd : 1 },
-			(struct sink){ .fd = o->result ? o->result->err_fd : 2 }, ret_status, err);
+	long pid = 0;
+	if (o->detach)
+		c.ret_pid = &pid;
+	int r = envd_run(rec, &c, (struct sink){ .fd = o->result ? o->result->out_fd : 1 },
+			 (struct sink){ .fd = o->result ? o->result->err_fd : 2 }, ret_status, err);
+	/* -d: the pid is the exec id (sbx ps, logs, wait, kill) */
+	if (r == 0 && o->detach) {
+		if (o->ret_pid)
+			*o->ret_pid = pid;
+		if (o->ret_exec_id)
+			snprintf(o->ret_exec_id, SBX_EXEC_ID_MAX, "%ld", pid);
+	}
+	return r;
 }
 
 /* --- cp: tar through /files ------------------------------------------------------------------ */

@@ -28,5 +28,24 @@ int e2b_envd_failed(const struct sbx_record *rec, const char *what, long status,
 		    const struct strbuf *body, struct sbx_err *err);
 int e2b_fs(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_fs_op *op,
 	   struct sbx_err *err);
+/* envd's unary process and filesystem calls (JSON), the answer in *ret when ret */
+int e2b_envd_call(const struct sbx_record *rec, const char *method, json_t *msg, const char *what,
+		  json_t **ret, struct sbx_err *err);
+/* attaches to process pid: its output (both streams) to out_fd (-1: dropped) until it ended,
+ * *ret_status its exit status; NOTFOUND when envd has no such process (any more), TIMEOUT
+ * after timeout_ms (0: none) */
+int e2b_envd_connect(const struct sbx_record *rec, long pid, int out_fd, long long timeout_ms,
+		     int *ret_status, struct sbx_err *err);
+/* exec -d's processes (e2b-jobs.c) */
+int e2b_jobs_list(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
+		  struct sbx_err *err);
+int e2b_job_get(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, json_t **ret,
+		struct sbx_err *err);
+int e2b_job_logs(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, bool follow,
+		 int fd, struct sbx_err *err);
+int e2b_job_wait(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id,
+		 long long timeout_ms, int *ret_status, struct sbx_err *err);
+int e2b_job_kill(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, int sig,
+		 struct sbx_err *err);
 
 #endif

@@ -58,6 +58,23 @@ struct sbx_provider {
 	 * cpu_percent, memory_bytes, memory_limit_bytes, pids, disk_bytes, net_rx_bytes,
 	 * net_tx_bytes; null where the provider cannot tell) */
 	int (*stats)(struct sbx_ctx *, const struct sbx_record *, json_t **ret, struct sbx_err *);
+	/* background commands (exec -d, which sets opts' ret_exec_id): all of them as a JSON
+	 * array of the objects one gives ({id, pid, command, state, exit_code, signal,
+	 * started_at, finished_at}); NOTFOUND for an unknown exec id */
+	int (*jobs_list)(struct sbx_ctx *, const struct sbx_record *, json_t **ret,
+			 struct sbx_err *);
+	int (*job_get)(struct sbx_ctx *, const struct sbx_record *, const char *id, json_t **ret,
+		       struct sbx_err *);
+	/* until it ended: *ret_status its exit status (128+N), TIMEOUT after timeout_ms (0: none);
+	 * optional: core polls job_get without it */
+	int (*job_wait)(struct sbx_ctx *, const struct sbx_record *, const char *id,
+			long long timeout_ms, int *ret_status, struct sbx_err *);
+	/* its output (stdout and stderr as written) to fd; follow: until it ended */
+	int (*job_logs)(struct sbx_ctx *, const struct sbx_record *, const char *id, bool follow,
+			int fd, struct sbx_err *);
+	/* sig to its process group, or (id NULL) to every process of the sandbox but its init */
+	int (*job_kill)(struct sbx_ctx *, const struct sbx_record *, const char *id, int sig,
+			struct sbx_err *);
 	/* refresh rec->state (and state_reason) by looking */
 	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 	/* every sandbox the provider has: *ret maps provider_id -> enum sbx_state (an integer);

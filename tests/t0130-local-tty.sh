@@ -76,9 +76,10 @@ test_expect_success 'exec -u by name and by number, with a group' '
 	expect_one_error_line err "no group .no-such-group."
 '
 
-test_expect_success 'exec -d runs in the background, prints its pid; sbx logs shows the output' '
-	sbx exec -d tty sh -c "echo first; echo to-stderr >&2; sleep 0.5; echo second" >pid &&
-	test_grep -Ex "[0-9]+" pid &&
+test_expect_success 'exec -d runs in the background, prints its exec id; sbx logs shows the output' '
+	sbx exec -d tty sh -c "echo first; echo to-stderr >&2; sleep 0.5; echo second" >id &&
+	test_grep -Ex "[A-Za-z0-9._-]{1,64}" id &&
+	sbx ps tty --json | python3 -c "import json, sys; print(json.load(sys.stdin)[0][\"pid\"])" >pid &&
 	sbx exec tty sh -c "test -d /proc/$(cat pid)" &&
 	for i in $(seq 50); do sbx logs tty | grep -q second && break; sleep 0.1; done &&
 	sbx logs tty >out && test_grep -x first out && test_grep -x to-stderr out && test_grep -x second out

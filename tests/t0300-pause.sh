@@ -28,7 +28,9 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 test_expect_success 'set-up: a sandbox with a file and a CPU spinner' '
 	sbx create --name box >/dev/null &&
 	sbx exec box sh -c "echo kept >/workspace/f" &&
-	sbx exec -d box sh -c "while :; do :; done" >inner &&
+	id=$(sbx exec -d box sh -c "while :; do :; done") &&
+	sbx ps box --json | python3 -c "import json, sys
+print([j[\"pid\"] for j in json.load(sys.stdin) if j[\"id\"] == sys.argv[1]][0])" "$id" >inner &&
 	host_pid box "$(cat inner)" >hpid && test -s hpid
 '
 

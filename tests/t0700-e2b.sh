@@ -160,6 +160,27 @@ assert h[\"authorization\"] == \"Basic dXNlcjo=\", h" &&
 	expect_code 125 sbx exec -t box true 2>e && test_grep "does not support exec -t" e
 '
 
+test_expect_success 'exec -d handles (pids): ps, wait, logs -f, kill, unknown ids' '
+	id=$(sbx exec -d box -- sh -c "sleep 0.5; exit 3") &&
+	test_match "^[0-9]+$" "$id" &&
+	sbx ps box --json >ps.json &&
+	json_assert ps.json "assert any(j[\"id\"] == \"$id\" and j[\"state\"] == \"running\"
+	   and j[\"command\"] == [\"sh\", \"-c\", \"sleep 0.5; exit 3\"] for j in r), r" &&
+	expect_code 3 sbx wait box "$id" &&
+	id=$(sbx exec -d box -- sh -c "for i in \$(seq 30); do echo tick; sleep 0.1; done; echo done") &&
+	sbx logs -f box "$id" >lo && test_grep -x tick lo && test_grep -x done lo &&
+	expect_code 125 sbx logs box "$id" 2>e && test_grep "keeps no output" e &&
+	id=$(sbx exec -d box -- sleep 100) || exit 1
+	sbx wait box "$id" >/dev/null 2>&1 &
+	w=$!
+	expect_code 125 sbx wait --timeout 0.5s box "$id" 2>e && test_grep "timed out" e &&
+	expect_code 125 sbx kill -s HUP box "$id" 2>e && test_grep "only SIGKILL and SIGTERM" e &&
+	sbx kill -s TERM box "$id" && expect_code 143 wait $w &&
+	expect_code 125 sbx wait box "$id" 2>e && test_grep "no exec" e &&
+	expect_code 125 sbx kill box 999999 2>e && test_grep "no exec" e &&
+	expect_code 125 sbx wait box not-a-pid 2>e && test_grep "no exec" e
+'
+
 # the pids of the processes the fake knows to run in a sandbox
 fake_procs() {
 	curl -fsS "$FAKE_URL/_fake/state" | "$TEST_PYTHON" -c 'import json, sys

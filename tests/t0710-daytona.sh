@@ -102,11 +102,30 @@ assert b[\"sessions\"] == [], b[\"sessions\"]"
 '
 
 test_expect_success 'exec options Daytona cannot honour are one line, 125' '
-	for o in -i -t -d "-u root"; do
+	for o in -i -t "-u root"; do
 		# shellcheck disable=SC2086
 		expect_code 125 sbx exec $o dbox true 2>e </dev/null &&
 		expect_one_error_line e "does not support exec ${o%% *}" || exit 1
 	done
+'
+
+test_expect_success 'exec -d handles (a session each): ps, logs, wait; kill refused' '
+	id=$(sbx exec -d dbox -- sh -c "echo out; echo err >&2; sleep 0.5; exit 3") &&
+	test_match "^sbx-d-[0-9a-f]{16}$" "$id" &&
+	sbx ps dbox --json >ps.json &&
+	json_assert ps.json "assert any(j[\"id\"] == \"$id\" for j in r), r" &&
+	expect_code 3 sbx wait dbox "$id" &&
+	sbx ps dbox --json >ps.json &&
+	json_assert ps.json "j = [j for j in r if j[\"id\"] == \"$id\"][0]
+assert j[\"state\"] == \"exited\" and j[\"exit_code\"] == 3, j" &&
+	sbx logs dbox "$id" >lo && test_grep -x out lo && test_grep -x err lo &&
+	id=$(sbx exec -d dbox -- sh -c "sleep 0.3; echo late") &&
+	sbx logs -f dbox "$id" >lf && test_grep -x late lf &&
+	id=$(sbx exec -d dbox -- sleep 30) &&
+	expect_code 125 sbx wait --timeout 0.5s dbox "$id" 2>e && test_grep "timed out" e &&
+	expect_code 125 sbx kill dbox "$id" 2>e && test_grep "does not support kill" e &&
+	expect_code 125 sbx wait dbox sbx-d-0000000000000000 2>e && test_grep "no exec" e &&
+	expect_code 125 sbx wait dbox ../x 2>e && test_grep "no exec" e
 '
 
 test_expect_success 'cp in and out keeps directories, modes and symlinks' '

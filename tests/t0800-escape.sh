@@ -181,7 +181,8 @@ test_expect_success "the cp helper of a released sandbox is confined the same, i
 # --- 2. the sbx binary ----------------------------------------------------------------------
 
 test_expect_success "nothing in a sandbox reaches the sbx binary through /proc/*/exe$in_mode" '
-	cp "$SBX" mysbx && sum=$(sha256sum <mysbx) &&
+	: "a waiter of the exec -d before (mysbx) may still run: a new file, not a rewrite" &&
+	rm -f mysbx && cp "$SBX" mysbx && sum=$(sha256sum <mysbx) &&
 	: "a watcher that keeps every /proc/PID/exe it can read, the way an attacker would" &&
 	./mysbx exec -d $esc $wrap sh -c "for i in \$(seq 300); do for p in /proc/[0-9]*; do
 		l=\$(readlink \$p/exe 2>/dev/null) && echo \"\$l\" >>/workspace/seen

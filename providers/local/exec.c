@@ -33,11 +33,6 @@
 
 static const char default_path[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-char *local_log_path(const struct sbx_record *rec)
-{
-	return xasprintf("%s/exec.log", rec->dir);
-}
-
 static volatile sig_atomic_t child_pid;
 static volatile sig_atomic_t timed_out;
 static volatile sig_atomic_t winch;
@@ -141,7 +136,6 @@ enum {
 	STAGE_SETUP,
 	STAGE_EXEC,
 	STAGE_USER,
-	STAGE_PID
 };
 
 struct exec_msg {
@@ -548,8 +542,9 @@ static void plain_relay_run(struct plain_relay *r, pid_t pid)
 	plain_relay_close(r);
 }
 
-int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
-	       int *ret_status, struct sbx_err *err)
+static int exec_run(struct sbx_ctx *ctx, const struct sbx_record *rec,
+		    const struct sbx_exec_opts *o, struct local_job *job, int *ret_status,
+		    struct sbx_err *err)
 {
 	const char *label = rec->name ? rec->name : rec->id;
 	struct local_pids pids;
@@ -595,13 +590,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		if (nullfd < 0)
 			return sbx_err_errno(err, "cannot open /dev/null");
 	}
-	_cleanup_close_ int logfd = -1;
-	if (o->detach) {
-		_cleanup_free_ char *lp = local_log_path(rec);
-		logfd = open(lp, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-		if (logfd < 0)
-			return sbx_err_errno(err, "cannot open the sandbox log '%s'", lp);
-	}
+	/* -d: the waiter's pipe, which it relays into the logs */
+	int logfd = job ? local_job_out_fd(job) : -1;
 	if (o->tty && !o->interactive)
 		(void)0; /* output only: the terminal stays cooked, so ^C still signals */
 	if (o->tty && o->interactive) {
@@ -761,7 +751,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		sigaddset(&fwdset, fwd[k]);
 	sigaddset(&fwdset, SIGALRM);
 	sigprocmask(SIG_BLOCK, &fwdset, &oldset);
-	pid_t pid = o->detach ? fork() : start_child(&cs);
+	pid_t pid = start_child(&cs);
 	if (pid > 0)
 		child_pid = pid;
 	if (pid != 0)
@@ -772,21 +762,8 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		sbx_strv_free(env);
 		return sbx_err_errno(err, "cannot start the command");
 	}
-	if (pid == 0) {
+	if (pid == 0) { /* the sanitizer build's fork */
 		close(ep[0]);
-		if (o->detach) {
-			/* the command is re-parented to the sandbox's init, which reaps it */
-			setsid();
-			pid_t g = fork();
-			if (g < 0)
-				child_fail(ep[1], STAGE_SETUP);
-			if (g > 0) {
-				struct exec_msg m = { STAGE_PID, 0, (long)g };
-				(void)sbx_proc_report(ep[1], &m, sizeof(m));
-				_exit(0);
-			}
-			run_child(&cs);
-		}
 		run_child(&cs);
 	}
 	child_pid = pid;
@@ -813,16 +790,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	_cleanup_close_ int cpfd = o->detach ? -1 : sbx_pidfd_open(pid);
 
 	struct exec_msg f = { 0 };
-	long detached_pid = 0;
-	ssize_t n;
-	for (;;) {
-		n = sbx_proc_read_report(ep[0], &f, sizeof(f));
-		if (n == (ssize_t)sizeof(f) && f.stage == STAGE_PID) {
-			detached_pid = f.pid;
-			continue;
-		}
-		break;
-	}
+	ssize_t n = sbx_proc_read_report(ep[0], &f, sizeof(f));
 	close(ep[0]);
 	bool failed = n == (ssize_t)sizeof(f);
 	/* registered once the command runs (its report pipe closed on exec): only then does it
@@ -833,6 +801,14 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		if (!failed)
 			local_exec_register(ctl, pid);
 		close(TAKE_FD(ctl));
+	}
+	int st;
+	pid_t w = pid;
+	if (job && !failed) {
+		/* -d: the CLI returns now; we relay the output and record the end */
+		local_job_started(job, pid);
+		local_job_relay(job, pid, &st);
+		return 0;
 	}
 
 	if (o->tty && !failed) {
@@ -858,8 +834,6 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		;
 	if (ending && !o->detach)
 		kill(-pid, SIGKILL);
-	int st;
-	pid_t w;
 	struct rusage ru;
 	do
 		w = wait4(pid, &st, 0, &ru);
@@ -901,14 +875,7 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 					     label);
 		}
 	}
-	if (o->detach) {
-		if (o->ret_pid)
-			*o->ret_pid = detached_pid;
-		*ret_status = 0;
-		return 0;
-	}
-	if (!o->detach)
-		local_net_exec_refusals(rec, &watch, netenv.v);
+	local_net_exec_refusals(rec, &watch, netenv.v);
 	if (o->result)
 		local_exec_result(o->result, &ru, st, timed_out);
 	if (timed_out) {
@@ -925,4 +892,12 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 		*ret_status = SBX_EXIT_FAILURE;
 	(void)ctx;
 	return 0;
+}
+
+int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
+	       int *ret_status, struct sbx_err *err)
+{
+	if (o->detach)
+		return local_job_exec(ctx, rec, o, ret_status, err, exec_run);
+	return exec_run(ctx, rec, o, NULL, ret_status, err);
 }

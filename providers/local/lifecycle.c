@@ -693,4 +693,8 @@ const struct sbx_provider sbx_provider_local = {
 	.update = local_live_update,
 	.keepalive = local_keepalive,
 	.stats = local_stats,
+	.jobs_list = local_jobs_list,
+	.job_get = local_job_get,
+	.job_logs = local_job_logs,
+	.job_kill = local_job_kill,
 };

@@ -7,6 +7,8 @@
  *                 resume, rm (with subordinate ids, in a jail of the sandbox's id map); the
  *                 provider's table
  *   exec.c        the CLI, then its child that joined the sandbox: sbx exec
+ *   jobs.c        the CLI, then exec -d's waiter (forked before joining; it joins all but the
+ *                 sandbox's pid namespace): background commands, their records and logs
  *   trampoline/   the exec trampoline: a static program without libc, run from a sealed memfd,
  *                 that execs the command (so the sbx binary never runs a sandbox's file)
  *   user.c        exec's child, inside: exec -u (the sandbox's passwd and group)
@@ -241,6 +243,33 @@ int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct s
 	       int *ret_status, struct sbx_err *err);
 /* where detached commands (exec -d) write their output */
 char *local_log_path(const struct sbx_record *rec);
+
+/* exec -d and the commands it started (jobs.c): ps, logs, wait and kill of one exec */
+#define LOCAL_JOB_ID_LEN 12
+struct local_job;
+/* local_exec's body: job NULL for an attached exec */
+typedef int (*local_exec_fn)(struct sbx_ctx *, const struct sbx_record *,
+			     const struct sbx_exec_opts *, struct local_job *job, int *ret_status,
+			     struct sbx_err *);
+/* the CLI's exec -d: the exec's files, then a waiter (forked here, in the host's pid
+ * namespace) that calls run with its job; the CLI returns once the command runs */
+int local_job_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
+		   int *ret_status, struct sbx_err *err, local_exec_fn run);
+/* in the waiter: where the command's stdout and stderr go; then, the command forked (pid,
+ * the host's), the CLI is told; then its output is relayed until it ended (its end recorded,
+ * *ret_st its wait status) and nothing holds its output any longer */
+int local_job_out_fd(const struct local_job *j);
+void local_job_started(struct local_job *j, pid_t pid);
+void local_job_relay(struct local_job *j, pid_t pid, int *ret_st);
+bool local_job_id_valid(const char *id);
+int local_jobs_list(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
+		    struct sbx_err *err);
+int local_job_get(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, json_t **ret,
+		  struct sbx_err *err);
+int local_job_logs(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, bool follow,
+		   int out, struct sbx_err *err);
+int local_job_kill(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, int sig,
+		   struct sbx_err *err);
 
 /* the supervisor asks init for sockets of the sandbox's network namespace over a
  * SOCK_SEQPACKET pair: op 'S' a plain TCP socket, '6' a plain TCP socket of IPv6 (to dial
