@@ -46,6 +46,48 @@ json_t *mcp_tools_list(const struct mcp_server *s);
 /* tools/call: the CallToolResult, or NULL with a JSON-RPC error code and message */
 json_t *mcp_tools_call(struct mcp_server *s, const char *name, json_t *args, int *ret_code,
 		       char **ret_msg);
+/* --- the tools' own: mcp-tools.c, mcp-files.c --- */
+
+/* what a verb may print that sbx mcp reads at most (an exec's JSON with two 1 MiB streams,
+ * escaped, fits many times over) */
+#define OUT_CAP (64u << 20)
+/* files through fs_read, fs_write, fs_edit, file_upload, file_download */
+#define FILE_CAP (16u << 20)
+/* what sandbox_logs returns at most: the end of the log */
+#define LOGS_CAP (1u << 20)
+
+/* one tool call */
+struct call {
+	struct mcp_server *s;
+	json_t *args;
+	const char *sb;
+	json_t *out;   /* the structured result */
+	json_t *error; /* or the tool's failure: {"code", "message"} */
+};
+
+struct av {
+	char **v;
+	size_t n;
+};
+
+_printf_(2, 3) void mcp_av_add(struct av *a, const char *fmt, ...);
+void mcp_av_free(struct av *a);
+/* the call fails with a {"code", "message"} of the contract */
+_printf_(3, 4) void mcp_fail(struct call *c, const char *code, const char *fmt, ...);
+const char *mcp_arg_str(struct call *c, const char *key);
+bool mcp_arg_bool(struct call *c, const char *key);
+/* runs the verb; 0 when it exited 0, else -1 with c->error set from what it reported */
+int mcp_run(struct call *c, struct av *a, const void *in, size_t in_len, size_t cap,
+	    struct mcp_run *r);
+/* runs the verb and parses the JSON it printed; NULL with c->error set */
+json_t *mcp_run_json(struct call *c, struct av *a);
+int mcp_t_fs_read(struct call *c);
+int mcp_t_fs_write(struct call *c);
+int mcp_t_fs_ls(struct call *c);
+int mcp_t_fs_edit(struct call *c);
+int mcp_t_upload(struct call *c);
+int mcp_t_download(struct call *c);
+
 /* checks v against the JSON Schema subset the tools use (type, enum, properties, required,
  * additionalProperties, items, minItems, minLength, minimum, maximum, exclusiveMinimum,
  * pattern as [0-7]{a,b} only, anyOf); -1 with a message naming where */
