@@ -94,6 +94,14 @@ static int t_create(struct call *c)
 	const char *k;
 	json_t *v;
 
+	const char *net = mcp_arg_str(c, "net");
+
+	/* what sbx create calls unsafe (--net host: the host's network) is the CLI's alone */
+	if (net && !streq(net, "none") && !streq(net, "open") && !startswith(net, "allow=")) {
+		mcp_fail(c, "invalid_argument",
+			 "net must be none, open or allow=DOMAIN[:PORT],...");
+		return 0;
+	}
 	mcp_av_add(&a, "create");
 	mcp_av_add(&a, "--json");
 	for (int i = 0; str[i]; i++)
@@ -620,11 +628,19 @@ json_t *mcp_tools_call(struct mcp_server *s, const char *name, json_t *args, int
 	struct call c = { .s = s, .args = args ? args : empty };
 	if (t->flags & T_SB)
 		c.sb = s->bound_id ? s->bound_id : sbx_json_str(c.args, "sandbox");
-	const char *eid = sbx_json_str(c.args, "exec_id");
+	const char *eid = sbx_json_str(c.args, "exec_id"), *k;
+	json_t *v;
+	bool keys_ok = true;
+	json_object_foreach (json_object_get(c.args, "env"), k, v)
+		keys_ok = keys_ok && *k && !strchr(k, '=');
+	json_object_foreach (json_object_get(c.args, "labels"), k, v)
+		keys_ok = keys_ok && *k && !strchr(k, '=');
 	if (c.sb && !id_ok(c.sb))
 		mcp_fail(&c, "invalid_argument", "'%s' is not a sandbox id or name", c.sb);
 	else if (eid && !id_ok(eid))
 		mcp_fail(&c, "invalid_argument", "'%s' is not an exec id", eid);
+	else if (!keys_ok)
+		mcp_fail(&c, "invalid_argument", "a key of env or labels is empty or has '='");
 	else
 		t->call(&c);
 	if (!c.out && !c.error)

@@ -9,8 +9,8 @@
 # The tools whose verbs this sbx may not have yet (exec --json, fs, ps/logs/kill, errors as
 # JSON) run when `sbx VERB --help` says the verb is there; else each is reported as a skip
 # naming the missing verb.
-# shellcheck disable=SC2016,SC2034 # lib.sh evals the single-quoted bodies, which use the
-# variables set here
+# shellcheck disable=SC2016,SC2034,SC2317 # lib.sh evals the single-quoted bodies, which use the
+# variables set here (and test_atexit calls rm_all)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS python3 node npm

@@ -122,6 +122,12 @@ if (mode === "open") {
       assert(ls.sandboxes.some((r) => r.id === sb), "not in sandbox_ls");
       eq((await call("sandbox_inspect", S({}))).state, "running", "state");
     });
+  await check("sandbox_create: net host is the CLI's only; net none works (control)", async () => {
+    await callFails("sandbox_create", { net: "host" }, "invalid_argument");
+    await callFails("sandbox_create", { labels: { "a=b": "c" } }, "invalid_argument");
+    const r = await call("sandbox_create", { net: "none", labels: { made_by: "t0180" } });
+    eq((await call("sandbox_rm", { sandbox: r.id, force: true })).removed, true, "removed");
+  });
   await check("a sandbox that does not exist: a tool error", async () => {
     await callFails("sandbox_inspect", { sandbox: "no-such-sandbox" }, "not_found");
   });
