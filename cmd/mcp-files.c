@@ -57,8 +57,12 @@ static char *content_arg(struct call *c, const char *key, bool base64, size_t *r
 	const char *s = mcp_arg_str(c, key);
 
 	if (!base64) {
+		/* a JSON string may hold U+0000: its length, not strlen */
 		*ret_n = json_string_length(json_object_get(c->args, key));
-		return xstrndup(s, *ret_n);
+		char *copy = xmalloc(*ret_n + 1);
+		memcpy(copy, s, *ret_n);
+		copy[*ret_n] = '\0';
+		return copy;
 	}
 	char *data = sbx_base64_decode(s, ret_n);
 	if (!data)

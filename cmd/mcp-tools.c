@@ -266,8 +266,10 @@ static int t_kill(struct call *c)
 	struct mcp_run r;
 
 	mcp_av_add(&a, "kill");
-	if (sig)
-		mcp_av_add(&a, "--signal=%s", sig);
+	if (sig) {
+		mcp_av_add(&a, "-s");
+		mcp_av_add(&a, "%s", sig);
+	}
 	mcp_av_add(&a, "--");
 	mcp_av_add(&a, "%s", c->sb);
 	if (exec)
@@ -596,6 +598,24 @@ json_t *mcp_tools_list(const struct mcp_server *s)
 	return list;
 }
 
+/* a string that becomes a command-line argument cannot hold U+0000 (it would end there) */
+static bool has_nul(const json_t *v)
+{
+	const char *k;
+	json_t *e;
+	size_t i;
+
+	if (json_is_string(v))
+		return strlen(json_string_value(v)) != json_string_length(v);
+	json_array_foreach (v, i, e)
+		if (has_nul(e))
+			return true;
+	json_object_foreach ((json_t *)v, k, e)
+		if (has_nul(e))
+			return true;
+	return false;
+}
+
 static bool id_ok(const char *s)
 {
 	if (!*s || *s == '-' || strlen(s) > 128)
@@ -639,6 +659,11 @@ json_t *mcp_tools_call(struct mcp_server *s, const char *name, json_t *args, int
 		mcp_fail(&c, "invalid_argument", "'%s' is not a sandbox id or name", c.sb);
 	else if (eid && !id_ok(eid))
 		mcp_fail(&c, "invalid_argument", "'%s' is not an exec id", eid);
+	else if (has_nul(c.args) && !streq(t->name, "fs_write") && !streq(t->name, "fs_edit"))
+		mcp_fail(&c, "invalid_argument", "an argument holds U+0000");
+	else if ((streq(t->name, "fs_write") || streq(t->name, "fs_edit")) &&
+		 has_nul(json_object_get(c.args, "path")))
+		mcp_fail(&c, "invalid_argument", "the path holds U+0000");
 	else if (!keys_ok)
 		mcp_fail(&c, "invalid_argument", "a key of env or labels is empty or has '='");
 	else

@@ -263,7 +263,8 @@ static json_t *handle(struct server *sv, json_t *m)
 static void handle_line(struct server *sv, const char *line, size_t n)
 {
 	json_error_t jerr;
-	json_t *m = json_loadb(line, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+	json_t *m = json_loadb(line, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL,
+			       &jerr);
 
 	if (!m) {
 		_cleanup_free_ char *msg = xasprintf("parse error: %s", jerr.text);
