@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "core/strbuf.h"
@@ -88,15 +89,20 @@ int mcp_run_verb(struct sbx_ctx *ctx, char *const *argv, const void *in, size_t 
 		close(pin[1]);
 		pin[1] = -1;
 	}
+	/* the verb's output is what it wrote until it exited: a command it left running in the
+	 * background (exec -d) may hold the pipes open for long after */
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	bool exited = false;
 	size_t off = 0;
 	char buf[65536];
 	while (pout[0] >= 0 || perr[0] >= 0) {
-		struct pollfd p[3] = {
+		struct pollfd p[4] = {
 			{ .fd = pout[0], .events = POLLIN },
 			{ .fd = perr[0], .events = POLLIN },
 			{ .fd = pin[1], .events = POLLOUT },
+			{ .fd = exited ? -1 : pidfd, .events = POLLIN },
 		};
-		if (poll(p, 3, -1) < 0) {
+		if (!exited && poll(p, 4, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -110,9 +116,16 @@ int mcp_run_verb(struct sbx_ctx *ctx, char *const *argv, const void *in, size_t 
 				pin[1] = -1;
 			}
 		}
+		if (!exited && (p[3].revents & POLLIN)) {
+			/* it is gone: what it wrote is in the pipes; read that, and no more */
+			exited = true;
+			for (int i = 0; i < 2; i++)
+				if ((i ? perr[0] : pout[0]) >= 0)
+					(void)fcntl(i ? perr[0] : pout[0], F_SETFL, O_NONBLOCK);
+		}
 		for (int i = 0; i < 2; i++) {
 			int *fd = i ? &perr[0] : &pout[0];
-			if (*fd < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (*fd < 0 || (!exited && !(p[i].revents & (POLLIN | POLLHUP | POLLERR))))
 				continue;
 			ssize_t n = read(*fd, buf, sizeof(buf));
 			if (n < 0 && errno == EINTR)
@@ -130,6 +143,8 @@ int mcp_run_verb(struct sbx_ctx *ctx, char *const *argv, const void *in, size_t 
 			}
 		}
 	}
+	if (pidfd >= 0)
+		close(pidfd);
 	if (pin[1] >= 0)
 		close(pin[1]);
 	int st = 0;
