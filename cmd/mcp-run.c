@@ -14,13 +14,22 @@
 
 #define ERR_CAP (64 * 1024)
 
-_noreturn_ static void child(struct sbx_ctx *ctx, char *const *argv, int in, int out, int errfd)
+/* pin, pout, perr: the pipes' ends, [0] read, [1] write */
+_noreturn_ static void child(struct sbx_ctx *ctx, char *const *argv, const int pin[2],
+			     const int pout[2], const int perr[2])
 {
 	const struct sbx_command *c = cmd_find(argv[0]);
 	int argc = 0;
 
-	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errfd, 2) < 0)
+	if (dup2(pin[0], 0) < 0 || dup2(pout[1], 1) < 0 || dup2(perr[1], 2) < 0)
 		_exit(125);
+	/* no exec follows: the pipes' other copies close here, or the verb's stdin would never
+	 * end (this process holding its write end) */
+	for (int i = 0; i < 2; i++) {
+		close(pin[i]);
+		close(pout[i]);
+		close(perr[i]);
+	}
 	/* the server ignores SIGPIPE; what the verb runs must not inherit that */
 	signal(SIGPIPE, SIG_DFL);
 	/* errors as {"error": {"code", "message"}} on stderr */
@@ -79,7 +88,7 @@ int mcp_run_verb(struct sbx_ctx *ctx, char *const *argv, const void *in, size_t 
 		goto fail;
 	}
 	if (pid == 0)
-		child(ctx, argv, pin[0], pout[1], perr[1]);
+		child(ctx, argv, pin, pout, perr);
 	close(pin[0]);
 	close(pout[1]);
 	close(perr[1]);

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 
 #include "core/strbuf.h"
@@ -405,6 +406,11 @@ int cmd_mcp(int argc, char **argv, struct sbx_ctx *ctx)
 	}
 	if (optind < argc)
 		return cmd_usage_error("mcp", "unexpected argument '%s'", argv[optind]);
+	/* the pipes of the verbs' children must not become fds 0, 1 or 2 */
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+			return cmd_report(&(struct sbx_err){ .kind = SBX_E_SYSTEM,
+							     .msg = "cannot open /dev/null" });
 	/* a client that went away is EPIPE on write, not a signal */
 	signal(SIGPIPE, SIG_IGN);
 	if (sb) {
