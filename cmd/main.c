@@ -154,6 +154,9 @@ const struct sbx_command sbx_commands[] = {
 	  "sbx provider ls [--json]",
 	  "      --json             print a JSON array of {name, summary, remote, configured,\n"
 	  "                         key_variable, api_url, capabilities, not_ready}\n" },
+	{ "mcp", cmd_mcp, "Serve the Model Context Protocol on stdio", "sbx mcp [--sandbox SB]",
+	  "      --sandbox SB       serve one sandbox only: its tools take no sandbox, and\n"
+	  "                         no other sandbox can be reached\n" },
 	{ "version", cmd_version, "Show which sbx this is", "sbx version", "" },
 	{ "help", cmd_help, "Show help for a command", "sbx help [COMMAND]", "" },
 	{ "__complete", cmd_complete, NULL,

@@ -95,6 +95,9 @@ _sbx()
 	--ttl-action)
 		mapfile -t COMPREPLY < <(compgen -W 'pause rm' -- "$cur")
 		return 0 ;;
+	--sandbox)
+		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete sandboxes 2>/dev/null)" -- "$cur")
+		return 0 ;;
 	--net)
 		# allow= takes a list of domains after it: no space
 		mapfile -t COMPREPLY < <(compgen -W 'none allow= open host' -- "$cur")

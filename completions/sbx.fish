@@ -96,6 +96,7 @@ complete -c sbx -n 'test "$(__sbx_cmd)" = help; and test (count (__sbx_args)) -e
 complete -c sbx -n 'test "$(__sbx_cmd)" = cp; and not string match -q -- "-*" (commandline -ct); and not string match -q -- "*:*" (commandline -ct)' -F -a '(for s in (sbx __complete sandboxes 2>/dev/null); echo $s:; end)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --provider' -a '(sbx __complete providers 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --image' -a '(sbx __complete images 2>/dev/null)'
+complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --sandbox' -a '(sbx __complete sandboxes 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at image "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'pull import ls rm prune'
 complete -c sbx -n '__sbx_sub_at image rm; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete images 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at image import 1; and not string match -q -- "-*" (commandline -ct)' -F
