@@ -77,7 +77,8 @@ json_t *mcp_run_json(struct call *c, struct av *a)
 
 	if (mcp_run(c, a, NULL, 0, OUT_CAP, &r) < 0)
 		return NULL;
-	json_t *j = r.out_total > r.out_len ? NULL : json_loadb(r.out, r.out_len, 0, NULL);
+	json_t *j = r.out_total > r.out_len ? NULL
+					    : json_loadb(r.out, r.out_len, JSON_ALLOW_NUL, NULL);
 	if (!j)
 		mcp_fail(c, "internal", "'sbx %s' printed no JSON that could be read", a->v[0]);
 	mcp_run_release(&r);
@@ -208,7 +209,8 @@ static int t_exec(struct call *c)
 		return 0;
 	}
 	/* the command's own exit status is data: any status with the exec object is a result */
-	json_t *j = r.out_total > r.out_len ? NULL : json_loadb(r.out, r.out_len, 0, NULL);
+	json_t *j = r.out_total > r.out_len ? NULL
+					    : json_loadb(r.out, r.out_len, JSON_ALLOW_NUL, NULL);
 	if (json_is_object(j) && json_object_get(j, "exit_code")) {
 		c->out = j;
 	} else {
