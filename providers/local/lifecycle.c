@@ -690,4 +690,5 @@ const struct sbx_provider sbx_provider_local = {
 	.egress_log_path = local_egress_log_path,
 	.inspect = local_inspect,
 	.update = local_update,
+	.commit = local_commit,
 };
