@@ -5,7 +5,8 @@
 # and unharmed; a sandbox without --image refused. sbx image save (checked by skopeo, by sbx
 # image import into another store, and as root by podman load), image tag, import --name, and
 # the origin image ls shows.
-# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
+# the variables set here
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS python3 skopeo
