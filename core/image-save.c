@@ -196,7 +196,9 @@ char *sbx_image_local_origin(struct sbx_store *st, const char *ref)
 	if (access(refs_path, F_OK) == 0) {
 		json_t *refs = img_refs_load(st, &e);
 		const char *o = refs ? sbx_json_str(json_object_get(refs, r.name), "origin") : NULL;
-		if (o && !streq(o, "pulled"))
+		/* an imported image may well be on a registry under its name: only what was made
+		 * here is known not to be */
+		if (o && (streq(o, "committed") || streq(o, "built")))
 			ret = xstrdup(o);
 		if (refs)
 			json_decref(refs);

@@ -104,8 +104,8 @@ int sbx_image_name(const char *name, char **ret, struct sbx_err *err);
 
 /* --- image-save.c --- */
 
-/* how REF (a name) came into the store when it was made here, not pulled: "committed",
- * "built" or "imported" (a registry has never seen it); NULL otherwise */
+/* how REF (a name) came into the store when it was made here: "committed" or "built" (no
+ * registry has seen it); NULL otherwise */
 char *sbx_image_local_origin(struct sbx_store *st, const char *ref);
 
 /* NAME -> the image SRC names (a name or an id) */

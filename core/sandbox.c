@@ -32,8 +32,8 @@ static void env_merge(char ***env, const char *kv)
 	(*env)[n + 1] = NULL;
 }
 
-/* a hosted provider's --image naming an image made here (committed, built or imported): the
- * provider pulls from a registry, which has never seen it */
+/* a hosted provider's --image naming an image made here (committed or built): the provider
+ * pulls from a registry, which has never seen it */
 static int hosted_local_image(struct sbx_ctx *ctx, const struct sbx_provider *p, const char *ref,
 			      struct sbx_err *err)
 {

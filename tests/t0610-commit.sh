@@ -188,6 +188,18 @@ test_expect_success 'a running sandbox is frozen for the commit and runs on afte
 	test_eq running "$(sb_state box)"
 '
 
+test_expect_success 'a hosted provider is told an image committed here is not on a registry' '
+	for p in e2b daytona; do
+		expect_code 125 sbx create --provider "$p" --image snap:1 2>err &&
+		expect_one_error_line err "image .snap:1. was committed here and is only in sbx.s local store; provider .$p. cannot reach it: push it to a registry" ||
+			exit 1
+	done &&
+	sbx ls -q >ids && test_eq 1 "$(wc -l <ids)" &&
+	expect_code 125 env E2B_API_KEY=k SBX_E2B_API_URL=http://127.0.0.1:9 \
+		"$SBX" create --provider e2b --image base:1 2>err &&
+	test_grep ! "local store" err
+'
+
 test_expect_success 'image tag: another name, the same id; ls shows the origin' '
 	sbx image tag snap:1 other/name:v2 &&
 	sbx image ls >ls &&
