@@ -30,7 +30,7 @@ struct diff_link {
 struct diff_walk {
 	struct archive *w;
 	const struct sbx_diff_opts *o;
-	struct diff_link *links;
+	struct diff_link *links; /* open addressing by (dev, ino); cap_links a power of 2 */
 	size_t n_links, cap_links;
 	struct sbx_err *err;
 };
@@ -117,16 +117,38 @@ static int copy_data(struct diff_walk *d, int fd, long long size, const char *na
 	return 0;
 }
 
+static size_t link_slot(const struct diff_link *t, size_t cap, dev_t dev, ino_t ino)
+{
+	uint64_t h = ((uint64_t)ino * 0x9e3779b97f4a7c15ull) ^ (uint64_t)dev;
+	size_t i = (size_t)(h ^ (h >> 29)) & (cap - 1);
+
+	while (t[i].name && !(t[i].dev == dev && t[i].ino == ino))
+		i = (i + 1) & (cap - 1);
+	return i;
+}
+
+/* the name a file of several links was first written under, or NULL (and it is noted) */
 static const char *link_seen(struct diff_walk *d, const struct stat *st, const char *name)
 {
-	for (size_t i = 0; i < d->n_links; i++)
-		if (d->links[i].dev == st->st_dev && d->links[i].ino == st->st_ino)
+	if (d->cap_links) {
+		size_t i = link_slot(d->links, d->cap_links, st->st_dev, st->st_ino);
+		if (d->links[i].name)
 			return d->links[i].name;
-	if (d->n_links == d->cap_links) {
-		d->cap_links = d->cap_links ? 2 * d->cap_links : 16;
-		d->links = xrealloc(d->links, d->cap_links * sizeof(*d->links));
 	}
-	d->links[d->n_links++] = (struct diff_link){ st->st_dev, st->st_ino, xstrdup(name) };
+	if (2 * (d->n_links + 1) > d->cap_links) {
+		size_t cap = d->cap_links ? 2 * d->cap_links : 64;
+		struct diff_link *t = xcalloc(cap, sizeof(*t));
+		for (size_t k = 0; k < d->cap_links; k++)
+			if (d->links[k].name)
+				t[link_slot(t, cap, d->links[k].dev, d->links[k].ino)] =
+					d->links[k];
+		free(d->links);
+		d->links = t;
+		d->cap_links = cap;
+	}
+	size_t i = link_slot(d->links, d->cap_links, st->st_dev, st->st_ino);
+	d->links[i] = (struct diff_link){ st->st_dev, st->st_ino, xstrdup(name) };
+	d->n_links++;
 	return NULL;
 }
 
@@ -195,8 +217,9 @@ static int one(struct diff_walk *d, int dfd, const char *rel, const char *name, 
 		return sbx_err_set(d->err, SBX_E_SYSTEM, "out of memory");
 	int r = 0;
 	if (S_ISLNK(st.st_mode)) {
-		char target[PATH_MAX];
-		ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+		/* on the heap: the walk recurses, one frame per directory level */
+		_cleanup_free_ char *target = xmalloc(PATH_MAX);
+		ssize_t n = readlinkat(dfd, name, target, PATH_MAX - 1);
 		if (n < 0)
 			r = sbx_err_errno(d->err, "cannot read link '%s'", full);
 		else {
@@ -303,7 +326,7 @@ int sbx_archive_diff(int dirfd, int out_fd, const struct sbx_diff_opts *o, struc
 	if (!(d.w = tar_writer(out_fd, err)))
 		return -1;
 	int r = walk(&d, dirfd, NULL, 0);
-	for (size_t i = 0; i < d.n_links; i++)
+	for (size_t i = 0; i < d.cap_links; i++)
 		free(d.links[i].name);
 	free(d.links);
 	return tar_close(d.w, r, err);

@@ -68,7 +68,9 @@ test_expect_success 'commit: the sandbox changes files, links, modes and owners'
 		rm /etc/passwd && rm -rf /home && echo added >/bin/added &&
 		rm -rf /tmp && mkdir -m 1777 /tmp && echo fresh >/tmp/fresh &&
 		ln -s $TRASH/secret /planted && ln -s / /hostroot && ln -s $TRASH /trashdir &&
-		echo sandbox-data-marker >/new/marker" &&
+		echo sandbox-data-marker >/new/marker &&
+		echo zero >/new/nomode && chmod 000 /new/nomode &&
+		mkdir /new/closed && echo in >/new/closed/f && chmod 000 /new/closed" &&
 	sbx commit -m "my commit" box snap:1 >id &&
 	test_match "^sha256:[0-9a-f]{64}$" "$(cat id)"
 '
@@ -89,7 +91,9 @@ test_expect_success 'the layer: gzip, whiteouts, an opaque directory, links and 
 	test_grep "^planted l 777 0 0 $TRASH/secret$" list &&
 	test_grep "^hostroot l 777 0 0 /$" list &&
 	test_grep ! "^hostroot/" list && test_grep ! "^trashdir/" list &&
-	test_grep ! "^run/sbx" list
+	test_grep ! "^run/sbx" list &&
+	test_grep "^new/nomode f 0 0 0 -$" list &&
+	test_grep "^new/closed d 0 0 0 -$" list && test_grep "^new/closed/f f 644 0 0 -$" list
 '
 
 test_expect_success 'a planted link is never followed: the host file is not in the layer' '
@@ -127,7 +131,7 @@ test_expect_success 'a sandbox of the new image sees every change' '
 		test ! -e /etc/passwd && test ! -e /home && cat /bin/added &&
 		cat /new/link && cat /new/hard && cat /tmp/fresh &&
 		stat -c %a /new/sub /new/mode && stat -c %u:%g /new/owned &&
-		test -L /planted && readlink /planted &&
+		test -L /planted && readlink /planted && cat /new/nomode /new/closed/f &&
 		stat -c %i /new/hard /new/sub/file | uniq | wc -l" >out &&
 	test_eq "added
 hello
@@ -137,6 +141,8 @@ fresh
 604
 $OWNER:$OWNER
 $TRASH/secret
+zero
+in
 1" "$(cat out)" &&
 	sbx rm -f again >/dev/null
 '
