@@ -256,8 +256,10 @@ static int one(struct diff_walk *d, int dfd, const char *rel, const char *name, 
 static int walk(struct diff_walk *d, int dfd, const char *rel, int depth)
 {
 	if (depth > DIFF_DEPTH_MAX)
-		return sbx_err_set(d->err, SBX_E_USAGE, "'%s' nests more than %d directories deep",
-				   rel ? rel : ".", DIFF_DEPTH_MAX);
+		return sbx_err_set(d->err, SBX_E_USAGE,
+				   "directories nest more than %d deep (under '%.60s...'): a "
+				   "layer holds no deeper ones",
+				   DIFF_DEPTH_MAX, rel ? rel : ".");
 	int fd = dup(dfd);
 	DIR *dp = fd < 0 ? NULL : fdopendir(fd);
 	if (!dp) {
