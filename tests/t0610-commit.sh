@@ -189,6 +189,13 @@ test_expect_success 'a running sandbox is frozen for the commit and runs on afte
 	test_eq running "$(sb_state box)" &&
 	a=$(sbx exec --timeout 10s box cat /tmp/tick) &&
 	wait_until 10 tick_moved "$a" &&
+	SBX_TEST_FAIL_AT=commit-read expect_code 125 sbx commit box snap:fail 2>err &&
+	expect_one_error_line err "cannot commit sandbox .box.: cannot write the layer" &&
+	test_eq running "$(sb_state box)" && sbx exec --timeout 10s box true &&
+	SBX_TEST_CRASH_AT=commit-frozen expect_code 137 sbx commit box snap:crash &&
+	test_eq paused "$(sb_state box)" && sbx resume box >/dev/null &&
+	b=$(sbx exec --timeout 10s box cat /tmp/tick) && wait_until 10 tick_moved "$b" &&
+	sbx image ls >ls && test_grep ! -e "snap  *fail" -e "snap  *crash" ls &&
 	sbx pause box >/dev/null && sbx commit box snap:paused >/dev/null &&
 	test_eq paused "$(sb_state box)" && sbx resume box >/dev/null &&
 	test_eq running "$(sb_state box)"

@@ -7,6 +7,7 @@
 
 #include "core/image.h"
 #include "core/log.h"
+#include "core/test-hook.h"
 
 static int commit_maps(pid_t pid, void *map)
 {
@@ -53,8 +54,11 @@ int local_commit(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_l
 			return sbx_err_prefix(err, "cannot freeze sandbox '%s' to commit it", l);
 		thaw = true;
 	}
+	sbx_test_hook("commit-frozen");
 	sbx_debug("commit: reading %s", upper);
-	int r = sbx_image_layer_from_dir(&ctx->store, &src, ret, err);
+	int r = sbx_test_fail("commit-read")
+		? (errno = ENOSPC, sbx_err_errno(err, "cannot write the layer"))
+		: sbx_image_layer_from_dir(&ctx->store, &src, ret, err);
 	if (thaw) {
 		struct sbx_err e2 = { 0 };
 		if (local_freeze(rec->dir, &pids, false, &e2) < 0 && r == 0) {
