@@ -183,6 +183,17 @@ test_expect_success 'a sandbox without --image cannot be committed (unsupported,
 	sbx rm -f plain >/dev/null
 '
 
+if [ "$(id -u)" -eq 0 ]; then
+test_expect_success 'a sandbox with --disk is refused (unsupported, 125), as root' '
+	sbx create --name dk --disk 24m --image base:1 >/dev/null &&
+	expect_code 125 sbx commit dk dk:1 2>err &&
+	expect_one_error_line err "keeps its files on a disk of its own .--disk., which sbx commit cannot read yet" &&
+	sbx rm -f dk >/dev/null
+'
+else
+	test_skip 'a sandbox with --disk is refused' 'only root may mount a --disk'
+fi
+
 test_expect_success 'a running sandbox is frozen for the commit and runs on after it' '
 	sbx exec -d box sh -c "while :; do date +%s%N >/tmp/tick; sleep 0.05; done" >/dev/null &&
 	sbx commit box snap:run >/dev/null &&
