@@ -66,6 +66,15 @@ static void add_line(char ***lines, size_t *n, char *line)
 	(*lines)[*n] = NULL;
 }
 
+/* the line import prints for an image recorded under key: "NAME ID", or the id alone */
+static char *name_line(const char *key, const char *config)
+{
+	if (streq(key, config))
+		return xstrdup(config);
+	_cleanup_free_ char *fam = sbx_ref_familiar(key);
+	return xasprintf("%s %s", fam, config);
+}
+
 /* what an image the archive does not name is recorded under: NAME given to --name (once: it
  * names one image), else the image's id; a bare tag the archive gives ("1.0") goes with a NAME
  * given without one */
@@ -135,9 +144,7 @@ static int import_docker(struct sbx_store *st, const char *dir, json_t *mf, char
 			r = nm ? img_add_ref(st, nm, manifest, config, layers, n, "imported", err)
 			       : -1;
 			if (r == 0)
-				add_line(lines, nl,
-					 streq(nm, config) ? xstrdup(config)
-							   : xasprintf("%s %s", in->name, config));
+				add_line(lines, nl, name_line(nm, config));
 		}
 		json_array_foreach (tags, t, tag) {
 			_cleanup_free_ char *nm = norm_name(json_string_value(tag) ?: "", err);
@@ -252,10 +259,9 @@ static int import_oci_manifest(struct sbx_store *st, const char *dir, const char
 					       : unnamed_key(in, config, bare, err);
 		if (!nm || img_add_ref(st, nm, mdig, config, layers, cnt, "imported", err) < 0)
 			r = -1;
-		else if (streq(nm, config))
-			add_line(lines, nl, xstrdup(config));
 		else
-			add_line(lines, nl, xasprintf("%s %s", name ? name : in->name, config));
+			add_line(lines, nl,
+				 name ? xasprintf("%s %s", name, config) : name_line(nm, config));
 	}
 	sbx_strv_free(layers);
 	json_decref(m);

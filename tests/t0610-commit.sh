@@ -266,7 +266,12 @@ test_expect_success 'import --name names an image the archive leaves unnamed; ta
 	test_grep ! "<none>" ls &&
 	SBX_HOME=$TRASH/h4 sbx image import --name given:7 unnamed.tar >imp &&
 	test_match "^given:7 sha256:" "$(cat imp)" &&
-	SBX_HOME=$TRASH/h4 sbx image ls >ls && test_grep -E "^given +7 .* imported$" ls
+	SBX_HOME=$TRASH/h4 sbx image ls >ls && test_grep -E "^given +7 .* imported$" ls &&
+	"${MKIMAGE[@]}" --out bare.tar --format oci-archive --tag 3.1 --preset busybox >/dev/null &&
+	SBX_HOME=$TRASH/h5 sbx image import --name reg.example/team/app bare.tar >imp &&
+	test_match "^reg.example/team/app:3.1 sha256:" "$(cat imp)" &&
+	SBX_HOME=$TRASH/h5 sbx image import bare.tar >imp &&
+	test_match "^sha256:[0-9a-f]{64}$" "$(cat imp)"
 '
 
 PODMAN_TEST='
