@@ -275,7 +275,10 @@ static int commit(struct sbx_store *st, const char *name, const struct sbx_commi
 					   "the store; pull or import that image again",
 					   *l);
 	}
-	json_t *base = img_blob_json(st, src->base_id, err);
+	/* no base: an image of this layer alone (a build's FROM scratch) */
+	json_t *base = src->base_id
+		? img_blob_json(st, src->base_id, err)
+		: json_pack("{s:s, s:s, s:{}}", "architecture", "amd64", "os", "linux", "config");
 	if (!base)
 		return -1;
 	json_t *c = json_deep_copy(base);

@@ -86,8 +86,8 @@ int sbx_image_layer_from_dir(struct sbx_store *st, const struct sbx_layer_src *s
 int sbx_image_changes_apply(json_t *cfg, char *const *changes, struct sbx_err *err);
 
 struct sbx_commit_src {
-	const char *base_id;	       /* the config digest of the image below */
-	char *const *base_layers;      /* its layer blobs, base first, NULL-terminated */
+	const char *base_id; /* the config digest of the image below; NULL: none (FROM scratch) */
+	char *const *base_layers; /* its layer blobs, base first, NULL-terminated (NULL: none) */
 	const struct sbx_layer *layer; /* the new layer on top */
 };
 struct sbx_commit_opts {
