@@ -263,7 +263,7 @@ static int commit(struct sbx_store *st, const char *name, const struct sbx_commi
 	_cleanup_free_ char *nm = NULL;
 	char config[72], manifest[72];
 
-	if (sbx_image_name(name, &nm, err) < 0)
+	if (sbx_image_name(name, &nm, err) < 0 || img_hold(st, src->layer->blob, err) < 0)
 		return -1;
 	for (char *const *l = src->base_layers; l && *l; l++) {
 		_cleanup_free_ char *b = img_blob_path(st, *l);

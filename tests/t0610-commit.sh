@@ -184,14 +184,21 @@ test_expect_success 'a sandbox without --image cannot be committed (unsupported,
 '
 
 if [ "$(id -u)" -eq 0 ]; then
-test_expect_success 'a sandbox with --disk is refused (unsupported, 125), as root' '
+test_expect_success 'a sandbox with --disk: refused while it runs, committed once released' '
 	sbx create --name dk --disk 24m --image base:1 >/dev/null &&
+	sbx exec dk sh -c "echo on-disk >/disk-file && rm /etc/passwd" &&
 	expect_code 125 sbx commit dk dk:1 2>err &&
-	expect_one_error_line err "keeps its files on a disk of its own .--disk., which sbx commit cannot read yet" &&
+	expect_one_error_line err "disk of its own .--disk.*release it first" &&
+	sbx pause --release dk >/dev/null &&
+	sbx commit dk dk:1 >/dev/null &&
+	sbx run --image dk:1 -- sh -c "cat /disk-file; test ! -e /etc/passwd && echo gone" >out &&
+	test_eq "on-disk
+gone" "$(cat out)" &&
+	test_eq released "$(sb_state dk)" &&
 	sbx rm -f dk >/dev/null
 '
 else
-	test_skip 'a sandbox with --disk is refused' 'only root may mount a --disk'
+	test_skip 'a sandbox with --disk: committed once released' 'only root may mount a --disk'
 fi
 
 test_expect_success 'a running sandbox is frozen for the commit and runs on after it' '
