@@ -25,6 +25,7 @@ int cmd_version(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_help(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_image(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_commit(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_provider(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_ps(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_wait(int argc, char **argv, struct sbx_ctx *ctx);

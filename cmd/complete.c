@@ -26,8 +26,8 @@ static void print_images(struct sbx_ctx *ctx)
 	json_array_foreach (a, i, v) {
 		const char *repo = sbx_json_str(v, "repository"), *tag = sbx_json_str(v, "tag");
 		const char *name = sbx_json_str(v, "name"), *at = name ? strrchr(name, '@') : NULL;
-		if (!repo || !*repo || !tag)
-			continue;
+		if (!repo || !*repo || !tag || streq(repo, "<none>"))
+			continue; /* an image known by its id alone */
 		if (streq(tag, "<none>"))
 			printf("%s%s\n", repo, at ? at : "");
 		else

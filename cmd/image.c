@@ -1,13 +1,19 @@
-/* sbx image: pull, import, ls, rm and prune the local image store. */
+/* sbx image: pull, import, save, tag, ls, rm and prune the local image store. */
 #define _GNU_SOURCE
 #include "cmd/cmd.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/image.h"
 #include "core/json.h"
 #include "core/registry.h"
+
+enum {
+	OPT_IMPORT_NAME = 2000
+};
 
 static const char *short_id(const char *id)
 {
@@ -70,10 +76,12 @@ static int image_import(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
 		{ "rootfs", no_argument, NULL, OPT_ROOTFS },
+		{ "name", required_argument, NULL, OPT_IMPORT_NAME },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool rootfs = false;
+	const char *name = NULL;
 	int c;
 	struct sbx_err err = { 0 };
 
@@ -82,9 +90,15 @@ static int image_import(int argc, char **argv, struct sbx_ctx *ctx)
 			return cmd_print_help("image");
 		if (c == OPT_ROOTFS)
 			rootfs = true;
+		else if (c == OPT_IMPORT_NAME)
+			name = optarg;
 		else
 			return cmd_bad_option("image", argc, argv);
 	}
+	if (rootfs && name)
+		return cmd_usage_error("image",
+				       "import --rootfs takes its NAME[:TAG] as an argument, "
+				       "not --name");
 	if (rootfs) {
 		if (argc - optind != 2)
 			return cmd_usage_error("image",
@@ -101,7 +115,7 @@ static int image_import(int argc, char **argv, struct sbx_ctx *ctx)
 				       "import: give one FILE (a docker save or OCI-layout "
 				       "tar, or - for stdin)");
 	char **lines = NULL;
-	if (sbx_image_import(&ctx->store, argv[optind], &lines, &err) < 0)
+	if (sbx_image_import(&ctx->store, argv[optind], name, &lines, &err) < 0)
 		return cmd_report(&err);
 	for (char **l = lines; l && *l; l++) {
 		_cleanup_free_ char *line = sbx_term_safe(*l); /* names an archive chose */
@@ -109,6 +123,74 @@ static int image_import(int argc, char **argv, struct sbx_ctx *ctx)
 	}
 	sbx_strv_free(lines);
 	return 0;
+}
+
+static int image_tag(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		if (c == 'h')
+			return cmd_print_help("image");
+		return cmd_bad_option("image", argc, argv);
+	}
+	if (argc - optind != 2)
+		return cmd_usage_error("image",
+				       "tag: give SOURCE (a name or an id) and "
+				       "NAME[:TAG]");
+	struct sbx_err err = { 0 };
+	if (sbx_image_tag(&ctx->store, argv[optind], argv[optind + 1], &err) < 0)
+		return cmd_report(&err);
+	return 0;
+}
+
+static int image_save(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *out = NULL;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+ho:", opts, NULL)) != -1) {
+		if (c == 'h')
+			return cmd_print_help("image");
+		else if (c == 'o')
+			out = optarg;
+		else
+			return cmd_bad_option("image", argc, argv);
+	}
+	if (optind >= argc)
+		return cmd_usage_error("image", "save: give the images to save");
+	if (!out && isatty(1) == 1)
+		return cmd_usage_error("image",
+				       "save: refusing to write a tar to a terminal; give -o "
+				       "FILE or redirect the output");
+	struct sbx_err err = { 0 };
+	int fd = 1;
+	_cleanup_free_ char *tmp = out ? xasprintf("%s.sbx-save-%d", out, (int)getpid()) : NULL;
+	if (out && (fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0) {
+		sbx_err_errno(&err, "cannot create '%s'", tmp);
+		return cmd_report(&err);
+	}
+	int r = sbx_image_save(&ctx->store, argv + optind, (size_t)(argc - optind), fd, &err);
+	if (out) {
+		if (r == 0 && close(fd) < 0)
+			r = sbx_err_errno(&err, "cannot write '%s'", tmp);
+		else if (r < 0)
+			close(fd);
+		if (r == 0 && rename(tmp, out) < 0)
+			r = sbx_err_errno(&err, "cannot create '%s'", out);
+		if (r < 0)
+			(void)unlink(tmp);
+	}
+	return r < 0 ? cmd_report(&err) : 0;
 }
 
 static void human_size(long long b, char *out, size_t n)
@@ -162,8 +244,8 @@ static int image_ls(int argc, char **argv, struct sbx_ctx *ctx)
 			printf("%s\n", id);
 		}
 	} else {
-		printf("%-40s  %-16s  %-12s  %-20s  %s\n", "REPOSITORY", "TAG", "IMAGE ID",
-		       "CREATED", "SIZE");
+		printf("%-40s  %-16s  %-12s  %-20s  %-10s  %s\n", "REPOSITORY", "TAG", "IMAGE ID",
+		       "CREATED", "SIZE", "ORIGIN");
 		json_array_foreach (a, i, v) {
 			char sz[32], when[32];
 			time_t t = (time_t)json_integer_value(json_object_get(v, "created"));
@@ -175,7 +257,8 @@ static int image_ls(int argc, char **argv, struct sbx_ctx *ctx)
 									  ?: "");
 			_cleanup_free_ char *tag = sbx_term_safe(sbx_json_str(v, "tag") ?: "");
 			_cleanup_free_ char *id = short_id_safe(sbx_json_str(v, "id"));
-			printf("%-40s  %-16s  %-12s  %-20s  %s\n", repo, tag, id, when, sz);
+			printf("%-40s  %-16s  %-12s  %-20s  %-10s  %s\n", repo, tag, id, when, sz,
+			       sbx_json_str(v, "origin") ?: "pulled");
 		}
 	}
 	json_decref(a);
@@ -242,12 +325,15 @@ int cmd_image(int argc, char **argv, struct sbx_ctx *ctx)
 		const char *name;
 		int (*fn)(int, char **, struct sbx_ctx *);
 	} subs[] = {
-		{ "pull", image_pull }, { "import", image_import }, { "ls", image_ls },
-		{ "list", image_ls },	{ "rm", image_rm },	    { "prune", image_prune },
+		{ "pull", image_pull }, { "import", image_import }, { "save", image_save },
+		{ "tag", image_tag },	{ "ls", image_ls },	    { "list", image_ls },
+		{ "rm", image_rm },	{ "prune", image_prune },
 	};
 
 	if (argc < 2)
-		return cmd_usage_error("image", "missing subcommand (pull, import, ls, rm, prune)");
+		return cmd_usage_error("image",
+				       "missing subcommand (pull, import, save, tag, ls, rm, "
+				       "prune)");
 	if (streq(argv[1], "-h") || streq(argv[1], "--help") || streq(argv[1], "help"))
 		return cmd_print_help("image");
 	for (size_t i = 0; i < ARRAY_SIZE(subs); i++)
@@ -256,6 +342,8 @@ int cmd_image(int argc, char **argv, struct sbx_ctx *ctx)
 			opterr = 0;
 			return subs[i].fn(argc - 1, argv + 1, ctx);
 		}
-	return cmd_usage_error("image", "unknown subcommand '%s' (pull, import, ls, rm, prune)",
+	return cmd_usage_error("image",
+			       "unknown subcommand '%s' (pull, import, save, tag, ls, rm, "
+			       "prune)",
 			       argv[1]);
 }

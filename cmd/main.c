@@ -135,10 +135,18 @@ const struct sbx_command sbx_commands[] = {
 	  "  and the options of 'sbx create' but --json (with --image and no CMD, the\n"
 	  "  image's Entrypoint and Cmd run):\n",
 	  create_help },
-	{ "image", cmd_image, "Pull, import, list and remove OCI images",
+	{ "commit", cmd_commit, "Make a new image of an image sandbox's changes",
+	  "sbx commit [-c CHANGE]... [-m MSG] SB IMAGE[:TAG]",
+	  "  -c, --change CHANGE    apply a Dockerfile instruction to the config: CMD,\n"
+	  "                         ENTRYPOINT (JSON array or shell form), ENV K=V,\n"
+	  "                         WORKDIR DIR, USER U, LABEL K=V, EXPOSE PORT[/PROTO]\n"
+	  "  -m, --message MSG      the comment of the new history entry\n" },
+	{ "image", cmd_image, "Pull, import, save, tag, list and remove OCI images",
 	  "sbx image pull [--platform OS/ARCH] [--insecure] [-q] REF\n"
-	  "       sbx image import FILE|-\n"
+	  "       sbx image import [--name NAME[:TAG]] FILE|-\n"
 	  "       sbx image import --rootfs DIR|TAR NAME[:TAG]\n"
+	  "       sbx image save [-o FILE] IMAGE...\n"
+	  "       sbx image tag SOURCE NAME[:TAG]\n"
 	  "       sbx image ls [--json] [-q]\n"
 	  "       sbx image rm [-f] REF...\n"
 	  "       sbx image prune",
@@ -148,6 +156,10 @@ const struct sbx_command sbx_commands[] = {
 	  "      --insecure         pull: plain HTTP to a registry not on loopback\n"
 	  "  -q, --quiet            pull: no progress; ls: image ids only\n"
 	  "      --rootfs           import: a one-layer image from a directory or a tar\n"
+	  "      --name NAME[:TAG]  import: the name of the archive's image that has none\n"
+	  "                         (or only a tag)\n"
+	  "  -o, --output FILE      save: write the tar to FILE (default: stdout, never a\n"
+	  "                         terminal)\n"
 	  "      --json             ls: a JSON array\n"
 	  "  -f, --force            rm: even while a sandbox uses the image\n" },
 	{ "provider", cmd_provider, "List the providers and whether each is configured",

@@ -109,7 +109,7 @@ _sbx()
 	-e | --env)
 		mapfile -t COMPREPLY < <(compgen -e -- "$cur")
 		return 0 ;;
-	--env-file | -v | --volume)
+	--env-file | -v | --volume | -o | --output)
 		compopt -o filenames 2>/dev/null
 		mapfile -t COMPREPLY < <(compgen -f -- "$cur")
 		return 0 ;;
@@ -158,11 +158,18 @@ _sbx()
 	cp)
 		_sbx_cp "$sbx"
 		return 0 ;;
+	commit)
+		# SB, then the new image's name (an existing one to replace)
+		if [ "$npos" -eq 1 ]; then
+			_sbx_images "$sbx"
+			return 0
+		fi
+		[ "$npos" -eq 0 ] || return 0 ;;
 	image)
 		case $npos:$sub in
 		0:*)
-			mapfile -t COMPREPLY < <(compgen -W 'pull import ls rm prune' -- "$cur") ;;
-		*:rm)
+			mapfile -t COMPREPLY < <(compgen -W 'pull import save tag ls rm prune' -- "$cur") ;;
+		*:rm | *:save | 1:tag)
 			_sbx_images "$sbx" ;;
 		1:import)
 			# FILE, or with --rootfs a directory or a tar

@@ -71,7 +71,7 @@ function __sbx_wants_sandbox
     set -l args (__sbx_args); or return 1
     contains -- (commandline -opc)[-1] $__sbx_value_opts; and return 1
     switch $cmd
-        case exec logs ps wait kill preview
+        case exec logs ps wait kill preview commit
             test (count $args) -eq 0
         case inspect rm pause resume update keepalive stats
             return 0
@@ -97,8 +97,11 @@ complete -c sbx -n 'test "$(__sbx_cmd)" = cp; and not string match -q -- "-*" (c
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --provider' -a '(sbx __complete providers 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --image' -a '(sbx __complete images 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --sandbox' -a '(sbx __complete sandboxes 2>/dev/null)'
-complete -c sbx -n '__sbx_sub_at image "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'pull import ls rm prune'
+complete -c sbx -n '__sbx_sub_at image "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'pull import save tag ls rm prune'
 complete -c sbx -n '__sbx_sub_at image rm; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete images 2>/dev/null)'
+complete -c sbx -n '__sbx_sub_at image save; and not string match -q -- "-*" (commandline -ct); and not __sbx_prev_is -o --output' -a '(sbx __complete images 2>/dev/null)'
+complete -c sbx -n '__sbx_sub_at image save; and __sbx_prev_is -o --output' -F
+complete -c sbx -n '__sbx_sub_at image tag 1; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete images 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at image import 1; and not string match -q -- "-*" (commandline -ct)' -F
 complete -c sbx -n '__sbx_sub_at fs "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'read write ls stat rm mkdir mv'
 complete -c sbx -n '__sbx_sub_at fs "" 1; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete sandboxes 2>/dev/null)'

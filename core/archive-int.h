@@ -1,6 +1,8 @@
 /* What the archive files share. Which file does what (each calls only archive.c):
  *   archive-extract.c  cp: unpacking a tar stream under a destination, never outside it
  *   archive-layer.c    image layers: unpacking with OCI whiteouts made overlay's
+ *   archive-diff.c     image layers made: an overlay upper directory packed with OCI
+ *                      whiteouts; gzip; a tar of named files (image save)
  *   archive.c          libarchive's functions (dlopen'ed), its errors in words, name sets; and
  *                      cp: packing a host path into a tar stream */
 #ifndef SBX_CORE_ARCHIVE_INT_H
@@ -31,7 +33,11 @@
 	X(entry_uid) X(entry_gid) X(entry_set_uid) X(entry_set_gid)                                 \
 	X(read_support_filter_gzip) X(read_support_filter_bzip2) X(read_support_filter_xz)          \
 	X(read_support_filter_lzma) X(read_support_filter_lzip) X(read_support_filter_zstd)         \
-	X(read_support_filter_lz4) X(read_support_filter_compress)
+	X(read_support_filter_lz4) X(read_support_filter_compress)                                  \
+	X(write_add_filter_gzip) X(write_set_format_raw) X(entry_copy_stat) X(entry_set_pathname)   \
+	X(entry_set_filetype) X(entry_set_size) X(entry_set_symlink) X(entry_set_hardlink)          \
+	X(entry_set_mtime) X(entry_set_mode) X(entry_unset_atime) X(entry_unset_ctime)              \
+	X(entry_set_nlink) X(entry_set_ino64)
 /* clang-format on */
 
 struct sbx_ar_fns {

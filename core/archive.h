@@ -44,4 +44,29 @@ int sbx_archive_extract(int fd, const char *dest, const char *top, unsigned flag
 int sbx_archive_unpack_layer(int fd, const char *dest, long shift, char *const *lowers,
 			     size_t n_lowers, struct sbx_err *err);
 
+/* an overlay upper directory (dirfd) as an OCI layer tar (uncompressed) written to out_fd:
+ * entries in name order, owners, modes, mtimes, symbolic links (never followed: every file is
+ * opened beneath its directory's descriptor, O_NOFOLLOW) and hard links kept; overlay's
+ * whiteouts (a 0/0 character device, or an empty file with user.overlay.whiteout) become
+ * .wh.NAME, a directory with user.overlay.opaque=y gets .wh..wh..opq; sockets are left out */
+struct sbx_diff_opts {
+	long shift;		       /* >= 0: ids shift..shift+65535 become 0..65535, others
+					* 65534; -1: ids as they are */
+	const char *const *skip;       /* paths left out, with all beneath them (NULL-terminated) */
+	const char *const *skip_empty; /* paths left out when they are empty regular files */
+};
+int sbx_archive_diff(int dirfd, int out_fd, const struct sbx_diff_opts *o, struct sbx_err *err);
+/* in_fd's bytes, gzip-compressed (libarchive's built-in zlib), to out_fd */
+int sbx_archive_gzip(int in_fd, int out_fd, struct sbx_err *err);
+/* a tar of members: directories, files from a descriptor (fd >= 0), or bytes in memory */
+struct sbx_tar_member {
+	const char *name;
+	bool dir;
+	int fd;
+	const char *data;
+	size_t len;
+};
+int sbx_archive_write_members(int out_fd, const struct sbx_tar_member *m, size_t n,
+			      struct sbx_err *err);
+
 #endif

@@ -43,28 +43,6 @@ static char *member(const char *dir, const char *name, struct sbx_err *err)
 	return p;
 }
 
-/* a manifest for an image that came without one (docker save): the blobs as they are */
-static int make_manifest(struct sbx_store *st, const char *config, char *const *layers, size_t n,
-			 char *ret, struct sbx_err *err)
-{
-	json_t *ls = json_array();
-	for (size_t i = 0; i < n; i++) {
-		_cleanup_free_ char *b = img_blob_path(st, layers[i]);
-		json_array_append_new(ls,
-				      json_pack("{s:s, s:s, s:I}", "mediaType",
-						"application/vnd.oci.image.layer.v1.tar", "digest",
-						layers[i], "size", (json_int_t)img_file_size(b)));
-	}
-	_cleanup_free_ char *cb = img_blob_path(st, config);
-	json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
-			      "application/vnd.oci.image.manifest.v1+json", "config", "mediaType",
-			      "application/vnd.oci.image.config.v1+json", "digest", config, "size",
-			      (json_int_t)img_file_size(cb), "layers", ls);
-	_cleanup_free_ char *t = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
-	json_decref(m);
-	return img_put_blob(st, t, strlen(t), ret, err);
-}
-
 static char *norm_name(const char *name, struct sbx_err *err)
 {
 	struct sbx_ref r = { 0 };
@@ -75,6 +53,12 @@ static char *norm_name(const char *name, struct sbx_err *err)
 	return n;
 }
 
+/* --name: the name of the archive's one image without a name of its own */
+struct import_names {
+	const char *name;
+	bool used;
+};
+
 static void add_line(char ***lines, size_t *n, char *line)
 {
 	*lines = xrealloc(*lines, (*n + 2) * sizeof(char *));
@@ -82,8 +66,39 @@ static void add_line(char ***lines, size_t *n, char *line)
 	(*lines)[*n] = NULL;
 }
 
+/* the line import prints for an image recorded under key: "NAME ID", or the id alone */
+static char *name_line(const char *key, const char *config)
+{
+	if (streq(key, config))
+		return xstrdup(config);
+	_cleanup_free_ char *fam = sbx_ref_familiar(key);
+	return xasprintf("%s %s", fam, config);
+}
+
+/* what an image the archive does not name is recorded under: NAME given to --name (once: it
+ * names one image), else the image's id; a bare tag the archive gives ("1.0") goes with a NAME
+ * given without one */
+static char *unnamed_key(struct import_names *in, const char *config, const char *bare,
+			 struct sbx_err *err)
+{
+	if (!in->name)
+		return xstrdup(config);
+	if (in->used) {
+		sbx_err_set(err, SBX_E_USAGE,
+			    "the archive holds more than one image without a name, and --name "
+			    "names one; import without --name, then 'sbx image tag ID NAME'");
+		return NULL;
+	}
+	in->used = true;
+	const char *slash = strrchr(in->name, '/');
+	bool has_tag = strchr(slash ? slash : in->name, ':') || strchr(in->name, '@');
+	_cleanup_free_ char *full = bare && !has_tag ? xasprintf("%s:%s", in->name, bare)
+						     : xstrdup(in->name);
+	return norm_name(full, err);
+}
+
 static int import_docker(struct sbx_store *st, const char *dir, json_t *mf, char ***lines,
-			 size_t *nl, struct sbx_err *err)
+			 size_t *nl, struct import_names *in, struct sbx_err *err)
 {
 	size_t i;
 	json_t *img;
@@ -112,7 +127,7 @@ static int import_docker(struct sbx_store *st, const char *dir, json_t *mf, char
 		json_t *cj = NULL;
 		if (img_adopt_blob(st, cf, NULL, config, err) < 0 ||
 		    !(cj = img_blob_json(st, config, err)) ||
-		    make_manifest(st, config, layers, n, manifest, err) < 0) {
+		    img_make_manifest(st, config, layers, n, manifest, err) < 0) {
 			if (cj)
 				json_decref(cj);
 			sbx_strv_free(layers);
@@ -124,17 +139,18 @@ static int import_docker(struct sbx_store *st, const char *dir, json_t *mf, char
 		json_t *tag;
 		int r = 0;
 		if (!json_array_size(tags)) {
-			/* unnamed: known by its id */
-			_cleanup_free_ char *nm = xasprintf("sbx.local/untagged/%.12s:latest",
-							    config + 7);
-			r = img_add_ref(st, nm, manifest, config, layers, n, err);
+			/* unnamed: --name's, or known by its id */
+			_cleanup_free_ char *nm = unnamed_key(in, config, NULL, err);
+			r = nm ? img_add_ref(st, nm, manifest, config, layers, n, "imported", err)
+			       : -1;
 			if (r == 0)
-				add_line(lines, nl, xstrdup(config));
+				add_line(lines, nl, name_line(nm, config));
 		}
 		json_array_foreach (tags, t, tag) {
 			_cleanup_free_ char *nm = norm_name(json_string_value(tag) ?: "", err);
 			if (!nm ||
-			    (r = img_add_ref(st, nm, manifest, config, layers, n, err)) < 0) {
+			    (r = img_add_ref(st, nm, manifest, config, layers, n, "imported",
+					     err)) < 0) {
 				r = -1;
 				break;
 			}
@@ -149,7 +165,8 @@ static int import_docker(struct sbx_store *st, const char *dir, json_t *mf, char
 
 /* an OCI manifest (or, for an index, the linux/amd64 one) in the layout's blobs: in the store */
 static int import_oci_manifest(struct sbx_store *st, const char *dir, const char *digest, int depth,
-			       const char *name, char ***lines, size_t *nl, struct sbx_err *err)
+			       const char *name, const char *bare, char ***lines, size_t *nl,
+			       struct import_names *in, struct sbx_err *err)
 {
 	char got[72];
 
@@ -189,7 +206,8 @@ static int import_oci_manifest(struct sbx_store *st, const char *dir, const char
 				break;
 			}
 		}
-		int r = pick ? import_oci_manifest(st, dir, pick, depth + 1, name, lines, nl, err)
+		int r = pick ? import_oci_manifest(st, dir, pick, depth + 1, name, bare, lines, nl,
+						   in, err)
 			     : sbx_err_set(err, SBX_E_USAGE,
 					   "the archive's index has no linux/amd64 "
 					   "image");
@@ -237,14 +255,13 @@ static int import_oci_manifest(struct sbx_store *st, const char *dir, const char
 			json_decref(cj);
 	}
 	if (r == 0) {
-		_cleanup_free_ char *nm = name
-			? norm_name(name, err)
-			: xasprintf("sbx.local/untagged/%.12s:latest", config + 7);
-		if (!nm || img_add_ref(st, nm, mdig, config, layers, cnt, err) < 0)
+		_cleanup_free_ char *nm = name ? norm_name(name, err)
+					       : unnamed_key(in, config, bare, err);
+		if (!nm || img_add_ref(st, nm, mdig, config, layers, cnt, "imported", err) < 0)
 			r = -1;
 		else
 			add_line(lines, nl,
-				 name ? xasprintf("%s %s", name, config) : xstrdup(config));
+				 name ? xasprintf("%s %s", name, config) : name_line(nm, config));
 	}
 	sbx_strv_free(layers);
 	json_decref(m);
@@ -252,7 +269,7 @@ static int import_oci_manifest(struct sbx_store *st, const char *dir, const char
 }
 
 static int import_oci(struct sbx_store *st, const char *dir, json_t *index, char ***lines,
-		      size_t *nl, struct sbx_err *err)
+		      size_t *nl, struct import_names *in, struct sbx_err *err)
 {
 	json_t *ms = json_object_get(index, "manifests");
 	size_t i;
@@ -267,10 +284,13 @@ static int import_oci(struct sbx_store *st, const char *dir, json_t *index, char
 			name = sbx_json_str(json_object_get(d, "annotations"),
 					    "org.opencontainers.image.ref.name");
 		/* a bare tag ("1.0") names nothing by itself */
-		if (name && !strchr(name, ':') && !strchr(name, '/'))
+		const char *bare = NULL;
+		if (name && !strchr(name, ':') && !strchr(name, '/')) {
+			bare = name;
 			name = NULL;
-		if (import_oci_manifest(st, dir, sbx_json_str(d, "digest"), 0, name, lines, nl,
-					err) < 0)
+		}
+		if (import_oci_manifest(st, dir, sbx_json_str(d, "digest"), 0, name, bare, lines,
+					nl, in, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -337,8 +357,10 @@ static int unpack_archive(const char *store_root, const char *path, const char *
 	return r;
 }
 
-int sbx_image_import(struct sbx_store *st, const char *path, char ***ret_lines, struct sbx_err *err)
+int sbx_image_import(struct sbx_store *st, const char *path, const char *name, char ***ret_lines,
+		     struct sbx_err *err)
 {
+	struct import_names in = { .name = name };
 	char rnd[SBX_ID_LEN + 1];
 	size_t nl = 0;
 	int r = -1;
@@ -359,7 +381,7 @@ int sbx_image_import(struct sbx_store *st, const char *path, char ***ret_lines, 
 		json_t *mf = sbx_json_parse(t, n, "manifest.json", err);
 		free(t);
 		if (mf) {
-			r = import_docker(st, dir, mf, ret_lines, &nl, err);
+			r = import_docker(st, dir, mf, ret_lines, &nl, &in, err);
 			json_decref(mf);
 		}
 		goto out;
@@ -369,7 +391,7 @@ int sbx_image_import(struct sbx_store *st, const char *path, char ***ret_lines, 
 		json_t *idx = sbx_json_parse(t, n, "index.json", err);
 		free(t);
 		if (idx) {
-			r = import_oci(st, dir, idx, ret_lines, &nl, err);
+			r = import_oci(st, dir, idx, ret_lines, &nl, &in, err);
 			json_decref(idx);
 		}
 		goto out;
@@ -451,8 +473,8 @@ static int import_rootfs(struct sbx_store *st, const char *path, const char *nam
 	json_decref(cfg);
 	char *layers[] = { layer, NULL };
 	if (img_put_blob(st, ct, strlen(ct), config, err) < 0 ||
-	    make_manifest(st, config, layers, 1, manifest, err) < 0 ||
-	    img_add_ref(st, nm, manifest, config, layers, 1, err) < 0)
+	    img_make_manifest(st, config, layers, 1, manifest, err) < 0 ||
+	    img_add_ref(st, nm, manifest, config, layers, 1, "imported", err) < 0)
 		return -1;
 	*ret_id = xstrdup(config);
 	return 0;

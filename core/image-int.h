@@ -31,6 +31,13 @@ void img_leases_read(const struct sbx_store *st, json_t *keep);
 /* refs.json: name -> {manifest, config, layers, chain, size, created} */
 json_t *img_refs_load(const struct sbx_store *st, struct sbx_err *err);
 int img_refs_save(const struct sbx_store *st, json_t *refs, struct sbx_err *err);
+/* an image without a name is recorded under its id ("sha256:..."); once it gets a name, that
+ * entry goes */
+void img_refs_drop_unnamed(json_t *refs, const char *config);
+/* an OCI manifest for config and layers (blobs of the store): their media types by their
+ * bytes (a gzip or zstd layer, or a plain tar) */
+int img_make_manifest(struct sbx_store *st, const char *config, char *const *layers, size_t n,
+		      char *ret, struct sbx_err *err);
 /* a file's size, 0 when it cannot be seen */
 long long img_file_size(const char *p);
 /* a blob of the store, parsed (manifests and configs) */
@@ -57,8 +64,10 @@ int img_unpack_finish(struct img_unpack_job *j, struct sbx_err *err);
 /* the key of layer i (keys[0..i-1] known), held, and its unpacking started */
 int img_layer_start(const struct sbx_store *st, char *const *layers, char **keys, size_t i,
 		    struct img_unpack_job *j, struct sbx_err *err);
-/* records NAME -> the image whose blobs are in the store, its layers unpacked first */
+/* records NAME -> the image whose blobs are in the store, its layers unpacked first; origin:
+ * "pulled", "imported", "committed" or "built" (NAME is the id itself for an image without a
+ * name: see img_refs_drop_unnamed) */
 int img_add_ref(struct sbx_store *st, const char *name, const char *manifest, const char *config,
-		char *const *layers, size_t n, struct sbx_err *err);
+		char *const *layers, size_t n, const char *origin, struct sbx_err *err);
 
 #endif

@@ -186,7 +186,7 @@ int img_layer_start(const struct sbx_store *st, char *const *layers, char **keys
 
 /* records NAME -> the image whose blobs are in the store, its layers unpacked first */
 int img_add_ref(struct sbx_store *st, const char *name, const char *manifest, const char *config,
-		char *const *layers, size_t n, struct sbx_err *err)
+		char *const *layers, size_t n, const char *origin, struct sbx_err *err)
 {
 	long long size = 0;
 	json_t *ls = json_array(), *cs = json_array();
@@ -208,9 +208,9 @@ int img_add_ref(struct sbx_store *st, const char *name, const char *manifest, co
 		json_array_append_new(cs, json_string(key));
 	}
 	sbx_strv_free(keys);
-	json_t *e = json_pack("{s:s, s:s, s:o, s:o, s:I, s:I}", "manifest", manifest, "config",
+	json_t *e = json_pack("{s:s, s:s, s:o, s:o, s:I, s:I, s:s}", "manifest", manifest, "config",
 			      config, "layers", ls, "chain", cs, "size", (json_int_t)size,
-			      "created", (json_int_t)(sbx_now_ms() / 1000));
+			      "created", (json_int_t)(sbx_now_ms() / 1000), "origin", origin);
 	_cleanup_close_ int lk = img_lock_images(st, true, err);
 	if (lk < 0) {
 		json_decref(e);
@@ -221,6 +221,8 @@ int img_add_ref(struct sbx_store *st, const char *name, const char *manifest, co
 		json_decref(e);
 		return -1;
 	}
+	/* a named image is no longer known by its id alone */
+	img_refs_drop_unnamed(refs, config);
 	json_object_set_new(refs, name, e);
 	int r = img_refs_save(st, refs, err);
 	json_decref(refs);

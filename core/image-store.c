@@ -230,3 +230,44 @@ int img_adopt_blob(const struct sbx_store *st, const char *file, const char *wan
 		return sbx_err_errno(err, "cannot store blob '%s'", ret);
 	return 0;
 }
+
+void img_refs_drop_unnamed(json_t *refs, const char *config)
+{
+	json_object_del(refs, config);
+}
+
+/* the media type of a layer blob, by its first bytes */
+static const char *layer_media_type(const char *path)
+{
+	unsigned char m[4] = { 0 };
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0 && read(fd, m, sizeof(m)) == (ssize_t)sizeof(m)) {
+		if (m[0] == 0x1f && m[1] == 0x8b)
+			return "application/vnd.oci.image.layer.v1.tar+gzip";
+		if (m[0] == 0x28 && m[1] == 0xb5 && m[2] == 0x2f && m[3] == 0xfd)
+			return "application/vnd.oci.image.layer.v1.tar+zstd";
+	}
+	return "application/vnd.oci.image.layer.v1.tar";
+}
+
+int img_make_manifest(struct sbx_store *st, const char *config, char *const *layers, size_t n,
+		      char *ret, struct sbx_err *err)
+{
+	json_t *ls = json_array();
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *b = img_blob_path(st, layers[i]);
+		json_array_append_new(ls,
+				      json_pack("{s:s, s:s, s:I}", "mediaType", layer_media_type(b),
+						"digest", layers[i], "size",
+						(json_int_t)img_file_size(b)));
+	}
+	_cleanup_free_ char *cb = img_blob_path(st, config);
+	json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s, s:I}, s:o}", "schemaVersion", 2, "mediaType",
+			      "application/vnd.oci.image.manifest.v1+json", "config", "mediaType",
+			      "application/vnd.oci.image.config.v1+json", "digest", config, "size",
+			      (json_int_t)img_file_size(cb), "layers", ls);
+	_cleanup_free_ char *t = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(m);
+	return img_put_blob(st, t, strlen(t), ret, err);
+}

@@ -220,7 +220,8 @@ int sbx_image_pull(struct sbx_store *st, const char *ref, const struct sbx_image
 	char **layers = xcalloc(p.n_layers + 1, sizeof(char *));
 	for (size_t i = 0; i < p.n_layers; i++)
 		layers[i] = xstrdup(p.layers[i].digest);
-	rc = img_add_ref(st, r.name, p.manifest_digest, p.config_digest, layers, p.n_layers, err);
+	rc = img_add_ref(st, r.name, p.manifest_digest, p.config_digest, layers, p.n_layers,
+			 "pulled", err);
 	sbx_strv_free(layers);
 	if (rc == 0 && ret)
 		rc = sbx_image_find(st, r.name, ret, err);
@@ -246,23 +247,27 @@ int sbx_image_list(struct sbx_store *st, json_t **ret, struct sbx_err *err)
 	const char *k;
 	json_t *v;
 	json_object_foreach (refs, k, v) {
-		_cleanup_free_ char *fam = sbx_ref_familiar(k);
+		/* an image without a name is recorded under its id */
+		bool unnamed = startswith(k, "sha256:");
+		_cleanup_free_ char *fam = unnamed ? xstrdup("<none>") : sbx_ref_familiar(k);
 		const char *at = strrchr(fam, '@'), *colon = strrchr(fam, ':');
 		if (colon && strchr(colon, '/'))
 			colon = NULL; /* a registry's port, not a tag */
 		_cleanup_free_ char *repo = at ? xstrndup(fam, (size_t)(at - fam))
 			: colon		       ? xstrndup(fam, (size_t)(colon - fam))
 					       : xstrdup(fam);
-		const char *tag = at ? "<none>" : colon ? colon + 1 : "latest";
+		const char *tag = at || unnamed ? "<none>" : colon ? colon + 1 : "latest";
+		/* entries from before origins were kept were all pulled or imported */
+		const char *origin = sbx_json_str(v, "origin") ?: "pulled";
 		json_array_append_new(
 			a,
-			json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:O}", "name", k,
+			json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:O, s:s}", "name", k,
 				  "repository", repo, "tag", tag, "id",
 				  sbx_json_str(v, "config") ?: "", "digest",
 				  sbx_json_str(v, "manifest") ?: "", "size",
 				  json_integer_value(json_object_get(v, "size")), "created",
 				  json_integer_value(json_object_get(v, "created")), "layers",
-				  json_object_get(v, "layers") ?: json_array()));
+				  json_object_get(v, "layers") ?: json_array(), "origin", origin));
 	}
 	json_decref(refs);
 	*ret = a;
@@ -292,6 +297,9 @@ static void sandbox_uses(struct sbx_store *st, json_t *ids, json_t *layers, json
 						    json_string(rec->name ? rec->name : rec->id));
 		}
 		for (char **l = img->chain; l && *l; l++)
+			json_object_set_new(layers, *l, json_true());
+		/* and the layer blobs: a commit of the sandbox names them */
+		for (char **l = img->layers; l && *l; l++)
 			json_object_set_new(layers, *l, json_true());
 		sbx_record_free(rec);
 	}

@@ -3,6 +3,7 @@
 #define SBX_CORE_IMAGE_H
 
 #include <jansson.h>
+#include <sys/types.h>
 
 #include "core/err.h"
 #include "core/store.h"
@@ -38,8 +39,10 @@ int sbx_image_find(struct sbx_store *st, const char *ref, struct sbx_image *ret,
 int sbx_image_pull(struct sbx_store *st, const char *ref, const struct sbx_image_pull_opts *o,
 		   struct sbx_image *ret, struct sbx_err *err);
 /* a docker save or OCI-layout tar (path, or "-" for stdin): one "NAME:TAG ID" (or "ID") line per
- * image into *ret_lines (NULL-terminated) */
-int sbx_image_import(struct sbx_store *st, const char *path, char ***ret_lines,
+ * image into *ret_lines (NULL-terminated). An image the archive does not name (or gives only a
+ * bare tag) is recorded as name (NAME[:TAG], the bare tag when NAME has none), else under its
+ * id alone (listed as <none>, named later with sbx_image_tag) */
+int sbx_image_import(struct sbx_store *st, const char *path, const char *name, char ***ret_lines,
 		     struct sbx_err *err);
 /* a one-layer image NAME[:TAG] from a directory or a tar (compressed or not) */
 int sbx_image_import_rootfs(struct sbx_store *st, const char *path, const char *name, char **ret_id,
@@ -55,5 +58,60 @@ int sbx_image_prune(struct sbx_store *st, long long *ret_layers, long long *ret_
 /* the directory a layer is unpacked into, by its key: the base layer's blob digest, then
  * sha256("KEY-BELOW BLOB") for each layer above (what a layer unpacks to depends on those below) */
 char *sbx_image_layer_dir(const struct sbx_store *st, const char *digest);
+
+/* --- images made here (image-commit.c) --- */
+
+/* a directory of changes (an overlay upper directory) to make a layer of */
+struct sbx_layer_src {
+	const char *dir;
+	long shift; /* see sbx_diff_opts */
+	/* NULL: the jail's own id maps (root: every id itself; else the caller as 0); else what
+	 * writes them (the sandbox's map, so its files' owners read as the sandbox's) */
+	int (*maps)(pid_t pid, void *arg);
+	void *maps_arg;
+	const char *const *skip, *const *skip_empty; /* see sbx_diff_opts */
+};
+struct sbx_layer {
+	char blob[72];	  /* the gzip-compressed tar in the store */
+	char diff_id[72]; /* the uncompressed tar's digest */
+	long long size;	  /* of the blob */
+};
+/* the directory as an OCI layer (core/archive-diff.c's sbx_archive_diff, read in a jail that
+ * holds only the directory), gzip-compressed into the store's blobs; held for this process
+ * until sbx_image_commit */
+int sbx_image_layer_from_dir(struct sbx_store *st, const struct sbx_layer_src *src,
+			     struct sbx_layer *ret, struct sbx_err *err);
+/* docker's --change instructions (CMD, ENTRYPOINT, ENV, WORKDIR, USER, LABEL, EXPOSE) applied
+ * to an image config's "config" object; USAGE for a bad one */
+int sbx_image_changes_apply(json_t *cfg, char *const *changes, struct sbx_err *err);
+
+struct sbx_commit_src {
+	const char *base_id; /* the config digest of the image below; NULL: none (FROM scratch) */
+	char *const *base_layers; /* its layer blobs, base first, NULL-terminated (NULL: none) */
+	const struct sbx_layer *layer; /* the new layer on top */
+};
+struct sbx_commit_opts {
+	char *const *changes;	/* NULL-terminated, or NULL */
+	const char *message;	/* the history entry's comment, or NULL */
+	const char *created_by; /* the history entry's created_by (NULL: "sbx commit") */
+	const char *origin;	/* NULL: "committed" */
+};
+/* records NAME[:TAG] -> the base image with the layer on top and the changes applied */
+int sbx_image_commit(struct sbx_store *st, const char *name, const struct sbx_commit_src *src,
+		     const struct sbx_commit_opts *o, char **ret_id, struct sbx_err *err);
+/* NAME[:TAG] normalized ("docker.io/library/NAME:latest"); a digest is refused */
+int sbx_image_name(const char *name, char **ret, struct sbx_err *err);
+
+/* --- image-save.c --- */
+
+/* how REF (a name) came into the store when it was made here: "committed" or "built" (no
+ * registry has seen it); NULL otherwise */
+char *sbx_image_local_origin(struct sbx_store *st, const char *ref);
+
+/* NAME -> the image SRC names (a name or an id) */
+int sbx_image_tag(struct sbx_store *st, const char *src, const char *name, struct sbx_err *err);
+/* the images as one tar to fd: docker save's layout (manifest.json, RepoTags) and an OCI
+ * layout (index.json, oci-layout, blobs/sha256) over the same blobs */
+int sbx_image_save(struct sbx_store *st, char *const *refs, size_t n, int fd, struct sbx_err *err);
 
 #endif

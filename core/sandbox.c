@@ -32,6 +32,23 @@ static void env_merge(char ***env, const char *kv)
 	(*env)[n + 1] = NULL;
 }
 
+/* a hosted provider's --image naming an image made here (committed or built): the provider
+ * pulls from a registry, which has never seen it */
+static int hosted_local_image(struct sbx_ctx *ctx, const struct sbx_provider *p, const char *ref,
+			      struct sbx_err *err)
+{
+	_cleanup_free_ char *origin = sbx_image_local_origin(&ctx->store, ref);
+
+	if (!origin)
+		return 0;
+	return sbx_err_set(err, SBX_E_UNSUPPORTED,
+			   "image '%s' was %s here and is only in sbx's local store; provider "
+			   "'%s' cannot reach it: push it to a registry the provider can pull "
+			   "from ('sbx image save' writes a tar for docker load or skopeo copy) "
+			   "and give --image that reference",
+			   ref, origin, p->name);
+}
+
 /* --image, an OCI image: pulled when the store lacks it; its config's defaults go under the
  * flags: Env, then -e; WorkingDir unless -w; User (exec -u overrides) */
 static int image_config(struct sbx_ctx *ctx, struct sbx_config *c, struct sbx_err *err)
@@ -118,6 +135,9 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
 	/* what the provider cannot do, or cannot do now, is said before anything exists */
 	if (sbx_config_supported(&o->config, p->caps, p->name, err) < 0)
+		return -1;
+	if (o->config.image.ref && !(p->caps & SBX_CAP_IMAGE) &&
+	    hosted_local_image(ctx, p, o->config.image.ref, err) < 0)
 		return -1;
 	if (p->ready && p->ready(err) < 0)
 		return -1;
@@ -789,4 +809,50 @@ int sbx_sandbox_stats(struct sbx_ctx *ctx, struct sbx_record *rec, json_t **ret,
 	if (p->stats(ctx, rec, ret, err) < 0)
 		return sbx_err_prefix(err, "cannot measure '%s'", label_of(rec));
 	return 0;
+}
+
+/* --- commit --------------------------------------------------------------------------------- */
+
+int sbx_sandbox_commit(struct sbx_ctx *ctx, const char *sb, const char *name,
+		       const struct sbx_commit_opts *o, char **ret_id, struct sbx_err *err)
+{
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	_cleanup_close_ int lk = -1;
+	const struct sbx_provider *p;
+	_cleanup_free_ char *nm = NULL;
+
+	/* what is asked is checked before the sandbox is touched */
+	json_t *scratch = json_object();
+	int bad = sbx_image_name(name, &nm, err) < 0 ||
+		sbx_image_changes_apply(scratch, o->changes, err) < 0;
+	json_decref(scratch);
+	if (bad || open_locked(ctx, sb, &lk, &rec, &p, err) < 0)
+		return -1;
+	const char *l = label_of(rec);
+	if (!p->commit)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support commit",
+				   p->name);
+	if (!rec->config.image.id)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "sandbox '%s' was made without --image: its root is the "
+				   "host's and cannot be committed (only an image sandbox's "
+				   "changes can)",
+				   l);
+	switch (rec->state) {
+	case SBX_STATE_RUNNING:
+	case SBX_STATE_PAUSED:
+	case SBX_STATE_RELEASED:
+	case SBX_STATE_STOPPED:
+		break;
+	default:
+		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; it cannot be committed",
+				   l, sbx_state_name(rec->state));
+	}
+	struct sbx_layer layer;
+	if (p->commit(ctx, rec, &layer, err) < 0)
+		return sbx_err_prefix(err, "cannot commit sandbox '%s'", l);
+	const struct sbx_commit_src src = { .base_id = rec->config.image.id,
+					    .base_layers = rec->config.image.layers,
+					    .layer = &layer };
+	return sbx_image_commit(&ctx->store, name, &src, o, ret_id, err);
 }

@@ -71,4 +71,10 @@ void sbx_listing_release(struct sbx_listing *l);
  * key_variable, api_url, not_ready?}] */
 json_t *sbx_sandbox_providers(void);
 
+/* SB's changes to its image (an image sandbox's writable layer) as a new image NAME[:TAG] in
+ * the store, with o's config changes; a running SB is frozen meanwhile */
+struct sbx_commit_opts;
+int sbx_sandbox_commit(struct sbx_ctx *ctx, const char *sb, const char *name,
+		       const struct sbx_commit_opts *o, char **ret_id, struct sbx_err *err);
+
 #endif

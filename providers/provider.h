@@ -11,6 +11,8 @@
 #include "core/options.h"
 #include "core/store.h"
 
+struct sbx_layer;
+
 struct sbx_provider {
 	const char *name, *summary;
 	bool remote;	     /* hosted: states are remembered in the record, not seen locally */
@@ -80,6 +82,11 @@ struct sbx_provider {
 	/* every sandbox the provider has: *ret maps provider_id -> enum sbx_state (an integer);
 	 * a short timeout, as ls waits on it (optional) */
 	int (*list)(struct sbx_ctx *, json_t **ret, struct sbx_err *);
+	/* sbx commit: what the sandbox changed in its image (rec->config.image.id set), as a
+	 * layer in the store; a running sandbox frozen meanwhile (rec->state fresh); called
+	 * locked */
+	int (*commit)(struct sbx_ctx *, const struct sbx_record *, struct sbx_layer *ret,
+		      struct sbx_err *);
 };
 
 extern const struct sbx_provider sbx_provider_local;

@@ -177,7 +177,7 @@ else
 fi
 
 test_expect_success 'bash completion completes image subcommands and the names in the image store' '
-	bash_complete sbx image "" >out && printf "%s\n" pull import ls rm prune >want &&
+	bash_complete sbx image "" >out && printf "%s\n" pull import save tag ls rm prune >want &&
 	diff -u want out &&
 	bash_complete sbx image pull --pl >out && echo --platform >want && diff -u want out &&
 	sbx __complete images >out && test ! -s out &&
@@ -243,7 +243,9 @@ test_expect_success 'sbx __complete options image SUB: that subcommand'"'"'s opt
 	sbx __complete options image pull >out &&
 	printf "%s\n" --platform --insecure -q --quiet -h --help >want && diff -u want out &&
 	sbx __complete options image import >out &&
-	printf "%s\n" --rootfs -h --help >want && diff -u want out &&
+	printf "%s\n" --rootfs --name -h --help >want && diff -u want out &&
+	sbx __complete options image save >out &&
+	printf "%s\n" -o --output -h --help >want && diff -u want out &&
 	sbx __complete options image ls >out &&
 	printf "%s\n" -q --quiet --json -h --help >want && diff -u want out &&
 	sbx __complete options image list >out2 && diff -u want out2 &&
@@ -356,8 +358,8 @@ else
 fi
 
 test_expect_success 'image --help shows import from stdin; preview --help names every JSON key' '
-	sbx image --help >out && grep -q "^       sbx image import FILE|-$" out &&
-	grep -qF "*sbx image import* FILE|-++" "$MAN/sbx-image.1.scd" &&
+	sbx image --help >out && grep -q "^       sbx image import \[--name NAME\[:TAG\]\] FILE|-$" out &&
+	grep -qF "*sbx image import* [--name NAME[:TAG]] FILE|-++" "$MAN/sbx-image.1.scd" &&
 	sbx preview --help >out &&
 	for k in url port host_port public auth token; do
 		tr -s " \n" " " <out | grep -q "{[a-z_, ]*\<$k\>[a-z_, ]*}" ||

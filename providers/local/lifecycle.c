@@ -697,4 +697,5 @@ const struct sbx_provider sbx_provider_local = {
 	.job_get = local_job_get,
 	.job_logs = local_job_logs,
 	.job_kill = local_job_kill,
+	.commit = local_commit,
 };

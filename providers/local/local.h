@@ -14,6 +14,7 @@
  *   user.c        exec's child, inside: exec -u (the sandbox's passwd and group)
  *   cp.c          the CLI, then a confined helper child in (or around) the sandbox: sbx cp
  *   fs.c          the CLI, then cp.c's confined helper child: sbx fs
+ *   commit.c      the CLI: sbx commit (the sandbox frozen, its upper directory read in a jail)
  *   net-ctl.c     the CLI: sbx preview's request to the supervisor, exec's proxy credential
  *   supervisor.c  the supervisor: clones init, writes its id maps, reports to the CLI, holds
  *                 the sandbox (idle timeout)
@@ -361,6 +362,10 @@ long long local_disk_size(const struct sbx_record *rec);
 int local_disk_check(struct sbx_err *err);
 int local_disk_make(const char *sbdir, long long bytes, uid_t uid, gid_t gid, struct sbx_err *err);
 int local_disk_mount(const char *sbdir, int *ret_lock, struct sbx_err *err);
+
+/* sbx commit (commit.c): the sandbox's overlay upper directory as a layer in the store */
+int local_commit(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_layer *ret,
+		 struct sbx_err *err);
 
 /* sbx cp (cp.c): in a child that joined the sandbox (or, stopped, entered its files) */
 int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "core/image.h"
 #include "core/registry.h"
 #include "core/strbuf.h"
 #include "core/util.h"
@@ -388,8 +389,44 @@ static void test_media_types(void)
 	CHECK(!sbx_layer_media_type_known(NULL), "NULL unknown");
 }
 
+/* sbx commit's --change instructions on an image config's "config" */
+static void test_image_changes(void)
+{
+	struct sbx_err err = { 0 };
+	json_t *c = json_pack("{s:[s, s]}", "Env", "PATH=/bin", "A=1");
+	char *ok[] = { "CMD [\"sh\", \"-c\", \"x\"]",
+		       "entrypoint run me",
+		       "ENV A=2",
+		       "ENV B two words",
+		       "WORKDIR /w",
+		       "USER app:app",
+		       "LABEL k=v=w",
+		       "EXPOSE 80 53/udp",
+		       NULL };
+
+	CHECK(sbx_image_changes_apply(c, ok, &err) == 0, "changes: %s", err.msg);
+	_cleanup_free_ char *t = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
+	CHECK(streq(t,
+		    "{\"Cmd\":[\"sh\",\"-c\",\"x\"],\"Entrypoint\":[\"/bin/sh\",\"-c\","
+		    "\"run me\"],\"Env\":[\"PATH=/bin\",\"A=2\",\"B=two words\"],"
+		    "\"ExposedPorts\":{\"53/udp\":{},\"80/tcp\":{}},\"Labels\":{\"k\":"
+		    "\"v=w\"},\"User\":\"app:app\",\"WorkingDir\":\"/w\"}"),
+	      "config after the changes: %s", t);
+	static const char *const bad[] = { "FROM x",	  "CMD",      "CMD [1]",     "CMD [\"a\"",
+					   "WORKDIR rel", "EXPOSE 0", "EXPOSE 80/x", "EXPOSE 8o",
+					   "ENV =x",	  "LABEL",    "RUN echo hi" };
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char *one[] = { (char *)bad[i], NULL };
+		struct sbx_err e = { 0 };
+		CHECK(sbx_image_changes_apply(c, one, &e) < 0 && e.kind == SBX_E_USAGE,
+		      "'%s' is refused", bad[i]);
+	}
+	json_decref(c);
+}
+
 void test_registry(void)
 {
+	test_image_changes();
 	test_refs();
 	test_familiar();
 	test_challenge();
