@@ -1,5 +1,6 @@
-/* sbx exec --json: the command's output captured through pipes by a collector process (the
- * first --max-output bytes of each stream kept, the rest counted), then one JSON object. */
+/* sbx exec --json: the command's output captured (the first --max-output bytes of each stream
+ * kept, the rest counted) by the provider's own loop that waits for the command (local), or
+ * through pipes by a collector process (hosted providers), then one JSON object. */
 #define _GNU_SOURCE
 #include "cmd/exec-json.h"
 
@@ -96,13 +97,71 @@ static _noreturn_ void collector(int rd[2], int mfd[2], int ctl, int res, size_t
 	_exit(0);
 }
 
-int exec_capture_start(struct exec_capture *c, size_t cap, struct sbx_err *err)
+/* r->begin: the collector, a child process reading the pipes (for a provider that writes the
+ * output to out_fd and err_fd) */
+static void capture_begin(struct sbx_exec_result *r)
 {
-	int po[2], pe[2], pc[2], pr[2];
+	struct exec_capture *c = r->begin_arg;
+	int pc[2], pr[2];
 
-	*c = (struct exec_capture){
-		.out_w = -1, .err_w = -1, .ctl_w = -1, .res_r = -1, .mfd = { -1, -1 }, .cap = cap
-	};
+	if (c->pid || c->rd[0] < 0)
+		return;
+	if (pipe2(pc, O_CLOEXEC) < 0)
+		return;
+	if (pipe2(pr, O_CLOEXEC) < 0) {
+		close(pc[0]);
+		close(pc[1]);
+		return;
+	}
+	fflush(stdout);
+	fflush(stderr);
+	c->pid = fork(); /* the child ends with _exit: no stdio buffer is written twice */
+	if (c->pid == 0) {
+		close(c->out_w);
+		close(c->err_w);
+		close(pc[1]);
+		close(pr[0]);
+		collector(c->rd, c->mfd, pc[0], pr[1], c->cap);
+	}
+	close(pc[0]);
+	close(pr[1]);
+	if (c->pid < 0) {
+		c->pid = 0;
+		close(pc[1]);
+		close(pr[0]);
+		return;
+	}
+	close_fd(&c->rd[0]);
+	close_fd(&c->rd[1]);
+	c->ctl_w = pc[1];
+	c->res_r = pr[0];
+}
+
+/* r->take: a piece of the output a provider read itself, kept in this process */
+static void capture_take(struct sbx_exec_result *r, int stream, const char *buf, size_t n)
+{
+	struct exec_capture *c = r->begin_arg;
+	int i = stream == 2 ? 1 : 0;
+
+	if (c->taken[i] < c->cap) {
+		size_t keep = n < c->cap - c->taken[i] ? n : (size_t)(c->cap - c->taken[i]);
+		(void)!sbx_write_all(c->mfd[i], buf, keep);
+	}
+	c->taken[i] += n;
+}
+
+int exec_capture_start(struct exec_capture *c, struct sbx_exec_result *r, size_t cap,
+		       struct sbx_err *err)
+{
+	int po[2], pe[2];
+
+	*c = (struct exec_capture){ .out_w = -1,
+				    .err_w = -1,
+				    .rd = { -1, -1 },
+				    .ctl_w = -1,
+				    .res_r = -1,
+				    .mfd = { -1, -1 },
+				    .cap = cap };
 	c->mfd[0] = memfd_create("sbx-stdout", MFD_CLOEXEC);
 	c->mfd[1] = memfd_create("sbx-stderr", MFD_CLOEXEC);
 	if (c->mfd[0] < 0 || c->mfd[1] < 0) {
@@ -112,49 +171,17 @@ int exec_capture_start(struct exec_capture *c, size_t cap, struct sbx_err *err)
 	}
 	if (pipe2(po, O_CLOEXEC) < 0)
 		goto fail;
-	if (pipe2(pe, O_CLOEXEC) < 0) {
-		close(po[0]);
-		close(po[1]);
-		goto fail;
-	}
-	if (pipe2(pc, O_CLOEXEC) < 0) {
-		close(po[0]);
-		close(po[1]);
-		close(pe[0]);
-		close(pe[1]);
-		goto fail;
-	}
-	if (pipe2(pr, O_CLOEXEC) < 0) {
-		close(po[0]);
-		close(po[1]);
-		close(pe[0]);
-		close(pe[1]);
-		close(pc[0]);
-		close(pc[1]);
-		goto fail;
-	}
-	c->pid = fork(); /* the child ends with _exit: no stdio buffer is written twice */
-	if (c->pid == 0) {
-		int rd[2] = { po[0], pe[0] };
-		close(po[1]);
-		close(pe[1]);
-		close(pc[1]);
-		close(pr[0]);
-		collector(rd, c->mfd, pc[0], pr[1], cap);
-	}
-	close(po[0]);
-	close(pe[0]);
-	close(pc[0]);
-	close(pr[1]);
+	c->rd[0] = po[0];
 	c->out_w = po[1];
+	if (pipe2(pe, O_CLOEXEC) < 0)
+		goto fail;
+	c->rd[1] = pe[0];
 	c->err_w = pe[1];
-	c->ctl_w = pc[1];
-	c->res_r = pr[0];
-	if (c->pid < 0) {
-		sbx_err_errno(err, "cannot start the output's collector");
-		exec_capture_abort(c);
-		return -1;
-	}
+	r->out_fd = c->out_w;
+	r->err_fd = c->err_w;
+	r->begin = capture_begin;
+	r->take = capture_take;
+	r->begin_arg = c;
 	return 0;
 fail:
 	sbx_err_errno(err, "cannot create a pipe");
@@ -162,13 +189,32 @@ fail:
 	return -1;
 }
 
-/* the collector told the end, and reaped; false when it did not say */
+/* the counts: the collector's, told at its end and reaped (false when it did not say), or
+ * what take() was given when no collector ran (what the pipes hold then is read too: a
+ * provider that wrote there without starting it) */
 static bool capture_end(struct exec_capture *c, uint64_t total[2])
 {
-	bool ok = false;
+	bool ok = true;
 
 	close_fd(&c->out_w);
 	close_fd(&c->err_w);
+	total[0] = c->taken[0];
+	total[1] = c->taken[1];
+	for (int i = 0; i < 2; i++) {
+		if (c->rd[i] < 0)
+			continue;
+		(void)fcntl(c->rd[i], F_SETFL, O_NONBLOCK);
+		char buf[16384];
+		for (int k = 0; k < 256; k++) {
+			ssize_t n = read(c->rd[i], buf, sizeof(buf));
+			if (n <= 0)
+				break;
+			struct sbx_exec_result r = { .begin_arg = c };
+			capture_take(&r, i + 1, buf, (size_t)n);
+		}
+		total[i] = c->taken[i];
+		close_fd(&c->rd[i]);
+	}
 	close_fd(&c->ctl_w);
 	if (c->res_r >= 0) {
 		ssize_t n;

@@ -14,10 +14,8 @@ static int exec_json(struct sbx_ctx *ctx, const char *sb, struct sbx_exec_opts *
 	struct sbx_err err = { 0 };
 	int status = 0;
 
-	if (exec_capture_start(&cap_, (size_t)cap, &err) < 0)
+	if (exec_capture_start(&cap_, &r, (size_t)cap, &err) < 0)
 		return cmd_report(&err);
-	r.out_fd = cap_.out_w;
-	r.err_fd = cap_.err_w;
 	o->result = &r;
 	double t0 = exec_now_ms();
 	if (sbx_sandbox_exec(ctx, sb, o, &status, &err) < 0) {

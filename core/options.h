@@ -55,6 +55,14 @@ struct sbx_exec_result {
 	bool oom_killed;       /* the kernel killed it (or one of its processes) out of memory */
 	double cpu_ms;	       /* user + system; < 0: unknown */
 	long long peak_memory; /* bytes; < 0: unknown */
+	/* starts what reads out_fd and err_fd (a process of its own: sbx exec may join a
+	 * sandbox's namespaces, which a threaded process cannot); core calls it before a remote
+	 * provider's exec. Called again: no effect */
+	void (*begin)(struct sbx_exec_result *);
+	/* or, for a provider that reads the command's output itself (the local one, in the loop
+	 * that waits for it): each piece of stream 1 or 2, in order; out_fd and err_fd unused */
+	void (*take)(struct sbx_exec_result *, int stream, const char *buf, size_t n);
+	void *begin_arg;
 };
 
 struct sbx_exec_opts {

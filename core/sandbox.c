@@ -320,6 +320,8 @@ int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_
 			return -1;
 	}
 	sbx_debug("exec in %s (provider %s): %s", rec->id, p->name, o->argv[0]);
+	if (o->result && o->result->begin && p->remote)
+		o->result->begin(o->result);
 	return p->exec(ctx, rec, o, ret_status, err);
 }
 

@@ -313,22 +313,14 @@ static pid_t start_child(const struct child_setup *c)
 	return pid;
 }
 
-static void set_nonblocking(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-
-	if (fl >= 0)
-		(void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
 /* one read from a readable descriptor (a pipe, the pty), or with drain everything it holds
  * now, to fd; false once it is closed or fd fails */
-static bool pump(int from, int to, bool drain)
+bool local_exec_pump(int from, int to, bool drain)
 {
 	char buf[16384];
 
 	if (drain)
-		set_nonblocking(from);
+		local_set_nonblock(from);
 	for (;;) {
 		ssize_t n = read(from, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
@@ -353,7 +345,7 @@ static void relay(int master, bool input, int pidfd)
 
 	for (;;) {
 		if (ending && gone) {
-			(void)pump(master, 1, true);
+			(void)local_exec_pump(master, 1, true);
 			return;
 		}
 		struct pollfd p[3] = { { .fd = master, .events = POLLIN },
@@ -376,7 +368,8 @@ static void relay(int master, bool input, int pidfd)
 			continue;
 		}
 		/* its end is EIO: every holder of the pty's other side is gone */
-		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && !pump(master, 1, false))
+		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
+		    !local_exec_pump(master, 1, false))
 			return;
 		if (in_open && (p[2].revents & (POLLIN | POLLHUP | POLLERR))) {
 			ssize_t n = read(0, buf, sizeof(buf));
@@ -392,154 +385,6 @@ static void relay(int master, bool input, int pidfd)
 				return;
 		}
 	}
-}
-
-/* --- a terminal without -t ---------------------------------------------------------------- */
-
-/* Without -t, a terminal of the caller's never enters the sandbox: a process left behind
- * could read what is typed after sbx exec returned, or write to it. Each standard descriptor
- * that is a terminal is relayed through a pipe instead (pipes and files still go straight
- * through); the relay ends with the command, so a process left behind holds only a pipe
- * nobody reads. */
-struct plain_relay {
-	int in_w;	  /* our end of the command's stdin (-1: none) */
-	int out_r, err_r; /* our ends of its stdout, stderr (-1: none) */
-	bool in_done;
-};
-
-static bool same_tty(int a, int b)
-{
-	struct stat sa, sb;
-
-	return fstat(a, &sa) == 0 && fstat(b, &sb) == 0 && sa.st_rdev == sb.st_rdev &&
-		S_ISCHR(sa.st_mode) && S_ISCHR(sb.st_mode);
-}
-
-/* pipes for the terminals among 0-2; the child's ends go into fd[] */
-static int plain_relay_open(const struct sbx_exec_opts *o, struct plain_relay *r, int fd[3],
-			    int child_end[3], struct sbx_err *err)
-{
-	int p[2];
-
-	r->in_w = r->out_r = r->err_r = -1;
-	r->in_done = false;
-	if (o->tty || o->detach)
-		return 0;
-	if (o->interactive && isatty(0)) {
-		if (pipe2(p, O_CLOEXEC) < 0)
-			return sbx_err_errno(err, "cannot create a pipe");
-		fd[0] = child_end[0] = p[0];
-		r->in_w = p[1];
-		set_nonblocking(r->in_w);
-	}
-	if (fd[1] < 0 && isatty(1)) {
-		if (pipe2(p, O_CLOEXEC) < 0)
-			return sbx_err_errno(err, "cannot create a pipe");
-		fd[1] = child_end[1] = p[1];
-		r->out_r = p[0];
-	}
-	if (fd[2] < 0 && isatty(2)) {
-		if (r->out_r >= 0 && same_tty(1, 2)) {
-			fd[2] = fd[1]; /* one pipe: the order of what both say is kept */
-		} else {
-			if (pipe2(p, O_CLOEXEC) < 0)
-				return sbx_err_errno(err, "cannot create a pipe");
-			fd[2] = child_end[2] = p[1];
-			r->err_r = p[0];
-		}
-	}
-	return 0;
-}
-
-static void plain_relay_close(struct plain_relay *r)
-{
-	int *fds[] = { &r->in_w, &r->out_r, &r->err_r };
-
-	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
-		if (*fds[i] >= 0) {
-			close(*fds[i]);
-			*fds[i] = -1;
-		}
-}
-
-static bool plain_relay_active(const struct plain_relay *r)
-{
-	return r->in_w >= 0 || r->out_r >= 0 || r->err_r >= 0;
-}
-
-/* until the command ends: the terminal's input to it, its output to the terminal; then what
- * it left in the pipes, and nothing after */
-static void plain_relay_run(struct plain_relay *r, pid_t pid)
-{
-	int pfd = sbx_pidfd_open(pid);
-	char buf[4096];
-	size_t have = 0, off = 0;
-
-	while (pfd >= 0) {
-		struct pollfd p[5];
-		int np = 0, ip = -1, iw = -1, io = -1, ie = -1;
-		p[np++] = (struct pollfd){ .fd = pfd, .events = POLLIN };
-		if (r->in_w >= 0 && have == off && !r->in_done) {
-			ip = np;
-			p[np++] = (struct pollfd){ .fd = 0, .events = POLLIN };
-		}
-		if (r->in_w >= 0 && have > off) {
-			iw = np;
-			p[np++] = (struct pollfd){ .fd = r->in_w, .events = POLLOUT };
-		}
-		if (r->out_r >= 0) {
-			io = np;
-			p[np++] = (struct pollfd){ .fd = r->out_r, .events = POLLIN };
-		}
-		if (r->err_r >= 0) {
-			ie = np;
-			p[np++] = (struct pollfd){ .fd = r->err_r, .events = POLLIN };
-		}
-		if (poll(p, (nfds_t)np, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (io >= 0 && p[io].revents && !pump(r->out_r, 1, false)) {
-			close(r->out_r);
-			r->out_r = -1;
-		}
-		if (ie >= 0 && p[ie].revents && !pump(r->err_r, 2, false)) {
-			close(r->err_r);
-			r->err_r = -1;
-		}
-		if (ip >= 0 && p[ip].revents) {
-			ssize_t n = read(0, buf, sizeof(buf));
-			if (n > 0) {
-				have = (size_t)n;
-				off = 0;
-			} else if (n == 0 || errno != EINTR) {
-				r->in_done = true; /* ^D: the command sees the end of its input */
-				close(r->in_w);
-				r->in_w = -1;
-			}
-		}
-		if (iw >= 0 && p[iw].revents) {
-			ssize_t n = write(r->in_w, buf + off, have - off);
-			if (n > 0)
-				off += (size_t)n;
-			else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-				close(r->in_w);
-				r->in_w = -1;
-			}
-			if (off == have)
-				have = off = 0;
-		}
-		if (p[0].revents)
-			break; /* the command ended */
-	}
-	if (pfd >= 0)
-		close(pfd);
-	if (r->out_r >= 0)
-		(void)pump(r->out_r, 1, true);
-	if (r->err_r >= 0)
-		(void)pump(r->err_r, 2, true);
-	plain_relay_close(r);
 }
 
 static int exec_run(struct sbx_ctx *ctx, const struct sbx_record *rec,
@@ -691,7 +536,7 @@ static int exec_run(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	}
 
 	/* the command's standard descriptors: the caller's, but never a terminal without -t */
-	struct plain_relay pr;
+	struct local_plain_relay pr;
 	int child_end[3] = { -1, -1, -1 };
 	struct child_setup cs = { .o = o,
 				  .workdir = workdir,
@@ -702,7 +547,7 @@ static int exec_run(struct sbx_ctx *ctx, const struct sbx_record *rec,
 				  .fd = { nullfd, o->result ? o->result->out_fd : logfd,
 					  o->result ? o->result->err_fd : logfd },
 				  .tty_fd = slave };
-	if (plain_relay_open(o, &pr, cs.fd, child_end, err) < 0) {
+	if (local_plain_relay_open(o, &pr, cs.fd, child_end, err) < 0) {
 		sbx_strv_free(env);
 		return -1;
 	}
@@ -821,10 +666,10 @@ static int exec_run(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		relay(master, o->interactive, cpfd);
 		restore_tty();
 	}
-	if (plain_relay_active(&pr)) {
+	if (local_plain_relay_active(&pr)) {
 		if (!failed)
-			plain_relay_run(&pr, pid);
-		plain_relay_close(&pr);
+			local_plain_relay_run(&pr, pid);
+		local_plain_relay_close(&pr);
 	}
 
 	/* interrupted or terminated: what is left of the command's group ends with it (its

@@ -7,6 +7,7 @@
  *                 resume, rm (with subordinate ids, in a jail of the sandbox's id map); the
  *                 provider's table
  *   exec.c        the CLI, then its child that joined the sandbox: sbx exec
+ *   exec-plain.c  the CLI, joined: exec's output without -t (terminals relayed, --json read)
  *   jobs.c        the CLI, then exec -d's waiter (forked before joining; it joins all but the
  *                 sandbox's pid namespace): background commands, their records and logs
  *   trampoline/   the exec trampoline: a static program without libc, run from a sealed memfd,
@@ -345,6 +346,25 @@ void local_exec_register(int ctl, pid_t pid);
 /* commands of attached execs that run now (net-exec.c, the supervisor's registry) */
 struct local_net;
 size_t local_net_execs(struct local_net *n);
+
+/* exec without -t (exec-plain.c): each of the caller's terminals among 0-2 relayed through a
+ * pipe, never given to the command; with o->result->take, both streams read for --json */
+struct local_plain_relay {
+	int in_w;	  /* our end of the command's stdin (-1: none) */
+	int out_r, err_r; /* our ends of its stdout, stderr (-1: none) */
+	bool in_done;
+	struct sbx_exec_result *res; /* --json: the output goes to res->take, not to 1 and 2 */
+};
+int local_plain_relay_open(const struct sbx_exec_opts *o, struct local_plain_relay *r, int fd[3],
+			   int child_end[3], struct sbx_err *err);
+bool local_plain_relay_active(const struct local_plain_relay *r);
+/* until the command (pid) ends, then what it left in the pipes; closes them */
+void local_plain_relay_run(struct local_plain_relay *r, pid_t pid);
+void local_plain_relay_close(struct local_plain_relay *r);
+/* one read from a readable descriptor (a pipe, the pty), or with drain everything it holds
+ * now, to fd; false once it is closed or fd fails */
+bool local_exec_pump(int from, int to, bool drain);
+void local_set_nonblock(int fd);
 
 /* runs in the forked supervisor; reports on report_fd; never returns */
 _noreturn_ void local_supervisor(const struct local_setup *s, int report_fd);
