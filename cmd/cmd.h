@@ -23,6 +23,8 @@ int cmd_help(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_image(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_provider(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_snapshot(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_fork(int argc, char **argv, struct sbx_ctx *ctx);
 
 struct strbuf;
 struct sbx_command {

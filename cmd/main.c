@@ -97,6 +97,22 @@ const struct sbx_command sbx_commands[] = {
 	  "      --rootfs           import: a one-layer image from a directory or a tar\n"
 	  "      --json             ls: a JSON array\n"
 	  "  -f, --force            rm: even while a sandbox uses the image\n" },
+	{ "snapshot", cmd_snapshot, "Save, list, remove and restore snapshots of sandboxes' files",
+	  "sbx snapshot create SB [--name NAME] [--json]\n"
+	  "       sbx snapshot ls [SB] [--json] [-q]\n"
+	  "       sbx snapshot rm SNAP...\n"
+	  "       sbx snapshot restore SB SNAP",
+	  "      --name NAME        create: a unique name for the snapshot\n"
+	  "      --json             create: print its record; ls: a JSON array of records\n"
+	  "  -q, --quiet            ls: snapshot ids only\n"
+	  "  A snapshot holds the files the sandbox wrote (its own tree, or the layer it\n"
+	  "  wrote over its image), not what bind volumes (-v) hold, nor its memory.\n" },
+	{ "fork", cmd_fork, "Create sandboxes from a sandbox's files or a snapshot",
+	  "sbx fork SRC [-n COUNT] [CREATE OPTIONS]",
+	  "  -n, --count COUNT      make COUNT sandboxes (with --name NAME: NAME-1, NAME-2...)\n"
+	  "  SRC is a sandbox (its files now; not what bind volumes hold) or a snapshot;\n"
+	  "  and the options of 'sbx create' but --json and --from:\n",
+	  create_help },
 	{ "provider", cmd_provider, "List the providers and whether each is configured",
 	  "sbx provider ls [--json]",
 	  "      --json             print a JSON array of {name, summary, remote, configured,\n"

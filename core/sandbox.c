@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/net.h"
+#include "core/snapshot.h"
 #include "core/test-hook.h"
 #include "providers/provider.h"
 
@@ -128,6 +129,10 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	if (sbx_config_from_json(stored, &rec->config, err) < 0)
 		return -1;
 	struct sbx_config *c = &rec->config;
+	/* --from: the snapshot is held (not removed) until its files are copied */
+	_cleanup_close_ int snap_lk = -1;
+	if (c->from && sbx_snapshot_prepare_create(ctx, c, p->name, &snap_lk, err) < 0)
+		return -1;
 	/* the image first: a pull can take a while, and no record waits on it; a hosted
 	 * provider's --image names its template or snapshot. Its WorkingDir comes before the
 	 * provider's default */
@@ -319,6 +324,13 @@ static int open_locked(struct sbx_ctx *ctx, const char *sb, int *ret_lock,
 	*ret_lock = TAKE_FD(lk);
 	*ret_rec = TAKE_PTR(rec);
 	return 0;
+}
+
+int sbx_sandbox_open_locked(struct sbx_ctx *ctx, const char *sb, int *ret_lock,
+			    struct sbx_record **ret_rec, const struct sbx_provider **ret_provider,
+			    struct sbx_err *err)
+{
+	return open_locked(ctx, sb, ret_lock, ret_rec, ret_provider, err);
 }
 
 int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_pause_opts *o,

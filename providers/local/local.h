@@ -315,6 +315,18 @@ int local_disk_check(struct sbx_err *err);
 int local_disk_make(const char *sbdir, long long bytes, uid_t uid, gid_t gid, struct sbx_err *err);
 int local_disk_mount(const char *sbdir, int *ret_lock, struct sbx_err *err);
 
+/* snapshots (snapshot.c): the sandbox's files (root/, or fs/upper on an image) copied into
+ * dest in a jail, the sandbox frozen meanwhile when it runs; info gets "files", "id_map",
+ * "map_kind", "size" and "file_count" */
+int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *dest,
+		   json_t *info, struct sbx_err *err);
+/* the snapshot tree (its record info) copied in as the sandbox's files: a new sandbox's
+ * (replace unset), or over its own, exchanged once whole (replace); run/sbx/hostname and hosts
+ * are written from hostname and hosts. STATE when the snapshot does not fit the sandbox */
+int local_snapshot_unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *tree,
+			  const json_t *info, bool replace, const char *hostname, const char *hosts,
+			  struct sbx_err *err);
+
 /* sbx cp (cp.c): in a child that joined the sandbox (or, stopped, entered its files) */
 int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
 		const struct sbx_cp_opts *opts, struct sbx_err *err);
