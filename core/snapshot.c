@@ -332,8 +332,10 @@ int sbx_snapshot_create(struct sbx_ctx *ctx, const char *sb, const char *name, b
 		sbx_err_errno(err, "cannot open '%s'", tmp);
 		goto out;
 	}
-	if (p->snapshot(ctx, rec, tree, info, err) < 0)
+	if (p->snapshot(ctx, rec, tree, info, err) < 0) {
+		sbx_err_prefix(err, "cannot snapshot sandbox '%s'", l);
 		goto out;
+	}
 	sbx_test_hook("snapshot-before-record");
 	if (write_info(dir, info, err) < 0 || fsync(dir) < 0)
 		goto out;
@@ -459,6 +461,8 @@ int sbx_snapshot_restore(struct sbx_ctx *ctx, const char *sb, const char *snap, 
 				   "snapshot '%s' is of a sandbox of provider '%s', not '%s'", snap,
 				   prov ? prov : "?", rec->provider);
 	int r = p->restore(ctx, rec, tree, info, err);
+	if (r < 0)
+		sbx_err_prefix(err, "cannot restore sandbox '%s'", l);
 	/* the state it is left in is remembered, whatever happened */
 	struct sbx_err e2 = { 0 };
 	if (sbx_store_save(&ctx->store, rec, true, r < 0 ? &e2 : err) < 0 && r == 0)

@@ -14,6 +14,7 @@ struct sbx_treecopy_stats {
 	unsigned long long files, dirs, links; /* links: names of a file met before */
 	unsigned long long size;	       /* the regular files' sizes, holes included */
 	unsigned long long bytes, cloned;      /* data copied; files shared by reflink */
+	bool test_enospc;		       /* in: writes fail as on a full disk (tests) */
 };
 
 /* copies the contents of the directory src_fd into the directory dst_fd (empty, made by the

@@ -426,8 +426,16 @@ static enum sbx_state look(const struct sbx_record *rec, struct local_pids *pids
 	if (local_read_pids(rec->dir, pids) < 0)
 		return down;
 	if (sbx_proc_alive(pids->init_pid, pids->init_start) &&
-	    sbx_proc_alive(pids->sup_pid, pids->sup_start))
-		return local_is_frozen(rec->dir, pids) == 1 ? SBX_STATE_PAUSED : SBX_STATE_RUNNING;
+	    sbx_proc_alive(pids->sup_pid, pids->sup_start)) {
+		if (local_is_frozen(rec->dir, pids) != 1)
+			return SBX_STATE_RUNNING;
+		/* frozen by a snapshot that was killed before it could thaw it */
+		struct sbx_err ignored = { 0 };
+		if (local_snapshot_froze(rec->dir) &&
+		    local_freeze(rec->dir, pids, false, &ignored) == 0)
+			return SBX_STATE_RUNNING;
+		return SBX_STATE_PAUSED;
+	}
 	return down;
 }
 

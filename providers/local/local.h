@@ -320,6 +320,8 @@ int local_disk_mount(const char *sbdir, int *ret_lock, struct sbx_err *err);
  * "map_kind", "size" and "file_count" */
 int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *dest,
 		   json_t *info, struct sbx_err *err);
+/* a snapshot froze the sandbox and died before it thawed it: true once (the note goes) */
+bool local_snapshot_froze(const char *dir);
 /* the snapshot tree (its record info) copied in as the sandbox's files: a new sandbox's
  * (replace unset), or over its own, exchanged once whole (replace); run/sbx/hostname and hosts
  * are written from hostname and hosts. STATE when the snapshot does not fit the sandbox */

@@ -13,6 +13,7 @@
 #include "core/confine.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/proc.h"
 #include "core/test-hook.h"
 #include "core/treecopy.h"
 
@@ -96,7 +97,6 @@ static int copy_tree(struct copy_job *j, int at, struct sbx_err *err)
 		return sbx_err_errno(err, "cannot open '%s/%s'", j->dst_dir, j->dst_name);
 	if (sbx_tree_copy(src, dst, true, &j->stats, err) < 0)
 		return -1;
-	sbx_test_hook("snapshot-copied");
 	if (j->hostname) {
 		_cleanup_close_ int run = subdir(dst, "run", j->uid, j->gid, err);
 		_cleanup_close_ int sbx = run >= 0 ? subdir(run, "sbx", j->uid, j->gid, err) : -1;
@@ -136,6 +136,8 @@ static int run_copy(struct sbx_ctx *ctx, struct copy_job *j, const struct local_
 					  { .path = j->dst_dir, .ro = false } };
 	int p[2];
 
+	/* the jail's environment is empty: the fault is read here */
+	j->stats.test_enospc = sbx_test_fail("treecopy-write");
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return sbx_err_errno(err, "cannot create a pipe");
 	j->stats_fd = p[1];
@@ -182,11 +184,21 @@ int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 		return sbx_err_set(err, SBX_E_SYSTEM, "bad snapshot path '%s'", dest);
 	*slash = 0;
 	struct copy_job j = { .src = src, .dst_dir = dir, .dst_name = slash + 1 };
-	/* a running sandbox holds still while its files are read, and only then */
+	/* a running sandbox holds still while its files are read, and only then: a note says
+	 * who froze it, so that a snapshot killed meanwhile does not leave it frozen (the next
+	 * look at it thaws it) */
+	_cleanup_free_ char *note = xasprintf("%s/snapshot-freeze", rec->dir);
 	if (rec->state == SBX_STATE_RUNNING && local_read_pids(rec->dir, &pids) == 0) {
-		if (local_freeze(rec->dir, &pids, true, err) < 0)
+		unsigned long long start = 0;
+		(void)sbx_proc_starttime(getpid(), &start);
+		_cleanup_free_ char *who = xasprintf("%d %llu\n", (int)getpid(), start);
+		if (sbx_write_atomic(note, who, strlen(who), false, err) < 0)
+			return -1;
+		if (local_freeze(rec->dir, &pids, true, err) < 0) {
+			(void)unlink(note);
 			return sbx_err_prefix(err, "cannot freeze sandbox '%s' for the snapshot",
 					      rec->id);
+		}
 		thaw = true;
 	}
 	sbx_test_hook("snapshot-frozen");
@@ -197,6 +209,8 @@ int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 			if (r == 0)
 				*err = e2;
 			r = -1;
+		} else {
+			(void)unlink(note);
 		}
 	}
 	if (r < 0)
@@ -208,6 +222,22 @@ int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 	json_object_set_new(info, "file_count",
 			    json_integer((json_int_t)(j.stats.files + j.stats.dirs)));
 	return 0;
+}
+
+bool local_snapshot_froze(const char *dir)
+{
+	_cleanup_free_ char *note = xasprintf("%s/snapshot-freeze", dir);
+	_cleanup_free_ char *text = sbx_read_file(note, 64, NULL);
+	int pid = 0;
+	unsigned long long start = 0;
+
+	if (!text)
+		return false;
+	if (sscanf(text, "%d %llu", &pid, &start) == 2 && pid > 0 &&
+	    sbx_proc_alive((pid_t)pid, start))
+		return false;
+	(void)unlink(note);
+	return true;
 }
 
 /* the snapshot fits this sandbox: the same kind of tree, the same image, the same id map */
