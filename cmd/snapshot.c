@@ -234,13 +234,16 @@ int cmd_fork(int argc, char **argv, struct sbx_ctx *ctx)
 		create_args_release(&a);
 		return r < 0 ? 125 : cmd_bad_option("fork", argc, argv);
 	}
-	if (optind >= argc || optind + 1 < argc || a.o.config.from) {
+	const char *why = a.o.config.from ? "--from is SRC here"
+		: optind >= argc	  ? "missing sandbox or snapshot"
+		: optind + 1 < argc	  ? "unexpected argument"
+					  : NULL;
+	if (why) {
 		create_args_release(&a);
-		if (a.o.config.from)
-			return cmd_usage_error("fork", "--from is SRC here");
-		return optind >= argc
-			? cmd_usage_error("fork", "missing sandbox or snapshot")
-			: cmd_usage_error("fork", "unexpected argument '%s'", argv[optind + 1]);
+		if (optind + 1 < argc && !strcmp(why, "unexpected argument"))
+			return cmd_usage_error("fork", "unexpected argument '%s'",
+					       argv[optind + 1]);
+		return cmd_usage_error("fork", "%s", why);
 	}
 	if (create_args_finish(&a, "fork") < 0) {
 		create_args_release(&a);

@@ -725,7 +725,7 @@ static int local_restore(struct sbx_ctx *ctx, struct sbx_record *rec, const char
 	struct local_pids pids;
 
 	/* what runs ends; the files are exchanged whole, and only then is anything booted */
-	if (stop_all(rec, 0, err) < 0)
+	if (local_snapshot_check(rec, info, true, err) < 0 || stop_all(rec, 0, err) < 0)
 		return -1;
 	struct local_setup s = setup_of(rec);
 	struct local_idmap map;

@@ -322,6 +322,10 @@ int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 		   json_t *info, struct sbx_err *err);
 /* a snapshot froze the sandbox and died before it thawed it: true once (the note goes) */
 bool local_snapshot_froze(const char *dir);
+/* the snapshot (its record info) fits the sandbox (the same kind of files, image and id map;
+ * no --disk): STATE or UNSUPPORTED saying why not */
+int local_snapshot_check(const struct sbx_record *rec, const json_t *info, bool replace,
+			 struct sbx_err *err);
 /* the snapshot tree (its record info) copied in as the sandbox's files: a new sandbox's
  * (replace unset), or over its own, exchanged once whole (replace); run/sbx/hostname and hosts
  * are written from hostname and hosts. STATE when the snapshot does not fit the sandbox */

@@ -264,19 +264,34 @@ static int fits(const struct sbx_record *rec, const json_t *info, const struct l
 	return 0;
 }
 
+/* the id map of the sandbox the snapshot goes into */
+static void map_for(const struct sbx_record *rec, bool replace, struct local_idmap *m)
+{
+	local_idmap_of(rec, m);
+	if (!replace && !(rec->extra && json_object_get(rec->extra, "uid_count")))
+		local_idmap_find(m); /* a sandbox being made: its map is this caller's now */
+}
+
+int local_snapshot_check(const struct sbx_record *rec, const json_t *info, bool replace,
+			 struct sbx_err *err)
+{
+	struct local_idmap m;
+
+	if (refuse_disk(rec, replace ? "restore" : "a fork", err) < 0)
+		return -1;
+	map_for(rec, replace, &m);
+	return fits(rec, info, &m, err);
+}
+
 int local_snapshot_unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *tree,
 			  const json_t *info, bool replace, const char *hostname, const char *hosts,
 			  struct sbx_err *err)
 {
 	struct local_idmap m;
 
-	if (refuse_disk(rec, replace ? "restore" : "a fork", err) < 0)
+	if (local_snapshot_check(rec, info, replace, err) < 0)
 		return -1;
-	local_idmap_of(rec, &m);
-	if (!replace && !(rec->extra && json_object_get(rec->extra, "uid_count")))
-		local_idmap_find(&m); /* a sandbox being made: its map is this caller's now */
-	if (fits(rec, info, &m, err) < 0)
-		return -1;
+	map_for(rec, replace, &m);
 	bool image = streq(files_of(rec), "fs/upper");
 	_cleanup_free_ char *dir = xasprintf(image ? "%s/fs" : "%s", rec->dir);
 	const char *name = image ? "upper" : "root";
