@@ -4,7 +4,7 @@
 # of sandboxes on the host's system and on an image, running, paused and released; a snapshot
 # killed midway or on a full disk leaves nothing half-made; a link the sandbox planted is
 # copied as a link, never followed.
-# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies (which use the variables)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS python3
