@@ -120,7 +120,8 @@ const struct sbx_command sbx_commands[] = {
 	{ "version", cmd_version, "Show which sbx this is", "sbx version", "" },
 	{ "help", cmd_help, "Show help for a command", "sbx help [COMMAND]", "" },
 	{ "__complete", cmd_complete, NULL,
-	  "sbx __complete commands|sandboxes|providers|images|value-options|options CMD [SUB]",
+	  "sbx __complete commands|sandboxes|snapshots|providers|images|value-options|options CMD "
+	  "[SUB]",
 	  "" },
 	{ NULL, NULL, NULL, NULL, NULL },
 };
