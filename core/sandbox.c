@@ -100,7 +100,11 @@ static const struct sbx_provider *provider_of(const struct sbx_record *rec, stru
 int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 		       struct sbx_record **ret_rec, struct sbx_err *err)
 {
-	const char *pname = o->provider ? o->provider : "local";
+	/* --from without --provider: the snapshot's provider */
+	_cleanup_free_ char *snap_provider = !o->provider && o->config.from
+		? sbx_snapshot_provider(&ctx->store, o->config.from)
+		: NULL;
+	const char *pname = o->provider ? o->provider : snap_provider ? snap_provider : "local";
 	const struct sbx_provider *p = sbx_provider_find(pname);
 	_cleanup_free_ char *id = NULL;
 	char msg[300];

@@ -470,6 +470,19 @@ int sbx_snapshot_restore(struct sbx_ctx *ctx, const char *sb, const char *snap, 
 	return r;
 }
 
+char *sbx_snapshot_provider(struct sbx_store *st, const char *snap)
+{
+	_cleanup_free_ char *id = NULL, *tree = NULL;
+	_cleanup_json_ json_t *info = NULL;
+	struct sbx_err e = { 0 };
+
+	if (sbx_snapshot_resolve(st, snap, &id, &e) < 0 ||
+	    sbx_snapshot_find(st, id, &info, &tree, &e) < 0)
+		return NULL;
+	const char *p = sbx_json_str(info, "provider");
+	return p ? xstrdup(p) : NULL;
+}
+
 int sbx_snapshot_prepare_create(struct sbx_ctx *ctx, struct sbx_config *c, const char *provider,
 				int *ret_lock, struct sbx_err *err)
 {
@@ -487,7 +500,17 @@ int sbx_snapshot_prepare_create(struct sbx_ctx *ctx, struct sbx_config *c, const
 		return sbx_err_set(err, SBX_E_USAGE,
 				   "snapshot '%s' is of a sandbox of provider '%s', not '%s'",
 				   c->from, prov ? prov : "?", provider);
-	if (img && !c->image.ref)
+	/* a hosted provider's snapshot is a template of its own: the fork starts from it */
+	const char *tpl = sbx_json_str(info, "template");
+	if (tpl) {
+		if (c->image.ref)
+			return sbx_err_set(
+				err, SBX_E_USAGE,
+				"snapshot '%s' is a template of provider '%s': leave out "
+				"--image",
+				c->from, provider);
+		c->image.ref = xstrdup(tpl);
+	} else if (img && !c->image.ref)
 		c->image.ref = xstrdup(img);
 	else if (!img && c->image.ref)
 		return sbx_err_set(

@@ -27,6 +27,8 @@ int sbx_snapshot_resolve(struct sbx_store *st, const char *snap, char **ret_id,
 /* the record and the tree's path of snapshot id */
 int sbx_snapshot_find(struct sbx_store *st, const char *id, json_t **ret_info, char **ret_tree,
 		      struct sbx_err *err);
+/* the provider of snapshot SNAP (malloc'd), or NULL when there is no such snapshot */
+char *sbx_snapshot_provider(struct sbx_store *st, const char *snap);
 /* create --from: c->from (SNAP) becomes the snapshot's id, and c->image.ref its image's when
  * none is given; *ret_lock holds the snapshot (shared) until closed; the provider named
  * must be the snapshot's */

@@ -289,9 +289,45 @@ test_expect_success 'snapshots outlive their sandbox; rm removes them' '
 	expect_code 125 sbx snapshot rm s2
 '
 
-test_expect_success 'provider ls --json: local can snapshot' '
+test_expect_success 'provider ls --json: local and e2b can snapshot, daytona cannot' '
 	sbx provider ls --json >p &&
-	json_assert p "l = [x for x in r if x[\"name\"] == \"local\"][0]; assert \"snapshot\" in l[\"capabilities\"]"
+	json_assert p "c = {x[\"name\"]: x[\"capabilities\"] for x in r}; \
+assert \"snapshot\" in c[\"local\"] and \"snapshot\" in c[\"e2b\"]; \
+assert \"snapshot\" not in c.get(\"daytona\", [])"
+'
+
+# hosted: E2B's persistent snapshots are templates (the fake backs them with sbx snapshots)
+if start_fake e2b; then
+	export E2B_API_KEY=e2b_test_key SBX_E2B_API_URL=$FAKE_URL SBX_E2B_SANDBOX_URL=$FAKE_URL
+	export DAYTONA_API_KEY=dtn_test_key SBX_DAYTONA_API_URL=http://127.0.0.1:9
+	unset E2B_API_URL E2B_SANDBOX_URL E2B_DOMAIN
+	test_expect_success 'e2b: snapshot is E2B'"'"'s snapshot (a template); fork and create --from start from it' '
+		sbx create --provider e2b --name hosted >/dev/null &&
+		sbx exec hosted sh -c "echo remote >/home/user/f" &&
+		sbx snapshot create hosted --name hs >/dev/null &&
+		sbx snapshot ls --json >j &&
+		json_assert j "s = [s for s in r if s[\"name\"] == \"hs\"][0]; \
+assert s[\"provider\"] == \"e2b\" and s[\"template\"].endswith(\":default\")" &&
+		sbx fork hs --name hf >/dev/null && sbx exec hf cat /home/user/f >c &&
+		test_eq remote "$(cat c)" &&
+		sbx create --from hs --name hc >/dev/null && sbx exec hc cat /home/user/f >c &&
+		test_eq remote "$(cat c)" &&
+		expect_code 125 sbx fork hs --name hx --image other 2>err && test_grep "leave out" err &&
+		expect_code 125 sbx snapshot restore hosted hs 2>err &&
+		test_grep "does not support restore" err
+	'
+	test_expect_success 'a local snapshot does not go to e2b, nor e2b'"'"'s to a local sandbox' '
+		expect_code 125 sbx fork s1 --provider e2b 2>err && test_grep "provider" err &&
+		expect_code 125 sbx fork hs --provider local --name hl 2>err && test_grep "provider" err
+	'
+else
+	test_skip 'e2b: snapshot and fork through E2B' 'the E2B fake did not start'
+fi
+
+test_expect_success 'daytona: snapshot, restore and fork are refused as unsupported' '
+	DAYTONA_API_KEY=dtn_test_key SBX_DAYTONA_API_URL=http://127.0.0.1:9 \
+		expect_code 125 sbx create --provider daytona --from s1 2>err &&
+	test_grep "does not support --from" err
 '
 
 test_done
