@@ -239,12 +239,19 @@ int sbx_snapshot_find(struct sbx_store *st, const char *id, json_t **ret_info, c
 static int hold(int root, const char *id, bool exclusive, struct sbx_err *err)
 {
 	char name[64];
-	snprintf(name, sizeof(name), "%s/lock", id);
-	int fd = lock_at(root, name, exclusive ? LOCK_EX : LOCK_SH, err);
-	if (fd < 0)
-		return -1;
-	/* removed while we waited */
 	struct stat st;
+	snprintf(name, sizeof(name), "%s/lock", id);
+	if (fstatat(root, id, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return sbx_err_set(err, SBX_E_NOTFOUND, "no such snapshot: '%s'", id);
+	int fd = lock_at(root, name, exclusive ? LOCK_EX : LOCK_SH, err);
+	if (fd < 0) {
+		if (err->errnum == ENOENT) {
+			sbx_err_clear(err);
+			return sbx_err_set(err, SBX_E_NOTFOUND, "no such snapshot: '%s'", id);
+		}
+		return -1;
+	}
+	/* removed while we waited */
 	if (fstatat(root, id, &st, AT_SYMLINK_NOFOLLOW) < 0) {
 		close(fd);
 		return sbx_err_set(err, SBX_E_NOTFOUND, "no such snapshot: '%s'", id);
