@@ -1,7 +1,13 @@
 /* A faithful copy of a directory tree, walked by descriptor (no path of the source is ever
  * resolved through a link): contents (reflinked where the filesystem can, holes kept),
  * modes, owners, times, symbolic links (never followed), hard links (kept as links), device
- * nodes (an overlay's whiteouts) and extended attributes. */
+ * nodes (an overlay's whiteouts) and extended attributes.
+ *
+ * Forks share data by reflink (FICLONE), falling back to copying the data extents where the
+ * filesystem has none, rather than by hard-linked read-only trees as an overlay's lower layer:
+ * a reflinked copy is independent (a snapshot can go while its forks live, a restore is an
+ * exchange of trees) and needs no change to how a sandbox's root is assembled; the price is
+ * a full copy per fork on ext4 and tmpfs, which the overlay would have avoided. */
 #ifndef SBX_CORE_TREECOPY_H
 #define SBX_CORE_TREECOPY_H
 

@@ -11,6 +11,8 @@
  *                 that execs the command (so the sbx binary never runs a sandbox's file)
  *   user.c        exec's child, inside: exec -u (the sandbox's passwd and group)
  *   cp.c          the CLI, then a confined helper child in (or around) the sandbox: sbx cp
+ *   snapshot.c    the CLI, then a jail that sees the two trees: sbx snapshot, restore, fork
+ *                 (the sandbox's files copied by core/treecopy.c)
  *   net-ctl.c     the CLI: sbx preview's request to the supervisor, exec's proxy credential
  *   supervisor.c  the supervisor: clones init, writes its id maps, reports to the CLI, holds
  *                 the sandbox (idle timeout)
