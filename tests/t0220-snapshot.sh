@@ -123,6 +123,19 @@ test_expect_success 'fork of a snapshot: the same files, owners, links, holes an
 	sbx exec f1 cat /etc/hostname >h && test_eq f1 "$(cat h)"
 '
 
+test_expect_success 'a fork writes its /etc/hostname in its own tree, not through a link the source planted (control: the link is there)' '
+	mkdir -p "$TRASH/victim" &&
+	sbx create --name planter >/dev/null &&
+	sbx exec planter sh -c "rm -rf /run/sbx && ln -s \"\$1\" /run/sbx && readlink /run/sbx" sh \
+		"$TRASH/victim" >l && test_eq "$TRASH/victim" "$(cat l)" &&
+	sbx snapshot create planter --name planted >/dev/null &&
+	test -L "$(snap_tree planted)/run/sbx" &&
+	sbx fork planted --name planted-fork >/dev/null &&
+	test_eq "" "$(ls -A "$TRASH/victim")" &&
+	sbx exec planted-fork cat /etc/hostname >h && test_eq planted-fork "$(cat h)" &&
+	sbx exec planted-fork sh -c "test -d /run/sbx && ! test -L /run/sbx"
+'
+
 test_expect_success 'restore of a running sandbox: deletions and changes undone, processes ended' '
 	sbx exec src sh -c "rm /workspace/del /workspace/d/g2 /tmp/snapt/t; echo changed >/workspace/d/f; \
 echo new >/workspace/new; rm -rf /workspace/d/sub" &&

@@ -54,6 +54,12 @@ static int write_small(int dir, const char *name, const char *text, uid_t uid, g
 
 static int subdir(int at, const char *name, uid_t uid, gid_t gid, struct sbx_err *err)
 {
+	struct stat st;
+
+	/* whatever the sandbox left there that is no directory (a link to elsewhere) goes */
+	if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+	    unlinkat(at, name, 0) < 0)
+		return sbx_err_errno(err, "cannot replace '%s'", name);
 	if (mkdirat(at, name, 0755) == 0 && fchownat(at, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0)
 		return sbx_err_errno(err, "cannot create '%s'", name);
 	int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
