@@ -250,6 +250,19 @@ test_expect_success 'a snapshot fits only its kind of sandbox; names are unique;
 	expect_code 125 sbx fork s1 -n 0 2>err && test_grep "invalid count" err
 '
 
+if [ "$ROOT" = 1 ]; then
+	test_expect_success 'a sandbox with a disk of its own (--disk) is refused as unsupported (control: without, it works)' '
+		sbx create --name dk --disk 24m >/dev/null && sbx snapshot ls -q >before &&
+		expect_code 125 sbx snapshot create dk 2>err && test_grep "disk of its own" err &&
+		expect_code 125 sbx fork dk 2>err && test_grep "disk of its own" err &&
+		sbx snapshot ls -q >after && test_file_eq before after &&
+		sbx rm -f dk >/dev/null && sbx create --name nodk >/dev/null &&
+		sbx snapshot create nodk --name nodk-s >/dev/null
+	'
+else
+	test_skip 'a sandbox with a disk of its own (--disk) is refused' '--disk needs root'
+fi
+
 test_expect_success 'a snapshot killed midway leaves nothing that passes for one; the next call sweeps it' '
 	sbx snapshot ls -q >before &&
 	SBX_TEST_CRASH_AT=snapshot-before-record expect_code 137 sbx snapshot create src --name k &&
