@@ -54,6 +54,30 @@ static int lock_at(int root, const char *name, int op, struct sbx_err *err)
 	return fd;
 }
 
+/* removes a snapshot's directory (path: under root, name) with what made it: files owned by
+ * ids the caller cannot remove itself (subordinate ids) go in the provider's jail */
+static int remove_dir(struct sbx_ctx *ctx, int root, const char *name)
+{
+	_cleanup_free_ char *path = xasprintf("%s/snapshots/%s", ctx->store.root, name);
+	char rec[PATH_MAX];
+	snprintf(rec, sizeof(rec), "%s/snapshot.json", name);
+	_cleanup_free_ char *text = sbx_read_fileat(root, rec, 1 << 20, NULL);
+	_cleanup_json_ json_t *info = text ? json_loads(text, 0, NULL) : NULL;
+	const char *pname = sbx_json_str(info, "provider");
+	const struct sbx_provider *p = sbx_provider_find(pname ? pname : "local");
+
+	if (p && p->snapshot_rm) {
+		struct sbx_err e = { 0 };
+		if (p->snapshot_rm(ctx, path, info, &e) < 0) {
+			sbx_debug("cannot remove '%s': %s", path, e.msg);
+			errno = e.errnum ? e.errnum : EPERM;
+			return -1;
+		}
+		return 0;
+	}
+	return sbx_rm_rf(path);
+}
+
 static bool ends_with(const char *s, const char *suffix)
 {
 	size_t a = strlen(s), b = strlen(suffix);
@@ -61,7 +85,7 @@ static bool ends_with(const char *s, const char *suffix)
 }
 
 /* what killed snapshots (and removals) left: ID.tmp whose ID.tmp.lock nobody holds */
-static void sweep(int root)
+static void sweep(struct sbx_ctx *ctx, int root)
 {
 	DIR *d = fdopendir(openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 	struct dirent *de;
@@ -76,10 +100,8 @@ static void sweep(int root)
 		if (lk < 0)
 			continue; /* its maker is at work */
 		_cleanup_free_ char *tmp = xstrndup(de->d_name, strlen(de->d_name) - 5);
-		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", root, tmp);
 		sbx_debug("removing '%s', left by a snapshot that did not finish", tmp);
-		if (sbx_rm_rf(path) == 0)
+		if (remove_dir(ctx, root, tmp) == 0)
 			(void)unlinkat(root, de->d_name, 0);
 		close(lk);
 	}
@@ -89,7 +111,7 @@ static void sweep(int root)
 static json_t *load_info(int root, const char *id);
 
 /* implicit snapshots (a fork's) whose fork is gone */
-static void sweep_implicit(int root)
+static void sweep_implicit(struct sbx_ctx *ctx, int root)
 {
 	DIR *d = fdopendir(openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 	struct dirent *de;
@@ -113,10 +135,8 @@ static void sweep_implicit(int root)
 		_cleanup_close_ int tl = lock_at(root, tmplock, LOCK_EX | LOCK_NB, &e);
 		if (tl < 0 || renameat(root, de->d_name, root, tmp) < 0)
 			continue;
-		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", root, tmp);
 		sbx_debug("removing snapshot %s, left by a fork that did not finish", de->d_name);
-		if (sbx_rm_rf(path) == 0)
+		if (remove_dir(ctx, root, tmp) == 0)
 			(void)unlinkat(root, tmplock, 0);
 	}
 	closedir(d);
@@ -289,8 +309,8 @@ int sbx_snapshot_create(struct sbx_ctx *ctx, const char *sb, const char *name, b
 				   name, SBX_NAME_MAX);
 	if ((root = open_root(&ctx->store, err)) < 0)
 		return -1;
-	sweep(root);
-	sweep_implicit(root);
+	sweep(ctx, root);
+	sweep_implicit(ctx, root);
 	if (name) {
 		_cleanup_json_ json_t *all = load_all(root);
 		if (name_owner(all, name))
@@ -375,8 +395,7 @@ int sbx_snapshot_create(struct sbx_ctx *ctx, const char *sb, const char *name, b
 	*ret = TAKE_PTR(info);
 	return 0;
 out : {
-	_cleanup_free_ char *path = xasprintf("%s/snapshots/%s", ctx->store.root, tmp);
-	if (sbx_rm_rf(path) == 0)
+	if (remove_dir(ctx, root, tmp) == 0)
 		(void)unlinkat(root, tmplock, 0);
 	json_decref(info);
 	return r;
@@ -388,8 +407,8 @@ int sbx_snapshot_list(struct sbx_ctx *ctx, const char *sb, json_t **ret, struct 
 	_cleanup_close_ int root = open_root(&ctx->store, err);
 	if (root < 0)
 		return -1;
-	sweep(root);
-	sweep_implicit(root);
+	sweep(ctx, root);
+	sweep_implicit(ctx, root);
 	json_t *all = load_all(root);
 	if (!sb) {
 		*ret = all;
@@ -432,9 +451,8 @@ int sbx_snapshot_rm(struct sbx_ctx *ctx, const char *snap, struct sbx_err *err)
 	/* out of sight in one step; the files go after (a sweep finishes a removal killed) */
 	if (renameat(root, id, root, tmp) < 0)
 		return sbx_err_errno(err, "cannot remove snapshot '%s'", id);
-	_cleanup_free_ char *path = xasprintf("%s/snapshots/%s", ctx->store.root, tmp);
-	if (sbx_rm_rf(path) < 0)
-		return sbx_err_errno(err, "cannot remove '%s'", path);
+	if (remove_dir(ctx, root, tmp) < 0)
+		return sbx_err_errno(err, "cannot remove '%s/snapshots/%s'", ctx->store.root, tmp);
 	(void)unlinkat(root, tmplock, 0);
 	return 0;
 }

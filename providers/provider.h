@@ -56,6 +56,11 @@ struct sbx_provider {
 	 * stays so (rec->state fresh; called locked) */
 	int (*restore)(struct sbx_ctx *, struct sbx_record *, const char *tree, const json_t *info,
 		       struct sbx_err *);
+	/* removes the directory path of a snapshot it made (info: its record, or NULL for one
+	 * killed before it had one), where the caller may not remove every file itself
+	 * (optional: else the core removes it) */
+	int (*snapshot_rm)(struct sbx_ctx *, const char *path, const json_t *info,
+			   struct sbx_err *);
 	/* refresh rec->state (and state_reason) by looking */
 	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 	/* every sandbox the provider has: *ret maps provider_id -> enum sbx_state (an integer);

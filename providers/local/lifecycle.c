@@ -782,5 +782,6 @@ const struct sbx_provider sbx_provider_local = {
 	.inspect = local_inspect,
 	.update = local_update,
 	.snapshot = local_snapshot,
+	.snapshot_rm = local_snapshot_rm,
 	.restore = local_restore,
 };

@@ -322,6 +322,10 @@ int local_disk_mount(const char *sbdir, int *ret_lock, struct sbx_err *err);
  * "map_kind", "size" and "file_count" */
 int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *dest,
 		   json_t *info, struct sbx_err *err);
+/* removes the snapshot directory path (info: its record, or NULL), files owned by subordinate
+ * ids in a jail of their map */
+int local_snapshot_rm(struct sbx_ctx *ctx, const char *path, const json_t *info,
+		      struct sbx_err *err);
 /* a snapshot froze the sandbox and died before it thawed it: true once (the note goes) */
 bool local_snapshot_froze(const char *dir);
 /* the snapshot (its record info) fits the sandbox (the same kind of files, image and id map;

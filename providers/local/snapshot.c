@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "providers/local/local.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -310,4 +311,70 @@ int local_snapshot_unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, con
 			      .uid = m.kind == LOCAL_MAP_RANGE ? LOCAL_UID_BASE : 0,
 			      .gid = m.kind == LOCAL_MAP_RANGE ? LOCAL_UID_BASE : 0 };
 	return run_copy(ctx, &j, &m, err);
+}
+
+/* a snapshot's files, removed in a jail of the map they were made with */
+struct rm_job {
+	const char *path;
+};
+
+static int rm_in_jail(void *arg, struct sbx_err *err)
+{
+	const struct rm_job *j = arg;
+	_cleanup_close_ int fd = open(j->path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(TAKE_FD(fd)) : NULL;
+	struct dirent *de;
+	int r = 0;
+
+	if (!d)
+		return sbx_err_errno(err, "cannot open '%s'", j->path);
+	while ((de = readdir(d))) {
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		_cleanup_free_ char *p = xasprintf("%s/%s", j->path, de->d_name);
+		if (sbx_rm_rf(p) < 0 && r == 0)
+			r = sbx_err_errno(err, "cannot remove '%s'", p);
+	}
+	closedir(d);
+	return r;
+}
+
+int local_snapshot_rm(struct sbx_ctx *ctx, const char *path, const json_t *info,
+		      struct sbx_err *err)
+{
+	struct local_idmap m;
+	json_t *uid = json_object_get(json_object_get(info, "id_map"), "uid");
+	json_t *gid = json_object_get(json_object_get(info, "id_map"), "gid");
+
+	/* the map its files were made with: the record's, or this caller's for one that has none
+	 * (killed before it was written) */
+	if (info && sbx_json_int(info, "map_kind", -1) != LOCAL_MAP_SUBID)
+		return sbx_rm_rf(path) < 0 ? sbx_err_errno(err, "cannot remove '%s'", path) : 0;
+	if (info) {
+		json_t *u1 = json_array_get(uid, 1), *g1 = json_array_get(gid, 1);
+		m = (struct local_idmap){
+			.kind = LOCAL_MAP_SUBID,
+			.sub_uid = (unsigned long)json_integer_value(json_array_get(u1, 1)),
+			.sub_gid = (unsigned long)json_integer_value(json_array_get(g1, 1)),
+			.count = (unsigned long)json_integer_value(json_array_get(u1, 2)),
+		};
+		if (!m.sub_uid || !m.sub_gid || !m.count)
+			return sbx_err_set(err, SBX_E_STATE, "the snapshot's id map is broken");
+	} else {
+		local_idmap_find(&m);
+	}
+	if (m.kind != LOCAL_MAP_SUBID)
+		return sbx_rm_rf(path) < 0 ? sbx_err_errno(err, "cannot remove '%s'", path) : 0;
+	struct sbx_jail_tree tree = { .path = path, .ro = false };
+	struct rm_job j = { .path = path };
+	struct sbx_jail jail = { .trees = &tree,
+				 .n_trees = 1,
+				 .store_root = ctx->store.root,
+				 .what = "removing a snapshot",
+				 .maps = jail_maps,
+				 .maps_arg = &m };
+	if (sbx_jail_run(&jail, rm_in_jail, &j, err) < 0)
+		return -1;
+	return rmdir(path) < 0 && errno != ENOENT ? sbx_err_errno(err, "cannot remove '%s'", path)
+						  : 0;
 }

@@ -238,11 +238,18 @@ class E2BFake(fakelib.Provider):
         with self.lock:
             boxes = list(self.boxes.values())
             self.boxes = {}
+            snaps = list(self.snapshots.values())
+            self.snapshots = {}
         for b in boxes:
             try:
                 self.sbx.rm(b.backing)
             except Exception as e:
                 print("e2b fake: removing %s: %s" % (b.backing, e), file=sys.stderr, flush=True)
+        for local in snaps:
+            r = self.sbx.cmd(["snapshot", "rm", local])
+            if r.returncode != 0:
+                print("e2b fake: removing snapshot %s: %s" % (local, r.stderr.decode().strip()),
+                      file=sys.stderr, flush=True)
 
     def expire(self):
         now = time.time()
