@@ -31,6 +31,8 @@ int cmd_ps(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_wait(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_kill(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_mcp(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_snapshot(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_fork(int argc, char **argv, struct sbx_ctx *ctx);
 
 struct strbuf;
 struct sbx_command {

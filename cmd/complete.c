@@ -7,6 +7,7 @@
 
 #include "core/image.h"
 #include "core/json.h"
+#include "core/snapshot.h"
 #include "core/strbuf.h"
 
 /* the images of the store, as people type them: REPOSITORY:TAG (REPOSITORY@DIGEST for a ref
@@ -179,6 +180,19 @@ int cmd_complete(int argc, char **argv, struct sbx_ctx *ctx)
 		sbx_strv_free(ids);
 	} else if (streq(what, "images")) {
 		print_images(ctx);
+	} else if (streq(what, "snapshots")) {
+		json_t *all = NULL;
+		struct sbx_err err = { 0 };
+		size_t i;
+		json_t *v;
+		if (sbx_snapshot_list(ctx, NULL, &all, &err) < 0)
+			return 0; /* completions stay quiet */
+		json_array_foreach (all, i, v) {
+			const char *n = sbx_json_str(v, "name");
+			if (!json_is_true(json_object_get(v, "implicit")))
+				puts(n ? n : sbx_json_str(v, "id"));
+		}
+		json_decref(all);
 	} else if (streq(what, "value-options")) {
 		print_value_options();
 	} else if (streq(what, "options")) {

@@ -156,6 +156,15 @@ PARSER(opt_provider)
 	return 0;
 }
 
+PARSER(opt_from)
+{
+	if (!*arg)
+		return USAGE("--from needs a snapshot");
+	free(CFG->from);
+	CFG->from = xstrdup(arg);
+	return 0;
+}
+
 PARSER(opt_hostname)
 {
 	/* a host name as the kernel takes it: labels of letters, digits and '-' */
@@ -350,6 +359,8 @@ static const struct create_option {
 	  "REF\tan OCI image's files as the root (pulled when missing);\n"
 	  "its Env, WorkingDir and User are the defaults",
 	  opt_image },
+	{ "from", ARG, 0, "SNAP\tstart with the files of snapshot SNAP (and its image): a fork",
+	  opt_from },
 	{ "nested", no_argument, 0,
 	  "\tits processes may make namespaces and mounts of their own\n"
 	  "(rootless podman, bwrap, unshare -r, Chromium's sandbox)",

@@ -162,6 +162,22 @@ const struct sbx_command sbx_commands[] = {
 	  "                         terminal)\n"
 	  "      --json             ls: a JSON array\n"
 	  "  -f, --force            rm: even while a sandbox uses the image\n" },
+	{ "snapshot", cmd_snapshot, "Save, list, remove and restore snapshots of sandboxes' files",
+	  "sbx snapshot create SB [--name NAME] [--json]\n"
+	  "       sbx snapshot ls [SB] [--json] [-q]\n"
+	  "       sbx snapshot rm SNAP...\n"
+	  "       sbx snapshot restore SB SNAP",
+	  "      --name NAME        create: a unique name for the snapshot\n"
+	  "      --json             create: print its record; ls: a JSON array of records\n"
+	  "  -q, --quiet            ls: snapshot ids only\n"
+	  "  A snapshot holds the files the sandbox wrote (its own tree, or the layer it\n"
+	  "  wrote over its image), not what bind volumes (-v) hold, nor its memory.\n" },
+	{ "fork", cmd_fork, "Create sandboxes from a sandbox's files or a snapshot",
+	  "sbx fork SRC [-n COUNT] [CREATE OPTIONS]",
+	  "  -n, --count COUNT      make COUNT sandboxes (with --name NAME: NAME-1, NAME-2...)\n"
+	  "  SRC is a sandbox (its files now; not what bind volumes hold) or a snapshot;\n"
+	  "  and the options of 'sbx create' but --json and --from:\n",
+	  create_help },
 	{ "provider", cmd_provider, "List the providers and whether each is configured",
 	  "sbx provider ls [--json]",
 	  "      --json             print a JSON array of {name, summary, remote, configured,\n"
@@ -172,7 +188,8 @@ const struct sbx_command sbx_commands[] = {
 	{ "version", cmd_version, "Show which sbx this is", "sbx version", "" },
 	{ "help", cmd_help, "Show help for a command", "sbx help [COMMAND]", "" },
 	{ "__complete", cmd_complete, NULL,
-	  "sbx __complete commands|sandboxes|providers|images|value-options|options CMD [SUB]",
+	  "sbx __complete commands|sandboxes|snapshots|providers|images|value-options|options CMD "
+	  "[SUB]",
 	  "" },
 	{ NULL, NULL, NULL, NULL, NULL },
 };

@@ -84,6 +84,10 @@ _sbx()
 
 	# the value of an option
 	_sbx_colon_word
+	if [ "$prev" = --from ]; then
+		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete snapshots 2>/dev/null)" -- "$cur")
+		return 0
+	fi
 	if [ "${COMP_WORDS[_sbx_word_at - 1]}" = --image ]; then
 		_sbx_images "$sbx"
 		return 0
@@ -119,7 +123,7 @@ _sbx()
 	fi
 
 	# how many arguments (not options, not option values) come before this word; the first
-	# of 'sbx image' and 'sbx provider' is its subcommand
+	# of 'sbx image', 'sbx snapshot' and 'sbx provider' is its subcommand
 	for ((i = cmd_at + 1; i < _sbx_word_at; i++)); do
 		w=${COMP_WORDS[i]}
 		if [ "$w" = -- ]; then
@@ -138,15 +142,15 @@ _sbx()
 
 	# options: before the arguments, or anywhere for commands that take them there; 'sbx
 	# image' and 'sbx provider' take them after their subcommand
-	if [[ " image provider fs " == *" $cmd "* ]] && [ "$npos" -eq 0 ] && [[ $cur == -* ]]; then
+	if [[ " image provider fs snapshot " == *" $cmd "* ]] && [ "$npos" -eq 0 ] && [[ $cur == -* ]]; then
 		mapfile -t COMPREPLY < <(compgen -W '-h --help' -- "$cur")
 		return 0
 	fi
 	if [ "$dashdash" -eq 0 ] && [[ $cur == -* ]] &&
-		{ [[ " rm logs ps wait kill preview image provider fs " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
+		{ [[ " rm logs ps wait kill preview image provider fs snapshot fork snapshot " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
 		# 'sbx image pull -': pull's own options
 		local -a subw=()
-		[[ " image provider fs " == *" $cmd "* ]] && subw=("$sub")
+		[[ " image provider fs snapshot " == *" $cmd "* ]] && subw=("$sub")
 		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete options "$cmd" "${subw[@]}" 2>/dev/null)" -- "$cur")
 		return 0
 	fi
@@ -186,6 +190,21 @@ _sbx()
 		return 0 ;;
 	provider)
 		[ "$npos" -eq 0 ] && mapfile -t COMPREPLY < <(compgen -W 'ls' -- "$cur")
+		return 0 ;;
+	snapshot)
+		# create SB, ls [SB], restore SB SNAP, rm SNAP...
+		case $npos:$sub in
+		0:*)
+			mapfile -t COMPREPLY < <(compgen -W 'create ls rm restore' -- "$cur") ;;
+		1:create | 1:ls | 1:restore)
+			mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete sandboxes 2>/dev/null)" -- "$cur") ;;
+		*:rm | 2:restore)
+			mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete snapshots 2>/dev/null)" -- "$cur") ;;
+		esac
+		return 0 ;;
+	fork)
+		# SRC: a sandbox or a snapshot
+		[ "$npos" -eq 0 ] && mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete sandboxes 2>/dev/null) $("$sbx" __complete snapshots 2>/dev/null)" -- "$cur")
 		return 0 ;;
 	help)
 		[ "$npos" -eq 0 ] &&

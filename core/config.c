@@ -37,6 +37,7 @@ static const struct field {
 	{ "workdir", F_STR, offsetof(struct sbx_config, workdir) },
 	{ "user", F_STR, offsetof(struct sbx_config, user) },
 	{ "hostname", F_STR, offsetof(struct sbx_config, hostname) },
+	{ "from", F_STR, offsetof(struct sbx_config, from) },
 	{ "memory", F_LL, offsetof(struct sbx_config, memory) },
 	{ "cpu_millis", F_LL, offsetof(struct sbx_config, cpu_millis) },
 	{ "pids_limit", F_LL, offsetof(struct sbx_config, pids_limit) },
@@ -327,6 +328,7 @@ void sbx_config_release(struct sbx_config *c)
 	for (size_t i = 0; i < n->n_rates; i++)
 		free(n->rates[i].pattern);
 	free(n->rates);
+	free(c->from);
 	free(c->image.ref);
 	free(c->image.name);
 	free(c->image.id);
@@ -374,6 +376,7 @@ static const struct need {
 	{ SBX_CAP_IMAGE | SBX_CAP_TEMPLATE, "--image", A_PTR,
 	  offsetof(struct sbx_config, image.ref) },
 	{ SBX_CAP_NESTED, "--nested", A_BOOL, offsetof(struct sbx_config, nested) },
+	{ SBX_CAP_SNAPSHOT, "--from (snapshots)", A_PTR, offsetof(struct sbx_config, from) },
 };
 
 static bool asks(const struct sbx_config *c, const struct need *n)

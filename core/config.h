@@ -41,7 +41,7 @@ enum sbx_cap {
 	SBX_CAP_HOSTNAME = 1u << 22,	/* --hostname */
 	SBX_CAP_CP = 1u << 23,		/* cp */
 	SBX_CAP_EGRESS_LOG = 1u << 24,	/* logs --egress */
-	SBX_CAP_SNAPSHOT = 1u << 25,	/* a sandbox's files and memory saved under a name */
+	SBX_CAP_SNAPSHOT = 1u << 25,	/* snapshot, restore, fork, create --from (files) */
 	SBX_CAP_NESTED = 1u << 26,	/* --nested: namespaces and mounts of its own inside */
 	SBX_CAP_NET_RATE = 1u << 27,	/* --net-rate */
 	SBX_CAP_NET_UPDATE = 1u << 28,	/* update --net, --net-allow, --net-deny, --net-rate */
@@ -127,6 +127,7 @@ struct sbx_config {
 	bool ttl_hard;	      /* the ttl runs while an exec does too (else an exec holds it) */
 	struct sbx_net_config net;
 	struct sbx_image_config image;
+	char *from; /* --from: the id of the snapshot whose files it started with */
 };
 
 void sbx_config_init(struct sbx_config *c);

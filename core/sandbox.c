@@ -13,6 +13,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/net.h"
+#include "core/snapshot.h"
 #include "core/test-hook.h"
 #include "providers/provider.h"
 
@@ -116,7 +117,11 @@ static const struct sbx_provider *provider_of(const struct sbx_record *rec, stru
 int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 		       struct sbx_record **ret_rec, struct sbx_err *err)
 {
-	const char *pname = o->provider ? o->provider : "local";
+	/* --from without --provider: the snapshot's provider */
+	_cleanup_free_ char *snap_provider = !o->provider && o->config.from
+		? sbx_snapshot_provider(&ctx->store, o->config.from)
+		: NULL;
+	const char *pname = o->provider ? o->provider : snap_provider ? snap_provider : "local";
 	const struct sbx_provider *p = sbx_provider_find(pname);
 	_cleanup_free_ char *id = NULL;
 	char msg[300];
@@ -148,6 +153,10 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	if (sbx_config_from_json(stored, &rec->config, err) < 0)
 		return -1;
 	struct sbx_config *c = &rec->config;
+	/* --from: the snapshot is held (not removed) until its files are copied */
+	_cleanup_close_ int snap_lk = -1;
+	if (c->from && sbx_snapshot_prepare_create(ctx, c, p->name, &snap_lk, err) < 0)
+		return -1;
 	if (p->caps & SBX_CAP_NET_ALLOW)
 		c->net.set = true; /* a provider that keeps a policy records the default one */
 	if (sbx_store_claim(&ctx->store, o->name, &id, err) < 0)
@@ -344,6 +353,13 @@ static int open_locked(struct sbx_ctx *ctx, const char *sb, int *ret_lock,
 	*ret_lock = TAKE_FD(lk);
 	*ret_rec = TAKE_PTR(rec);
 	return 0;
+}
+
+int sbx_sandbox_open_locked(struct sbx_ctx *ctx, const char *sb, int *ret_lock,
+			    struct sbx_record **ret_rec, const struct sbx_provider **ret_provider,
+			    struct sbx_err *err)
+{
+	return open_locked(ctx, sb, ret_lock, ret_rec, ret_provider, err);
 }
 
 int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_pause_opts *o,

@@ -14,6 +14,10 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *opts,
 /* SB -> its record (as stored, state not refreshed) and provider */
 int sbx_sandbox_open(struct sbx_ctx *ctx, const char *sb, struct sbx_record **ret_rec,
 		     const struct sbx_provider **ret_provider, struct sbx_err *err);
+/* SB -> its record, state refreshed, locked (close *ret_lock to unlock), and provider */
+int sbx_sandbox_open_locked(struct sbx_ctx *ctx, const char *sb, int *ret_lock,
+			    struct sbx_record **ret_rec, const struct sbx_provider **ret_provider,
+			    struct sbx_err *err);
 /* *ret_status: the command's exit status (or 128+N, or 124 on timeout) */
 int sbx_sandbox_exec(struct sbx_ctx *ctx, const char *sb, const struct sbx_exec_opts *opts,
 		     int *ret_status, struct sbx_err *err);

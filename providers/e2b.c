@@ -134,6 +134,36 @@ static int e2b_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_er
 	return 0;
 }
 
+/* sbx snapshot: E2B's persistent snapshot of the sandbox, a template new sandboxes start from
+ * (a fork is a create from it); nothing is kept on this host but the record */
+static int e2b_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *dest,
+			json_t *info, struct sbx_err *err)
+{
+	_cleanup_(remote_release) struct remote r = { 0 };
+	_cleanup_json_ json_t *resp = NULL;
+
+	(void)ctx;
+	(void)dest;
+	if (remote_need_id("E2B", rec, err) < 0 || e2b_remote(&r, err) < 0)
+		return -1;
+	_cleanup_free_ char *url = remote_url(&r, "sandboxes", rec->provider_id, "/snapshots");
+	_cleanup_json_ json_t *body = json_object();
+	struct remote_call c = { .method = "POST",
+				 .url = url,
+				 .body = body,
+				 .timeout_ms = CREATE_TIMEOUT_MS,
+				 .what = "snapshot the E2B sandbox" };
+	if (remote_do(&r, &c, &resp, NULL, err) < 0)
+		return -1;
+	const char *tpl = sbx_json_str(resp, "snapshotID");
+	if (!tpl || !*tpl || strlen(tpl) > 200)
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot snapshot '%s': E2B's answer has no valid 'snapshotID'",
+				   remote_label(rec));
+	json_object_set_new(info, "template", json_string(tpl));
+	return 0;
+}
+
 static int e2b_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
 {
 	_cleanup_(remote_release) struct remote r = { 0 };
@@ -426,11 +456,12 @@ const struct sbx_provider sbx_provider_e2b = {
 	.summary = "E2B hosted sandboxes (E2B_API_KEY)",
 	.remote = true,
 	.key_var = "E2B_API_KEY",
-	/* E2B pauses with memory; its templates stand for images; no limits, volumes or net
-	 * policies but on and off */
+	/* E2B pauses with memory; its templates stand for images; snapshots are templates (no
+	 * restore in place); no limits, volumes or net policies but on and off */
 	.caps = SBX_CAP_EXEC_STDIN | SBX_CAP_EXEC_USER | SBX_CAP_EXEC_DETACH |
 		SBX_CAP_PAUSE_MEMORY | SBX_CAP_RELEASE | SBX_CAP_PREVIEW | SBX_CAP_NET_NONE |
-		SBX_CAP_NET_OPEN | SBX_CAP_TEMPLATE | SBX_CAP_TTL | SBX_CAP_CP | SBX_CAP_FS,
+		SBX_CAP_NET_OPEN | SBX_CAP_TEMPLATE | SBX_CAP_TTL | SBX_CAP_CP | SBX_CAP_FS |
+		SBX_CAP_SNAPSHOT,
 	.ready = e2b_ready,
 	.api_url = e2b_api_url,
 	.create = e2b_create,
@@ -452,4 +483,5 @@ const struct sbx_provider sbx_provider_e2b = {
 	.update = e2b_update,
 	.keepalive = e2b_keepalive,
 	.stats = e2b_stats,
+	.snapshot = e2b_snapshot,
 };

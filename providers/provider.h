@@ -77,6 +77,21 @@ struct sbx_provider {
 	/* sig to its process group, or (id NULL) to every process of the sandbox but its init */
 	int (*job_kill)(struct sbx_ctx *, const struct sbx_record *, const char *id, int sig,
 			struct sbx_err *);
+	/* snapshots (SBX_CAP_SNAPSHOT; a fork is a create whose config.from names one): the
+	 * sandbox's files copied into dest, a directory the call makes, held still meanwhile;
+	 * info gets what a restore or a fork needs (rec->state fresh; called locked) */
+	int (*snapshot)(struct sbx_ctx *, const struct sbx_record *, const char *dest, json_t *info,
+			struct sbx_err *);
+	/* the sandbox's files become the snapshot's (tree, and its record info): its processes
+	 * end and it boots on them; a paused one is frozen again, a released or stopped one
+	 * stays so (rec->state fresh; called locked) */
+	int (*restore)(struct sbx_ctx *, struct sbx_record *, const char *tree, const json_t *info,
+		       struct sbx_err *);
+	/* removes the directory path of a snapshot it made (info: its record, or NULL for one
+	 * killed before it had one), where the caller may not remove every file itself
+	 * (optional: else the core removes it) */
+	int (*snapshot_rm)(struct sbx_ctx *, const char *path, const json_t *info,
+			   struct sbx_err *);
 	/* refresh rec->state (and state_reason) by looking */
 	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 	/* every sandbox the provider has: *ret maps provider_id -> enum sbx_state (an integer);

@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/proc.h"
 #include "core/sandbox.h"
+#include "core/snapshot.h"
 #include "core/test-hook.h"
 
 #ifndef CLONE_NEWCGROUP
@@ -37,6 +38,23 @@ _Static_assert(SBX_IMAGE_ID_SHIFT == LOCAL_UID_BASE,
 	       "root-run sandboxes map");
 
 /* --- create -------------------------------------------------------------------------------- */
+
+/* the sandbox's /etc/hosts */
+static char *hosts_text(const struct local_setup *s)
+{
+	char *hosts = xasprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
+				"ip6-loopback\n127.0.1.1\t%s\n",
+				s->hostname);
+	/* --add-host: docker's flag, in /etc/hosts too (the proxy dials these addresses) */
+	const struct sbx_net_config *net = &s->config->net;
+	for (size_t i = 0; i < net->n_add_hosts; i++) {
+		char *more = xasprintf("%s%s\t%s\n", hosts, net->add_hosts[i].addr,
+				       net->add_hosts[i].name);
+		free(hosts);
+		hosts = more;
+	}
+	return hosts;
+}
 
 /* the sandbox's root directory: empty, with the top-level names a system expects. With --disk,
  * root/ (or fs/) is already there, the disk mounted on it */
@@ -104,17 +122,7 @@ static int fill_root(const char *dir, const struct local_setup *s, struct sbx_er
 	if (mkdir(p, 0755) < 0)
 		return sbx_err_errno(err, "cannot create '%s'", p);
 	_cleanup_free_ char *hn = xasprintf("%s\n", s->hostname);
-	_cleanup_free_ char *hosts = xasprintf("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
-					       "ip6-loopback\n127.0.1.1\t%s\n",
-					       s->hostname);
-	/* --add-host: docker's flag, in /etc/hosts too (the proxy dials these addresses) */
-	const struct sbx_net_config *net = &s->config->net;
-	for (size_t i = 0; i < net->n_add_hosts; i++) {
-		char *more = xasprintf("%s%s\t%s\n", hosts, net->add_hosts[i].addr,
-				       net->add_hosts[i].name);
-		free(hosts);
-		hosts = more;
-	}
+	_cleanup_free_ char *hosts = hosts_text(s);
 	snprintf(p, sizeof(p), "%s/run/sbx/hostname", root);
 	if (sbx_write_atomic(p, hn, strlen(hn), false, err) < 0 || chmod(p, 0644) < 0)
 		return sbx_err_errno(err, "cannot write '%s'", p);
@@ -193,6 +201,40 @@ static int prepare_root(const char *dir, const struct local_setup *s, struct sbx
 	int r = sbx_err_recv(ep[0], pid, "disk set-up", err);
 	close(ep[0]);
 	return r;
+}
+
+/* the snapshot's files (of its record info) copied in as the sandbox's, or over them
+ * (replace) */
+static int unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct local_setup *s,
+		  const char *tree, const json_t *info, bool replace, struct sbx_err *err)
+{
+	_cleanup_free_ char *hn = xasprintf("%s\n", s->hostname);
+	_cleanup_free_ char *hosts = hosts_text(s);
+
+	return local_snapshot_unpack(ctx, rec, tree, info, replace, hn, hosts, err);
+}
+
+/* a fork (create --from): the directories fill_root makes, but the files are the
+ * snapshot's */
+static int root_from(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct local_setup *s,
+		     struct sbx_err *err)
+{
+	_cleanup_json_ json_t *info = NULL;
+	_cleanup_free_ char *tree = NULL;
+
+	if (sbx_snapshot_find(&ctx->store, rec->config.from, &info, &tree, err) < 0)
+		return -1;
+	if (s->n_layers) {
+		static const char *const fs[] = { "root", "fs", "fs/work" };
+		for (size_t i = 0; i < ARRAY_SIZE(fs); i++) {
+			_cleanup_free_ char *p = xasprintf("%s/%s", rec->dir, fs[i]);
+			if (mkdir(p, i == 2 ? 0700 : 0755) < 0)
+				return sbx_err_errno(err, "cannot create '%s'", p);
+			if (s->map_range && lchown(p, s->uid, s->gid) < 0)
+				return sbx_err_errno(err, "cannot hand '%s' to the sandbox", p);
+		}
+	}
+	return unpack(ctx, rec, s, tree, info, false, err);
 }
 
 /* the supervisor and init of a sandbox whose files exist: cgroups, fork, the report */
@@ -355,7 +397,7 @@ static int local_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 		    local_disk_make(rec->dir, disk, s.uid, s.gid, err) < 0)
 			return -1;
 	}
-	if (prepare_root(rec->dir, &s, err) < 0)
+	if ((rec->config.from ? root_from(ctx, rec, &s, err) : prepare_root(rec->dir, &s, err)) < 0)
 		return -1;
 	/* the filter is the same for every sandbox of this sbx (of its profile): compiled once
 	 * per build */
@@ -384,8 +426,16 @@ static enum sbx_state look(const struct sbx_record *rec, struct local_pids *pids
 	if (local_read_pids(rec->dir, pids) < 0)
 		return down;
 	if (sbx_proc_alive(pids->init_pid, pids->init_start) &&
-	    sbx_proc_alive(pids->sup_pid, pids->sup_start))
-		return local_is_frozen(rec->dir, pids) == 1 ? SBX_STATE_PAUSED : SBX_STATE_RUNNING;
+	    sbx_proc_alive(pids->sup_pid, pids->sup_start)) {
+		if (local_is_frozen(rec->dir, pids) != 1)
+			return SBX_STATE_RUNNING;
+		/* frozen by a snapshot that was killed before it could thaw it */
+		struct sbx_err ignored = { 0 };
+		if (local_snapshot_froze(rec->dir) &&
+		    local_freeze(rec->dir, pids, false, &ignored) == 0)
+			return SBX_STATE_RUNNING;
+		return SBX_STATE_PAUSED;
+	}
 	return down;
 }
 
@@ -666,17 +716,58 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 	return boot(ctx, rec, &s, err);
 }
 
+/* --- restore ------------------------------------------------------------------------------ */
+
+static int local_restore(struct sbx_ctx *ctx, struct sbx_record *rec, const char *tree,
+			 const json_t *info, struct sbx_err *err)
+{
+	enum sbx_state was = rec->state;
+	struct local_pids pids;
+
+	/* what runs ends; the files are exchanged whole, and only then is anything booted */
+	if (local_snapshot_check(rec, info, true, err) < 0 || stop_all(rec, 0, err) < 0)
+		return -1;
+	struct local_setup s = setup_of(rec);
+	struct local_idmap map;
+	local_idmap_of(rec, &map);
+	ids_for(&s, &map);
+	if (unpack(ctx, rec, &s, tree, info, true, err) < 0) {
+		/* nothing runs now: released, whatever it was, with its old files */
+		rec->state = SBX_STATE_RELEASED;
+		return -1;
+	}
+	sbx_test_hook("restore-unpacked");
+	if (was != SBX_STATE_RUNNING && was != SBX_STATE_PAUSED) {
+		_cleanup_free_ char *p = xasprintf("%s/pids", rec->dir);
+		(void)unlink(p);
+		rec->state = was == SBX_STATE_STOPPED ? SBX_STATE_STOPPED : SBX_STATE_RELEASED;
+		return 0;
+	}
+	rec->state = SBX_STATE_RELEASED;
+	if (local_resume(ctx, rec, err) < 0)
+		return -1;
+	if (was == SBX_STATE_PAUSED) {
+		if (local_read_pids(rec->dir, &pids) < 0)
+			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running",
+					   rec->id);
+		if (local_freeze(rec->dir, &pids, true, err) < 0)
+			return -1;
+		rec->state = SBX_STATE_PAUSED;
+	}
+	return 0;
+}
+
 const struct sbx_provider sbx_provider_local = {
 	.name = "local",
 	.summary = "Linux namespaces on this host",
-	/* everything but a provider's own templates and snapshots */
+	/* everything but a provider's own templates */
 	.caps = SBX_CAP_EXEC_STDIN | SBX_CAP_EXEC_TTY | SBX_CAP_EXEC_USER | SBX_CAP_EXEC_DETACH |
 		SBX_CAP_PAUSE_MEMORY | SBX_CAP_RELEASE | SBX_CAP_PREVIEW | SBX_CAP_PREVIEW_AUTH |
 		SBX_CAP_LIMIT_CPU | SBX_CAP_LIMIT_MEMORY | SBX_CAP_LIMIT_PIDS | SBX_CAP_DISK |
 		SBX_CAP_VOLUMES | SBX_CAP_NET_NONE | SBX_CAP_NET_OPEN | SBX_CAP_NET_ALLOW |
 		SBX_CAP_NET_HOST | SBX_CAP_ADD_HOST | SBX_CAP_HOST_PORT | SBX_CAP_IMAGE |
 		SBX_CAP_NESTED | SBX_CAP_TTL | SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG |
-		SBX_CAP_NET_RATE | SBX_CAP_NET_UPDATE | SBX_CAP_FS,
+		SBX_CAP_NET_RATE | SBX_CAP_NET_UPDATE | SBX_CAP_FS | SBX_CAP_SNAPSHOT,
 	.default_workdir = "/workspace",
 	.create = local_create,
 	.exec = local_exec,
@@ -698,4 +789,7 @@ const struct sbx_provider sbx_provider_local = {
 	.job_logs = local_job_logs,
 	.job_kill = local_job_kill,
 	.commit = local_commit,
+	.snapshot = local_snapshot,
+	.snapshot_rm = local_snapshot_rm,
+	.restore = local_restore,
 };

@@ -16,6 +16,8 @@
  *   cp.c          the CLI, then a confined helper child in (or around) the sandbox: sbx cp
  *   fs.c          the CLI, then cp.c's confined helper child: sbx fs
  *   commit.c      the CLI: sbx commit (the sandbox frozen, its upper directory read in a jail)
+ *   snapshot.c    the CLI, then a jail that sees the two trees: sbx snapshot, restore, fork
+ *                 (the sandbox's files copied by core/treecopy.c)
  *   net-ctl.c     the CLI: sbx preview's request to the supervisor, exec's proxy credential
  *   supervisor.c  the supervisor: clones init, writes its id maps, reports to the CLI, holds
  *                 the sandbox (idle timeout)
@@ -386,6 +388,27 @@ int local_disk_mount(const char *sbdir, int *ret_lock, struct sbx_err *err);
 /* sbx commit (commit.c): the sandbox's overlay upper directory as a layer in the store */
 int local_commit(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_layer *ret,
 		 struct sbx_err *err);
+/* snapshots (snapshot.c): the sandbox's files (root/, or fs/upper on an image) copied into
+ * dest in a jail, the sandbox frozen meanwhile when it runs; info gets "files", "id_map",
+ * "map_kind", "size" and "file_count" */
+int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *dest,
+		   json_t *info, struct sbx_err *err);
+/* removes the snapshot directory path (info: its record, or NULL), files owned by subordinate
+ * ids in a jail of their map */
+int local_snapshot_rm(struct sbx_ctx *ctx, const char *path, const json_t *info,
+		      struct sbx_err *err);
+/* a snapshot froze the sandbox and died before it thawed it: true once (the note goes) */
+bool local_snapshot_froze(const char *dir);
+/* the snapshot (its record info) fits the sandbox (the same kind of files, image and id map;
+ * no --disk): STATE or UNSUPPORTED saying why not */
+int local_snapshot_check(const struct sbx_record *rec, const json_t *info, bool replace,
+			 struct sbx_err *err);
+/* the snapshot tree (its record info) copied in as the sandbox's files: a new sandbox's
+ * (replace unset), or over its own, exchanged once whole (replace); run/sbx/hostname and hosts
+ * are written from hostname and hosts. STATE when the snapshot does not fit the sandbox */
+int local_snapshot_unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *tree,
+			  const json_t *info, bool replace, const char *hostname, const char *hosts,
+			  struct sbx_err *err);
 
 /* sbx cp (cp.c): in a child that joined the sandbox (or, stopped, entered its files) */
 int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,

@@ -211,6 +211,7 @@ class E2BFake(fakelib.Provider):
     def __init__(self, args, sbx, server):
         super().__init__(args, sbx, server)
         self.boxes = {}
+        self.snapshots = {}  # snapshotID -> the backing sandbox's snapshot (sbx snapshot)
         self.lock = threading.Lock()
         self.seq = 0
         server.add_ticker(0.25, self.expire)
@@ -237,11 +238,18 @@ class E2BFake(fakelib.Provider):
         with self.lock:
             boxes = list(self.boxes.values())
             self.boxes = {}
+            snaps = list(self.snapshots.values())
+            self.snapshots = {}
         for b in boxes:
             try:
                 self.sbx.rm(b.backing)
             except Exception as e:
                 print("e2b fake: removing %s: %s" % (b.backing, e), file=sys.stderr, flush=True)
+        for local in snaps:
+            r = self.sbx.cmd(["snapshot", "rm", local])
+            if r.returncode != 0:
+                print("e2b fake: removing snapshot %s: %s" % (local, r.stderr.decode().strip()),
+                      file=sys.stderr, flush=True)
 
     def expire(self):
         now = time.time()
@@ -321,10 +329,11 @@ class E2BFake(fakelib.Provider):
             (None, "POST", "timeout"): self.set_timeout, (None, "POST", "refreshes"): self.refresh,
             (None, "PUT", "network"): self.network, (None, "GET", "metrics"): self.metrics,
             (None, "GET", "logs"): self.logs, ("/v2", "GET", "logs"): self.logs,
+            (None, "POST", "snapshots"): self.snapshot,
         }
         fn = routes.get((v2, m, verb))
         if fn is None:
-            if verb in ("fork", "snapshots"):
+            if verb == "fork":
                 raise HTTPError(501, "%s is not supported by this fake" % verb)
             raise HTTPError(404, "no such route: %s %s" % (m, p))
         box = self.boxes.get(sid)
@@ -375,8 +384,10 @@ class E2BFake(fakelib.Provider):
             raise HTTPError(400, "network must be an object")
         secure = True if v2 else bool(doc.get("secure", False))
         auto_resume = bool((doc.get("autoResume") or {}).get("enabled", False))
+        with self.lock:
+            snap = self.snapshots.get(tpl)
         try:
-            backing = self.sbx.create(env=envs)
+            backing = self.sbx.create(env=envs, args=["--from", snap] if snap else [])
         except fakelib.SbxError as e:
             raise HTTPError(500, "failed to create sandbox: %s" % e)
         # the template's user: its home, owned by it when sbx can switch users
@@ -518,6 +529,25 @@ class E2BFake(fakelib.Provider):
         with b.lock:
             self._kill(b)
         return req.send(204)
+
+    def snapshot(self, req, b, v2=False):
+        # a persistent snapshot: a template new sandboxes start from (here, a snapshot of
+        # the backing sandbox that creates from that template fork)
+        doc = self._body(req, required=True)
+        name = doc.get("name")
+        if name is not None and (not isinstance(name, str) or
+                                 not re.match(r"^[a-z0-9][a-z0-9._-]{0,62}$", name)):
+            raise HTTPError(400, "invalid snapshot name")
+        with b.lock:
+            r = self.sbx.cmd(["snapshot", "create", b.backing])
+            if r.returncode != 0:
+                raise HTTPError(500, "failed to snapshot sandbox: %s" %
+                                r.stderr.decode("utf-8", "replace").strip())
+            local = r.stdout.decode().strip()
+        sid = "%s:default" % (name or fakelib.new_id(20))
+        with self.lock:
+            self.snapshots[sid] = local
+        return req.send_json(201, {"snapshotID": sid, "names": ["fake-team/" + sid]})
 
     def pause(self, req, b, v2=False):
         doc = self._body(req)

@@ -1,0 +1,309 @@
+/* A faithful copy of a directory tree, walked by descriptor: every name is opened relative to
+ * its directory's descriptor with O_NOFOLLOW, so a link planted in the source is copied as a
+ * link and never leads the copy anywhere else. */
+#define _GNU_SOURCE
+#include "core/treecopy.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "core/test-hook.h"
+#include "core/util.h"
+
+#define MAX_DEPTH 200
+#define XATTR_LIST_MAX_ 65536
+#define XATTR_VALUE_MAX_ 65536
+
+struct seen {
+	dev_t dev;
+	ino_t ino;
+	char *path; /* where the first of its names went, relative to the copy's top */
+};
+
+struct walk {
+	bool own;
+	int dst_top;
+	struct sbx_treecopy_stats *st;
+	struct seen *seen;
+	size_t n_seen, cap_seen;
+	char path[PATH_MAX]; /* the entry at hand, relative to the top */
+	char *buf;	     /* XATTR_VALUE_MAX_ bytes */
+	struct sbx_err *err;
+};
+
+static int fail(struct walk *w, const char *what)
+{
+	return sbx_err_errno(w->err, "cannot %s '%s'", what, w->path[0] ? w->path : ".");
+}
+
+/* extended attributes of src onto dst: user.* must come along (unless the destination keeps
+ * none); security.*, trusted.* and others as far as we may set them */
+static int copy_xattrs(struct walk *w, int src, int dst)
+{
+	char list[XATTR_LIST_MAX_];
+	ssize_t n = flistxattr(src, list, sizeof(list));
+
+	if (n < 0)
+		return errno == ENOTSUP ? 0 : fail(w, "list the attributes of");
+	for (char *k = list; k < list + n; k += strlen(k) + 1) {
+		ssize_t v = fgetxattr(src, k, w->buf, XATTR_VALUE_MAX_);
+		if (v < 0) {
+			if (errno == ENODATA)
+				continue;
+			return fail(w, "read the attributes of");
+		}
+		if (fsetxattr(dst, k, w->buf, (size_t)v, 0) == 0)
+			continue;
+		if (strncmp(k, "user.", 5) == 0 && errno != ENOTSUP)
+			return fail(w, "copy the attributes of");
+	}
+	return 0;
+}
+
+/* owner, attributes, mode, times: in this order, since a change of owner clears set-id bits and
+ * file capabilities */
+static int copy_meta(struct walk *w, int src, int dst, const struct stat *st)
+{
+	if (w->own && fchown(dst, st->st_uid, st->st_gid) < 0)
+		return fail(w, "set the owner of");
+	if (src >= 0 && copy_xattrs(w, src, dst) < 0)
+		return -1;
+	if (fchmod(dst, st->st_mode & 07777) < 0)
+		return fail(w, "set the mode of");
+	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+	if (futimens(dst, ts) < 0)
+		return fail(w, "set the times of");
+	return 0;
+}
+
+/* the data of src into dst: a reflink where the filesystem shares blocks, else the data
+ * extents alone (holes stay holes) */
+static int copy_data(struct walk *w, int src, int dst, off_t size)
+{
+	if (size == 0)
+		return 0;
+	if (!w->st->test_enospc && ioctl(dst, FICLONE, src) == 0) {
+		w->st->cloned++;
+		return 0;
+	}
+	off_t off = 0;
+	while (off < size) {
+		off_t data = lseek(src, off, SEEK_DATA);
+		if (data < 0) {
+			if (errno == ENXIO)
+				break; /* a hole to the end */
+			return fail(w, "read");
+		}
+		off_t hole = lseek(src, data, SEEK_HOLE);
+		if (hole < 0)
+			return fail(w, "read");
+		off_t in = data, out = data;
+		while (in < hole) {
+			if (w->st->test_enospc) {
+				errno = ENOSPC;
+				return fail(w, "write");
+			}
+			ssize_t k = copy_file_range(src, &in, dst, &out, (size_t)(hole - in), 0);
+			if (k < 0 &&
+			    (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
+			     errno == EOPNOTSUPP)) {
+				/* no in-kernel copy between these: by hand */
+				char b[65536];
+				ssize_t r = pread(src, b, sizeof(b), in);
+				if (r < 0)
+					return fail(w, "read");
+				if (r == 0)
+					break;
+				ssize_t wr = pwrite(dst, b, (size_t)r, out);
+				if (wr != r) {
+					if (wr >= 0)
+						errno = ENOSPC;
+					return fail(w, "write");
+				}
+				k = r;
+				in += r;
+				out += r;
+			} else if (k < 0) {
+				return fail(w, "write");
+			} else if (k == 0) {
+				break; /* the file shrank meanwhile */
+			}
+			w->st->bytes += (unsigned long long)k;
+		}
+		off = hole;
+	}
+	if (ftruncate(dst, size) < 0)
+		return fail(w, "write");
+	return 0;
+}
+
+static struct seen *seen_find(struct walk *w, const struct stat *st)
+{
+	for (size_t i = 0; i < w->n_seen; i++)
+		if (w->seen[i].ino == st->st_ino && w->seen[i].dev == st->st_dev)
+			return &w->seen[i];
+	return NULL;
+}
+
+static void seen_add(struct walk *w, const struct stat *st)
+{
+	if (w->n_seen == w->cap_seen) {
+		w->cap_seen = w->cap_seen ? 2 * w->cap_seen : 64;
+		w->seen = xrealloc(w->seen, w->cap_seen * sizeof(*w->seen));
+	}
+	w->seen[w->n_seen++] = (struct seen){ st->st_dev, st->st_ino, xstrdup(w->path) };
+}
+
+static int copy_dir(struct walk *w, int sfd, int dfd, int depth);
+
+static int copy_entry(struct walk *w, int sfd, int dfd, const char *name, int depth)
+{
+	struct stat st;
+
+	if (fstatat(sfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(w, "read");
+	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
+		struct seen *s = seen_find(w, &st);
+		if (s) {
+			if (linkat(w->dst_top, s->path, dfd, name, 0) < 0)
+				return fail(w, "link");
+			w->st->links++;
+			return 0;
+		}
+	}
+	if (S_ISDIR(st.st_mode)) {
+		if (depth >= MAX_DEPTH) {
+			errno = ELOOP;
+			return fail(w, "copy (too deep)");
+		}
+		if (mkdirat(dfd, name, 0700) < 0)
+			return fail(w, "create");
+		_cleanup_close_ int s = openat(sfd, name,
+					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		_cleanup_close_ int d = openat(dfd, name,
+					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (s < 0 || d < 0)
+			return fail(w, "open");
+		w->st->dirs++;
+		if (copy_dir(w, s, d, depth + 1) < 0)
+			return -1;
+		return copy_meta(w, s, d, &st);
+	}
+	if (S_ISREG(st.st_mode)) {
+		_cleanup_close_ int s = openat(
+			sfd, name, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+		struct stat now;
+		if (s < 0 || fstat(s, &now) < 0)
+			return fail(w, "open");
+		if (!S_ISREG(now.st_mode) || now.st_ino != st.st_ino) {
+			errno = ESTALE;
+			return fail(w, "copy (it changed meanwhile)");
+		}
+		_cleanup_close_ int d = openat(
+			dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (d < 0)
+			return fail(w, "create");
+		if (copy_data(w, s, d, now.st_size) < 0 || copy_meta(w, s, d, &now) < 0)
+			return -1;
+		w->st->files++;
+		w->st->size += (unsigned long long)now.st_size;
+	} else if (S_ISLNK(st.st_mode)) {
+		char target[PATH_MAX];
+		ssize_t n = readlinkat(sfd, name, target, sizeof(target) - 1);
+		if (n < 0)
+			return fail(w, "read");
+		target[n] = 0;
+		if (symlinkat(target, dfd, name) < 0)
+			return fail(w, "create");
+		if (w->own && fchownat(dfd, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+			return fail(w, "set the owner of");
+		struct timespec ts[2] = { st.st_atim, st.st_mtim };
+		if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+			return fail(w, "set the times of");
+		w->st->files++;
+	} else {
+		/* a fifo, a socket, a device node (an overlay's whiteout is 0:0): made again, its
+		 * attributes left behind (none can be set through a descriptor) */
+		if (mknodat(dfd, name, st.st_mode, st.st_rdev) < 0)
+			return fail(w, "create");
+		if (w->own && fchownat(dfd, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+			return fail(w, "set the owner of");
+		if (fchmodat(dfd, name, st.st_mode & 07777, 0) < 0)
+			return fail(w, "set the mode of");
+		struct timespec ts[2] = { st.st_atim, st.st_mtim };
+		if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+			return fail(w, "set the times of");
+		w->st->files++;
+	}
+	if (st.st_nlink > 1)
+		seen_add(w, &st);
+	return 0;
+}
+
+static int copy_dir(struct walk *w, int sfd, int dfd, int depth)
+{
+	int fd = openat(sfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(w, "open");
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return fail(w, "open");
+	}
+	size_t len = strlen(w->path);
+	struct dirent *de;
+	int r = 0;
+	errno = 0;
+	while (r == 0 && (de = readdir(d))) {
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		int m = snprintf(w->path + len, sizeof(w->path) - len, "%s%s", len ? "/" : "",
+				 de->d_name);
+		if (m < 0 || (size_t)m >= sizeof(w->path) - len) {
+			w->path[len] = 0;
+			errno = ENAMETOOLONG;
+			r = fail(w, "copy a name in");
+			break;
+		}
+		r = copy_entry(w, sfd, dfd, de->d_name, depth);
+		w->path[len] = 0;
+		errno = 0;
+	}
+	if (r == 0 && errno)
+		r = fail(w, "read");
+	closedir(d);
+	return r;
+}
+
+int sbx_tree_copy(int src_fd, int dst_fd, bool own, struct sbx_treecopy_stats *stats,
+		  struct sbx_err *err)
+{
+	struct sbx_treecopy_stats ignored = { 0 };
+	struct walk w = {
+		.own = own, .dst_top = dst_fd, .st = stats ? stats : &ignored, .err = err
+	};
+	struct stat st;
+	int r;
+
+	if (fstat(src_fd, &st) < 0)
+		return sbx_err_errno(err, "cannot read the tree to copy");
+	w.buf = xmalloc(XATTR_VALUE_MAX_);
+	r = copy_dir(&w, src_fd, dst_fd, 0);
+	if (r == 0)
+		r = copy_meta(&w, src_fd, dst_fd, &st);
+	for (size_t i = 0; i < w.n_seen; i++)
+		free(w.seen[i].path);
+	free(w.seen);
+	free(w.buf);
+	return r;
+}
