@@ -465,6 +465,8 @@ void local_conn_later(struct local_conn *c);
 int local_conn_flush(struct local_conn *c);
 /* reads what the client sent into c->in (up to max bytes); -1 on its end or an error */
 int local_conn_read(struct local_conn *c, size_t max);
+/* what came on fd is acknowledged at once (TCP_QUICKACK; asked after each read) */
+void local_quickack(int fd);
 /* a final answer (taken): sent, then the client's end is waited for, then the end */
 void local_conn_reply(struct local_conn *c, char *data, size_t len);
 void local_conn_http(struct local_conn *c, int code, const char *status, const char *extra,
