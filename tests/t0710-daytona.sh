@@ -205,7 +205,7 @@ test_expect_success 'preview: the URL, and the token with its header in --json' 
 	sbx preview --json dbox 8080 >p.json &&
 	json_assert p.json "assert r[\"port\"] == 8080 and r[\"token\"] and r[\"token_header\"] == \"X-Daytona-Preview-Token\"" &&
 	tok=$(json_assert p.json "print(r[\"token\"])") && test_ne "" "$tok" &&
-	sbx inspect dbox >i.json && sbx ls --json >l.json && test_grep ! "$tok" i.json l.json
+	sbx inspect dbox >i.json && sbx ls --json >l.json && test_grep ! -e "$tok" i.json l.json
 '
 
 test_expect_success 'ls pages with the cursor; one deleted out of band shows missing' '
