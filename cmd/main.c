@@ -141,8 +141,10 @@ const struct sbx_command sbx_commands[] = {
 	  "                         ENTRYPOINT (JSON array or shell form), ENV K=V,\n"
 	  "                         WORKDIR DIR, USER U, LABEL K=V, EXPOSE PORT[/PROTO]\n"
 	  "  -m, --message MSG      the comment of the new history entry\n" },
-	{ "image", cmd_image, "Pull, import, save, tag, list and remove OCI images",
-	  "sbx image pull [--platform OS/ARCH] [--insecure] [-q] REF\n"
+	{ "image", cmd_image, "Build, pull, import, save, tag, list and remove OCI images",
+	  "sbx image build -t NAME[:TAG] [-f DOCKERFILE] [--build-arg K=V]... [--target STAGE]\n"
+	  "                [--no-cache] [--net MODE] [-q] CONTEXT\n"
+	  "       sbx image pull [--platform OS/ARCH] [--insecure] [-q] REF\n"
 	  "       sbx image import [--name NAME[:TAG]] FILE|-\n"
 	  "       sbx image import --rootfs DIR|TAR NAME[:TAG]\n"
 	  "       sbx image save [-o FILE] IMAGE...\n"
@@ -161,7 +163,14 @@ const struct sbx_command sbx_commands[] = {
 	  "  -o, --output FILE      save: write the tar to FILE (default: stdout, never a\n"
 	  "                         terminal)\n"
 	  "      --json             ls: a JSON array\n"
-	  "  -f, --force            rm: even while a sandbox uses the image\n" },
+	  "  -f, --force            rm: even while a sandbox uses the image\n"
+	  "  -t, --tag NAME[:TAG]   build: the image's name\n"
+	  "  -f, --file DOCKERFILE  build: the Dockerfile (default CONTEXT/Dockerfile)\n"
+	  "      --build-arg K=V    build: an ARG's value (K alone: from the environment)\n"
+	  "      --target STAGE     build: end with that stage\n"
+	  "      --no-cache         build: run every step again\n"
+	  "      --net MODE         build: RUN's network, as create --net\n"
+	  "  -q, --quiet            build: print only the image id\n" },
 	{ "snapshot", cmd_snapshot, "Save, list, remove and restore snapshots of sandboxes' files",
 	  "sbx snapshot create SB [--name NAME] [--json]\n"
 	  "       sbx snapshot ls [SB] [--json] [-q]\n"
