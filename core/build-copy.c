@@ -439,8 +439,19 @@ static int copy_from_stage(struct copy_walk *w, const char *tmp, int dfd, const 
 		if (S_ISDIR(st.st_mode)) {
 			_cleanup_close_ int c = openat(
 				xfd, names[0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			r = c < 0 ? sbx_err_errno(w->err, "cannot open '%s'", names[0])
-				  : copy_children(w, c, names[0], dfd, NULL, 0);
+			/* into the destination, made when it names the directory itself */
+			_cleanup_close_ int into = -1;
+			if (dname && mkdirat(dfd, dname, 0755) < 0 && errno != EEXIST)
+				r = sbx_err_errno(w->err, "cannot create '%s'", dname);
+			else if (dname &&
+				 (into = openat(dfd, dname,
+						O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+					 0)
+				r = sbx_err_errno(w->err, "cannot open '%s'", dname);
+			else if (c < 0)
+				r = sbx_err_errno(w->err, "cannot open '%s'", names[0]);
+			else
+				r = copy_children(w, c, names[0], dname ? into : dfd, NULL, 0);
 		} else {
 			r = copy_item(w, xfd, names[0], names[0], dfd, dname ? dname : names[0],
 				      NULL, 0);

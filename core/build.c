@@ -835,8 +835,10 @@ static int given_args(struct run *r, char *const *args, struct sbx_err *err)
 
 static char *read_dockerfile(struct build *b, size_t *len, struct sbx_err *err)
 {
-	char *t = b->o->dockerfile ? sbx_read_file(b->o->dockerfile, SBX_DF_MAX + 1, len)
-				   : sbx_read_fileat(b->ctx_fd, "Dockerfile", SBX_DF_MAX + 1, len);
+	const char *f = b->o->dockerfile;
+	char *t = f && streq(f, "-") ? sbx_read_fd(0, SBX_DF_MAX + 1, len)
+		: f		     ? sbx_read_file(f, SBX_DF_MAX + 1, len)
+		    : sbx_read_fileat(b->ctx_fd, "Dockerfile", SBX_DF_MAX + 1, len);
 	if (!t)
 		sbx_err_errno(err, "cannot read '%s'",
 			      b->o->dockerfile ? b->o->dockerfile : "Dockerfile");
