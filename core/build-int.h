@@ -1,5 +1,6 @@
 /* What the build's files share. Which file does what (each calls only those below it):
- *   build.c       the Dockerfile's stages and steps, the cache, the config
+ *   build.c       the Dockerfile's stages and steps, the image config
+ *   build-cache.c the layer cache (images/build-cache.json)
  *   build-copy.c  COPY and ADD: the context (or another stage) into a staging directory
  *   build-run.c   images of the steps so far, RUN's sandboxes, the build's lease and sweep */
 #ifndef SBX_CORE_BUILD_INT_H
@@ -30,6 +31,15 @@ struct build {
 	int lease_fd;
 	int step, steps;
 };
+
+/* --- build-cache.c --- */
+void build_state_release(struct build_state *s);
+/* the cache as the store holds it (an empty one when there is none) */
+json_t *build_cache_read(struct build *b);
+/* key's entry into s (replaced), when its blobs are all still in the store */
+bool build_cache_get(struct build *b, const char *key, struct build_state *s);
+/* s under s->key, merged into the file as it is now (another build may have added) */
+void build_cache_put(struct build *b, const struct build_state *s);
 
 /* --- build-run.c --- */
 int build_lease_open(struct build *b, struct sbx_err *err);
