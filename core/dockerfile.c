@@ -541,66 +541,86 @@ static int bracket(const char *p, char c, const char **end)
 	return hit != neg;
 }
 
-static bool glob(const char *p, const char *s, int depth)
+#define GLOB_PAT_MAX 1024
+#define GLOB_MEMO_MAX (1u << 22)
+
+/* a match of pattern p (from pi) against s (from si); memo marks the (pi, si) pairs known to
+ * fail, so that no pattern makes this exponential */
+struct globm {
+	const char *p, *s;
+	size_t pl, sl;
+	unsigned char *memo;
+};
+
+static bool glob_at(struct globm *g, size_t pi, size_t si)
 {
-	if (depth > 64)
+	size_t slot = pi * (g->sl + 1) + si;
+	if (g->memo[slot / 8] & (1u << (slot % 8)))
 		return false;
-	while (*p) {
-		if (p[0] == '*' && p[1] == '*') {
-			const char *rest = p + 2;
-			if (*rest == '/') {
+	const char *p = g->p, *s = g->s;
+	bool ok = false;
+	while (pi < g->pl) {
+		if (p[pi] == '*') {
+			size_t stars = 0;
+			while (pi + stars < g->pl && p[pi + stars] == '*')
+				stars++;
+			size_t rest = pi + stars;
+			if (stars >= 2 && rest < g->pl && p[rest] == '/') {
 				/* "**" then "/": zero or more whole directories */
-				if (glob(rest + 1, s, depth + 1))
-					return true;
-				for (const char *t = s; *t; t++)
-					if (*t == '/' && glob(rest + 1, t + 1, depth + 1))
-						return true;
-				return false;
+				ok = glob_at(g, rest + 1, si);
+				for (size_t t = si; !ok && t < g->sl; t++)
+					if (s[t] == '/')
+						ok = glob_at(g, rest + 1, t + 1);
+				goto out;
 			}
-			for (const char *t = s;; t++) {
-				if (glob(rest, t, depth + 1))
-					return true;
-				if (!*t)
-					return false;
-			}
-		}
-		if (*p == '*') {
-			for (const char *t = s;; t++) {
-				if (glob(p + 1, t, depth + 1))
-					return true;
-				if (!*t || *t == '/')
-					return false;
+			for (size_t t = si;; t++) {
+				if (glob_at(g, rest, t)) {
+					ok = true;
+					goto out;
+				}
+				if (t >= g->sl || (stars < 2 && s[t] == '/'))
+					goto out;
 			}
 		}
-		if (!*s)
-			return false;
-		if (*p == '?') {
-			if (*s == '/')
-				return false;
-		} else if (*p == '[') {
+		if (si >= g->sl)
+			goto out;
+		if (p[pi] == '?') {
+			if (s[si] == '/')
+				goto out;
+		} else if (p[pi] == '[') {
 			const char *end = NULL;
-			int m = *s == '/' ? 0 : bracket(p, *s, &end);
+			int m = s[si] == '/' ? 0 : bracket(p + pi, s[si], &end);
 			if (m <= 0)
-				return false;
-			p = end;
-			s++;
+				goto out;
+			pi = (size_t)(end - p);
+			si++;
 			continue;
-		} else if (*p == '\\' && p[1]) {
-			p++;
-			if (*p != *s)
-				return false;
-		} else if (*p != *s) {
-			return false;
+		} else if (p[pi] == '\\' && pi + 1 < g->pl) {
+			pi++;
+			if (p[pi] != s[si])
+				goto out;
+		} else if (p[pi] != s[si]) {
+			goto out;
 		}
-		p++;
-		s++;
+		pi++;
+		si++;
 	}
-	return !*s;
+	ok = si == g->sl;
+out:
+	if (!ok)
+		g->memo[slot / 8] |= (unsigned char)(1u << (slot % 8));
+	return ok;
 }
 
 bool sbx_glob_match(const char *pat, const char *s)
 {
-	return glob(pat, s, 0);
+	struct globm g = { .p = pat, .s = s, .pl = strlen(pat), .sl = strlen(s) };
+	if (g.pl > GLOB_PAT_MAX || (g.pl + 1) * (g.sl + 1) > GLOB_MEMO_MAX)
+		return false; /* no path is matched by a pattern this long */
+	g.memo = xcalloc((g.pl + 1) * (g.sl + 1) / 8 + 1, 1);
+	bool ok = glob_at(&g, 0, 0);
+	free(g.memo);
+	return ok;
 }
 
 char **sbx_dockerignore_parse(const char *text, size_t len)
