@@ -15,6 +15,7 @@
 #include "core/image-int.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/net.h"
 #include "core/strbuf.h"
 #include "core/util.h"
 
@@ -744,6 +745,15 @@ static int build(struct build *b, struct run *r, char **ret_id, struct sbx_err *
 
 	if (sbx_image_name(b->o->tag, &nm, err) < 0)
 		return -1;
+	if (b->o->net) { /* checked before anything runs */
+		struct sbx_config c;
+		char msg[300];
+		sbx_config_init(&c);
+		int bad_net = sbx_net_parse_mode(b->o->net, &c.net, msg, sizeof(msg));
+		sbx_config_release(&c);
+		if (bad_net < 0)
+			return sbx_err_set(err, SBX_E_USAGE, "--net: %s", msg);
+	}
 	b->ctx_fd = open(b->o->context, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (b->ctx_fd < 0)
 		return sbx_err_errno(err, "cannot open the build context '%s'", b->o->context);

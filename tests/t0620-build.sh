@@ -216,7 +216,21 @@ test_expect_success 'bad input: no FROM, an unknown instruction, a bad flag, HEA
 	printf "FROM base:1\nHEALTHCHECK CMD true\n" >bad/Dockerfile &&
 	expect_code 125 sbx image build -t x:1 bad 2>err && test_grep "HEALTHCHECK" err &&
 	expect_code 125 sbx image build -t x:1 bad --target nope 2>err &&
+	expect_code 125 sbx image build --net bogus -t x:1 bad 2>err && test_grep "net" err &&
+	printf "FROM scratch\nRUN true\n" >bad/Dockerfile &&
+	expect_code 125 sbx image build -t x:1 bad 2>err && test_grep "FROM scratch" err &&
 	expect_code 125 sbx image build bad 2>err && test_grep "\-t NAME" err
+'
+
+test_expect_success 'FROM scratch; --net none for RUN; -f - and --build-arg in FROM' '
+	mkdir -p scr && echo data >scr/ok &&
+	printf "FROM scratch\nCOPY ok /ok\nCMD [\"/ok\"]\n" >scr/Dockerfile &&
+	sbx image build -q -t scr:1 scr >/dev/null &&
+	top_layer scr:1 >layer && test_grep "^ok f 644 0 0 -" layer &&
+	config_of scr:1 >cfg && test_grep "\"/ok\"" cfg &&
+	printf "ARG B=none\nFROM \$B\nRUN echo ran >/ran\n" |
+		sbx image build -q --net none --build-arg B=base:1 -f - -t net:1 scr >/dev/null &&
+	test_eq "ran" "$(sbx run --image net:1 -- cat /ran)"
 '
 
 test_expect_success 'a killed build leaves nothing a later one does not sweep' '
