@@ -598,6 +598,24 @@ static int do_arg(struct run *r, json_t *args, json_t *cfg, const struct sbx_df_
 	return 0;
 }
 
+/* an instruction sbx image build can run; checked for all of them before any runs */
+static int known(const struct sbx_df_instr *in, struct sbx_err *err)
+{
+	static const char *const names[] = { "FROM",	   "ENV",    "LABEL",	   "EXPOSE",
+					     "USER",	   "CMD",    "ENTRYPOINT", "SHELL",
+					     "STOPSIGNAL", "VOLUME", "ONBUILD",	   "MAINTAINER",
+					     "ARG",	   "RUN",    "COPY",	   "ADD",
+					     "WORKDIR" };
+	if (streq(in->cmd, "HEALTHCHECK"))
+		return bad(in, err,
+			   "not supported by sbx image build (sbx runs no health checks); "
+			   "remove it");
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (streq(in->cmd, names[i]))
+			return 0;
+	return bad(in, err, "unknown instruction");
+}
+
 static int step(struct run *r, size_t si, size_t ii, struct sbx_err *err)
 {
 	struct build *b = r->b;
@@ -611,20 +629,6 @@ static int step(struct run *r, size_t si, size_t ii, struct sbx_err *err)
 	int rc = 0;
 
 	step_line(b, in);
-	if (streq(c, "FROM") || streq(c, "HEALTHCHECK"))
-		return bad(in, err, "%s",
-			   streq(c, "FROM")
-				   ? "misplaced"
-				   : "not supported by sbx image build (sbx runs no health "
-				     "checks); remove it");
-	{
-		char probe[64];
-		snprintf(probe, sizeof(probe), " %s ", c);
-		if (!strstr(" ENV LABEL EXPOSE USER CMD ENTRYPOINT SHELL STOPSIGNAL VOLUME ONBUILD "
-			    "MAINTAINER ARG RUN COPY ADD WORKDIR ",
-			    probe))
-			return bad(in, err, "unknown instruction");
-	}
 	if (streq(c, "ARG") && do_arg(r, st->args, st->s.config, in, false, err) < 0)
 		return -1;
 	if (streq(c, "CMD"))
@@ -765,6 +769,9 @@ static int build(struct build *b, struct run *r, char **ret_id, struct sbx_err *
 	b->ignore = ign ? sbx_dockerignore_parse(ign, ilen) : xcalloc(1, sizeof(char *));
 	if (given_args(r, b->o->args, err) < 0)
 		return -1;
+	for (size_t k = 0; k < b->df.n; k++)
+		if (known(&b->df.in[k], err) < 0)
+			return -1;
 	r->globals = json_object();
 	size_t i = 0;
 	for (; i < b->df.n && !streq(b->df.in[i].cmd, "FROM"); i++) {
