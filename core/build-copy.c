@@ -138,8 +138,10 @@ static int copy_file(struct copy_walk *w, int sfd, const char *name, const char 
 			return sbx_err_errno(w->err, "cannot read '%s' in the context", rel);
 		_cleanup_free_ char *into = xstrdup(dpath);
 		char *sl = strrchr(into, '/');
-		if (sl)
-			*sl = 0;
+		if (sl && w->rq->dest_dir)
+			*sl = 0; /* into the destination directory */
+		else if (mkdirat(dfd, dname, 0755) < 0 && errno != EEXIST)
+			return sbx_err_errno(w->err, "cannot create '%s'", dname);
 		if (sbx_archive_extract(in, into, NULL, 0, w->err) < 0)
 			return sbx_err_prefix(w->err, "ADD cannot unpack '%s'", rel);
 	}

@@ -223,10 +223,12 @@ test_expect_success 'bad input: no FROM, an unknown instruction, a bad flag, HEA
 '
 
 test_expect_success 'FROM scratch; --net none for RUN; -f - and --build-arg in FROM' '
-	mkdir -p scr && echo data >scr/ok &&
-	printf "FROM scratch\nCOPY ok /ok\nCMD [\"/ok\"]\n" >scr/Dockerfile &&
+	mkdir -p scr && echo data >scr/ok && cp "$P/files.tgz" scr/ &&
+	printf "FROM scratch\nADD files.tgz /t\nCOPY ok /ok\nCMD [\"/ok\"]\n" >scr/Dockerfile &&
 	sbx image build -q -t scr:1 scr >/dev/null &&
 	top_layer scr:1 >layer && test_grep "^ok f 644 0 0 -" layer &&
+	printf "FROM scratch\nADD files.tgz /t\n" | sbx image build -q -f - -t scr:2 scr >/dev/null &&
+	top_layer scr:2 >layer && test_grep "^t/t.txt f " layer &&
 	config_of scr:1 >cfg && test_grep "\"/ok\"" cfg &&
 	printf "ARG B=none\nFROM \$B\nRUN echo ran >/ran\n" |
 		sbx image build -q --net none --build-arg B=base:1 -f - -t net:1 scr >/dev/null &&
