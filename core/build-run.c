@@ -24,6 +24,8 @@
 
 #define LEASE_MAX (1 << 20)
 #define QUIET_KEEP (64 << 10)
+#define EGRESS_MAX (4 << 20)
+#define EGRESS_SHOW 50
 
 /* --- the lease: what a build made that outlives it only when it is killed -------------------- */
 
@@ -294,6 +296,37 @@ static int exec_child(struct build *b, const char *sb, struct sbx_exec_opts *eo,
 	return r;
 }
 
+/* what the RUN's sandbox reached or was refused, from its egress log, one line each (at most
+ * EGRESS_SHOW): the build's output says what left */
+static void egress_report(struct build *b, const char *sb)
+{
+	_cleanup_free_ char *path = NULL, *id = NULL;
+	struct sbx_err err = { 0 };
+	if (b->o->quiet || sbx_sandbox_egress_log_path(b->ctx, sb, &path, &id, &err) < 0)
+		return;
+	size_t len = 0;
+	_cleanup_free_ char *text = sbx_read_file(path, EGRESS_MAX, &len);
+	size_t n = 0;
+	char *save = NULL;
+	for (char *l = text ? strtok_r(text, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		json_error_t je;
+		json_t *e = json_loads(l, 0, &je);
+		const char *dom = sbx_json_str(e, "domain"), *verdict = sbx_json_str(e, "verdict");
+		if (dom && verdict && n++ < EGRESS_SHOW) {
+			_cleanup_free_ char *d = sbx_term_safe(dom);
+			_cleanup_free_ char *why = sbx_term_safe(sbx_json_str(e, "reason") ?: "");
+			fprintf(b->o->out, "#%d egress: %s %s:%lld (%s)\n", b->step, verdict, d,
+				(long long)json_integer_value(json_object_get(e, "port")), why);
+		}
+		if (e)
+			json_decref(e);
+	}
+	if (n > EGRESS_SHOW)
+		fprintf(b->o->out, "#%d egress: %zu more connections\n", b->step, n - EGRESS_SHOW);
+	fflush(b->o->out);
+}
+
 int build_run(struct build *b, struct build_state *s, char **argv, char **env, const char *user,
 	      struct sbx_layer *ret, int *ret_status, struct sbx_err *err)
 {
@@ -313,6 +346,7 @@ int build_run(struct build *b, struct build_state *s, char **argv, char **env, c
 		.argv = argv, .env = env, .user = user && *user ? user : NULL, .result = &res
 	};
 	int r = exec_child(b, sb, &eo, &out, ret_status, err);
+	egress_report(b, sb);
 	if (r == 0 && *ret_status == 0)
 		r = sbx_sandbox_layer(b->ctx, sb, ret, err);
 	build_sandbox_rm(b, s, sb, added);

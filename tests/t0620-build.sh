@@ -235,6 +235,13 @@ test_expect_success 'FROM scratch; --net none for RUN; -f - and --build-arg in F
 	test_eq "ran" "$(sbx run --image net:1 -- cat /ran)"
 '
 
+test_expect_success 'RUN under --net allow=: what it was refused is in the build output' '
+	printf "FROM base:1\nRUN wget -q -O- http://blocked.example/ || echo refused\n" |
+		sbx image build --net allow=ok.example -f - -t eg:1 scr >out 2>err &&
+	test_grep "^refused" err &&
+	test_grep "^#2 egress: deny blocked.example:80 " err
+'
+
 test_expect_success 'a killed build leaves nothing a later one does not sweep' '
 	rm_boxes &&
 	mkdir -p slow && printf "FROM base:1\nRUN sleep 60\n" >slow/Dockerfile &&
