@@ -361,10 +361,12 @@ static int step_config(struct run *r, struct stage *st, const struct sbx_df_inst
 				   "give the shell as a JSON array: SHELL [\"/bin/sh\", \"-c\"]");
 		} else {
 			json_t *sh = json_object_get(cfg, "Shell");
-			if (json_is_array(sh))
+			if (json_is_array(sh)) {
 				json_array_extend(a, sh);
-			else
-				json_array_extend(a, json_pack("[s, s]", "/bin/sh", "-c"));
+			} else {
+				json_array_append_new(a, json_string("/bin/sh"));
+				json_array_append_new(a, json_string("-c"));
+			}
 			json_array_append_new(a, json_string(in->args));
 		}
 		json_object_set_new(cfg,
@@ -496,8 +498,13 @@ static int copy_req_of(struct run *r, struct stage *st, size_t si, const struct 
 	rq->add = streq(in->cmd, "ADD");
 	if (flags_ok(in, known, err) < 0)
 		return -1;
-	const char *from = flag_of(in, "from"), *chown = flag_of(in, "chown"),
-		   *chmod = flag_of(in, "chmod");
+	/* the flags' values are substituted too */
+	const char *raw[3] = { flag_of(in, "from"), flag_of(in, "chown"), flag_of(in, "chmod") };
+	_cleanup_free_ char *from = NULL, *chown = NULL, *chmod = NULL;
+	char **val[3] = { &from, &chown, &chmod };
+	for (size_t i = 0; i < 3; i++)
+		if (raw[i] && !(*val[i] = sbx_df_expand(raw[i], b->df.escape, look, &sc, err)))
+			return sbx_err_prefix(err, "Dockerfile:%d: %s", in->line, in->cmd);
 	if (chown && parse_chown(in, chown, &rq->uid, &rq->gid, err) < 0)
 		return -1;
 	if (chmod) {

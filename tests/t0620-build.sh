@@ -75,7 +75,8 @@ test_expect_success 'set-up: a busybox image, a project with two stages' '
 	FROM \${BASE:-none}
 	ARG GREETING
 	ENV GREETING=\${GREETING:+say-\$GREETING}
-	COPY --from=build /app/built.txt /out/
+	ARG FROMSTAGE=build
+	COPY --from=\$FROMSTAGE /app/built.txt /out/
 	COPY --from=build /app/src /srccopy
 	LABEL org.example.v="1.0" other=two
 	EXPOSE 8080/tcp
