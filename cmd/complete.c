@@ -121,6 +121,28 @@ static bool has_sub_usage(const struct sbx_command *c, const char *sub)
 	return false;
 }
 
+/* whether a help line names the subcommands it is for ("rm: ...", "pull: ...; ls: ..."), and
+ * whether sub is one of them: an option letter two subcommands use for different things (-f)
+ * then goes to the right one */
+static bool line_labels(const char *line, const char *sub, bool *ret_for_sub)
+{
+	const char *d = line + strspn(line, " ");
+	d += strcspn(d, " "); /* past the first option */
+	bool labelled = false;
+	*ret_for_sub = false;
+	for (const char *p = d; (p = strchr(p, ':')); p++) {
+		const char *w = p;
+		while (w > d && w[-1] >= 'a' && w[-1] <= 'z')
+			w--;
+		if (w == p || (w > d && w[-1] != ' '))
+			continue;
+		labelled = true;
+		if ((size_t)(p - w) == strlen(sub) && !strncmp(w, sub, (size_t)(p - w)))
+			*ret_for_sub = true;
+	}
+	return labelled;
+}
+
 /* long and short options of a command, from its help text; with sub ('sbx image pull'), only
  * the lines of the options that the usage of 'sbx CMD SUB' shows, with their other spellings
  * (-q gives --quiet too) */
@@ -134,9 +156,11 @@ static void print_options(const struct sbx_command *c, const char *sub)
 		_cleanup_free_ char *line = xstrndup(h, (size_t)(eol - h));
 		char *opts[4];
 		size_t n = line_options(line, opts, ARRAY_SIZE(opts));
-		bool show = !sub;
+		bool show = !sub, for_sub = false;
 		for (size_t i = 0; i < n && !show; i++)
 			show = sub_usage_has(c, sub, opts[i]);
+		if (show && sub && line_labels(line, sub, &for_sub) && !for_sub)
+			show = false;
 		for (size_t i = 0; i < n; i++) {
 			if (show)
 				printf("%s\n", opts[i]);

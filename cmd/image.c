@@ -7,12 +7,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/build.h"
 #include "core/image.h"
 #include "core/json.h"
 #include "core/registry.h"
 
 enum {
-	OPT_IMPORT_NAME = 2000
+	OPT_IMPORT_NAME = 2000,
+	OPT_BUILD_ARG,
+	OPT_TARGET,
+	OPT_NO_CACHE,
+	OPT_BUILD_NET,
 };
 
 static const char *short_id(const char *id)
@@ -122,6 +127,71 @@ static int image_import(int argc, char **argv, struct sbx_ctx *ctx)
 		printf("%s\n", line);
 	}
 	sbx_strv_free(lines);
+	return 0;
+}
+
+static int image_build(int argc, char **argv, struct sbx_ctx *ctx)
+{
+	static const struct option opts[] = {
+		{ "tag", required_argument, NULL, 't' },
+		{ "file", required_argument, NULL, 'f' },
+		{ "build-arg", required_argument, NULL, OPT_BUILD_ARG },
+		{ "target", required_argument, NULL, OPT_TARGET },
+		{ "no-cache", no_argument, NULL, OPT_NO_CACHE },
+		{ "net", required_argument, NULL, OPT_BUILD_NET },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sbx_build_opts o = { .out = stderr };
+	_cleanup_(strv_freep) char **args = xcalloc(1, sizeof(char *));
+	size_t n = 0;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "+hqt:f:", opts, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			return cmd_print_help("image");
+		case 't':
+			o.tag = optarg;
+			break;
+		case 'f':
+			o.dockerfile = optarg;
+			break;
+		case 'q':
+			o.quiet = true;
+			break;
+		case OPT_BUILD_ARG:
+			strv_push(&args, &n, xstrdup(optarg));
+			break;
+		case OPT_TARGET:
+			o.target = optarg;
+			break;
+		case OPT_NO_CACHE:
+			o.no_cache = true;
+			break;
+		case OPT_BUILD_NET:
+			o.net = optarg;
+			break;
+		default:
+			return cmd_bad_option("image", argc, argv);
+		}
+	}
+	if (!o.tag)
+		return cmd_usage_error("image", "build: give the image's name with -t NAME[:TAG]");
+	if (optind >= argc)
+		return cmd_usage_error("image", "build: give the build context (a directory)");
+	if (optind + 1 < argc)
+		return cmd_usage_error("image", "build: one context ('%s' is extra)",
+				       argv[optind + 1]);
+	o.context = argv[optind];
+	o.args = args;
+	o.terminal = isatty(2) == 1;
+	_cleanup_free_ char *id = NULL;
+	struct sbx_err err = { 0 };
+	if (sbx_build(ctx, &o, &id, &err) < 0)
+		return cmd_report(&err);
+	printf("%s\n", id);
 	return 0;
 }
 
@@ -312,6 +382,7 @@ static int image_prune(int argc, char **argv, struct sbx_ctx *ctx)
 		return cmd_usage_error("image", "prune: unexpected argument '%s'", argv[optind]);
 	long long layers, blobs, bytes;
 	struct sbx_err err = { 0 };
+	sbx_build_sweep(ctx); /* what killed builds left goes first */
 	if (sbx_image_prune(&ctx->store, &layers, &blobs, &bytes, &err) < 0)
 		return cmd_report(&err);
 	printf("removed %lld layers, %lld blobs (%.1f MiB)\n", layers, blobs,
@@ -327,13 +398,13 @@ int cmd_image(int argc, char **argv, struct sbx_ctx *ctx)
 	} subs[] = {
 		{ "pull", image_pull }, { "import", image_import }, { "save", image_save },
 		{ "tag", image_tag },	{ "ls", image_ls },	    { "list", image_ls },
-		{ "rm", image_rm },	{ "prune", image_prune },
+		{ "rm", image_rm },	{ "prune", image_prune },   { "build", image_build },
 	};
 
 	if (argc < 2)
 		return cmd_usage_error("image",
-				       "missing subcommand (pull, import, save, tag, ls, rm, "
-				       "prune)");
+				       "missing subcommand (build, pull, import, save, tag, ls, "
+				       "rm, prune)");
 	if (streq(argv[1], "-h") || streq(argv[1], "--help") || streq(argv[1], "help"))
 		return cmd_print_help("image");
 	for (size_t i = 0; i < ARRAY_SIZE(subs); i++)
@@ -343,7 +414,7 @@ int cmd_image(int argc, char **argv, struct sbx_ctx *ctx)
 			return subs[i].fn(argc - 1, argv + 1, ctx);
 		}
 	return cmd_usage_error("image",
-			       "unknown subcommand '%s' (pull, import, save, tag, ls, rm, "
-			       "prune)",
+			       "unknown subcommand '%s' (build, pull, import, save, tag, ls, "
+			       "rm, prune)",
 			       argv[1]);
 }

@@ -141,8 +141,10 @@ const struct sbx_command sbx_commands[] = {
 	  "                         ENTRYPOINT (JSON array or shell form), ENV K=V,\n"
 	  "                         WORKDIR DIR, USER U, LABEL K=V, EXPOSE PORT[/PROTO]\n"
 	  "  -m, --message MSG      the comment of the new history entry\n" },
-	{ "image", cmd_image, "Pull, import, save, tag, list and remove OCI images",
-	  "sbx image pull [--platform OS/ARCH] [--insecure] [-q] REF\n"
+	{ "image", cmd_image, "Build, pull, import, save, tag, list and remove OCI images",
+	  "sbx image build -t NAME[:TAG] [-f DOCKERFILE] [--build-arg K=V]... [--target STAGE] "
+	  "[--no-cache] [--net MODE] [-q] CONTEXT\n"
+	  "       sbx image pull [--platform OS/ARCH] [--insecure] [-q] REF\n"
 	  "       sbx image import [--name NAME[:TAG]] FILE|-\n"
 	  "       sbx image import --rootfs DIR|TAR NAME[:TAG]\n"
 	  "       sbx image save [-o FILE] IMAGE...\n"
@@ -154,14 +156,23 @@ const struct sbx_command sbx_commands[] = {
 	  "                         pull: the image of a multi-platform index (default\n"
 	  "                         linux/amd64)\n"
 	  "      --insecure         pull: plain HTTP to a registry not on loopback\n"
-	  "  -q, --quiet            pull: no progress; ls: image ids only\n"
+	  "  -q, --quiet            pull: no progress; ls: image ids only; build: only the\n"
+	  "                         image id (and a failing RUN's output)\n"
 	  "      --rootfs           import: a one-layer image from a directory or a tar\n"
 	  "      --name NAME[:TAG]  import: the name of the archive's image that has none\n"
 	  "                         (or only a tag)\n"
 	  "  -o, --output FILE      save: write the tar to FILE (default: stdout, never a\n"
 	  "                         terminal)\n"
 	  "      --json             ls: a JSON array\n"
-	  "  -f, --force            rm: even while a sandbox uses the image\n" },
+	  "  -f, --force            rm: even while a sandbox uses the image\n"
+	  "  -t, --tag              build: the image's NAME[:TAG] (required)\n"
+	  "  -f, --file             build: the DOCKERFILE to run (default CONTEXT/Dockerfile;\n"
+	  "                         - reads it from standard input)\n"
+	  "      --build-arg K=V    build: an ARG's value (K alone: from the environment)\n"
+	  "      --target STAGE     build: end with that stage\n"
+	  "      --no-cache         build: run every step again\n"
+	  "      --net MODE         build: RUN's network, as create --net\n"
+	  "" },
 	{ "snapshot", cmd_snapshot, "Save, list, remove and restore snapshots of sandboxes' files",
 	  "sbx snapshot create SB [--name NAME] [--json]\n"
 	  "       sbx snapshot ls [SB] [--json] [-q]\n"

@@ -172,9 +172,13 @@ _sbx()
 	image)
 		case $npos:$sub in
 		0:*)
-			mapfile -t COMPREPLY < <(compgen -W 'pull import save tag ls rm prune' -- "$cur") ;;
+			mapfile -t COMPREPLY < <(compgen -W 'build pull import save tag ls rm prune' -- "$cur") ;;
 		*:rm | *:save | 1:tag)
 			_sbx_images "$sbx" ;;
+		*:build)
+			# CONTEXT, a directory (or -f's DOCKERFILE)
+			compopt -o filenames 2>/dev/null
+			mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
 		1:import)
 			# FILE, or with --rootfs a directory or a tar
 			compopt -o filenames 2>/dev/null

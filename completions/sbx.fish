@@ -97,12 +97,13 @@ complete -c sbx -n 'test "$(__sbx_cmd)" = cp; and not string match -q -- "-*" (c
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --provider' -a '(sbx __complete providers 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --image' -a '(sbx __complete images 2>/dev/null)'
 complete -c sbx -n '__sbx_cmd; and __sbx_prev_is --sandbox' -a '(sbx __complete sandboxes 2>/dev/null)'
-complete -c sbx -n '__sbx_sub_at image "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'pull import save tag ls rm prune'
+complete -c sbx -n '__sbx_sub_at image "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'build pull import save tag ls rm prune'
 complete -c sbx -n '__sbx_sub_at image rm; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete images 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at image save; and not string match -q -- "-*" (commandline -ct); and not __sbx_prev_is -o --output' -a '(sbx __complete images 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at image save; and __sbx_prev_is -o --output' -F
 complete -c sbx -n '__sbx_sub_at image tag 1; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete images 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at image import 1; and not string match -q -- "-*" (commandline -ct)' -F
+complete -c sbx -n '__sbx_sub_at image build; and not string match -q -- "-*" (commandline -ct)' -F
 complete -c sbx -n '__sbx_sub_at fs "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'read write ls stat rm mkdir mv'
 complete -c sbx -n '__sbx_sub_at fs "" 1; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete sandboxes 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at provider "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'ls'

@@ -66,8 +66,10 @@ static struct archive_entry *entry_of(struct diff_walk *d, const struct stat *st
 		return NULL;
 	ar.entry_copy_stat(e, st);
 	ar.entry_set_pathname(e, name);
-	ar.entry_set_uid(e, (la_int64_t)diff_id(d, st->st_uid));
-	ar.entry_set_gid(e, (la_int64_t)diff_id(d, st->st_gid));
+	ar.entry_set_uid(
+		e, (la_int64_t)(d->o->own ? (unsigned long)d->o->uid : diff_id(d, st->st_uid)));
+	ar.entry_set_gid(
+		e, (la_int64_t)(d->o->own ? (unsigned long)d->o->gid : diff_id(d, st->st_gid)));
 	ar.entry_unset_atime(e);
 	ar.entry_unset_ctime(e);
 	ar.entry_set_ino64(e, 0);
@@ -240,7 +242,7 @@ static int one(struct diff_walk *d, int dfd, const char *rel, const char *name, 
 			opaque = fgetxattr(cfd, "user.overlay.opaque", v, sizeof(v)) == 1 &&
 				v[0] == 'y';
 	}
-	if (r == 0)
+	if (r == 0 && !(cfd >= 0 && listed(d->o->bare, full)))
 		r = entry_write(d, e);
 	ar.entry_free(e);
 	if (r == 0 && opaque)

@@ -54,6 +54,10 @@ struct sbx_diff_opts {
 					* 65534; -1: ids as they are */
 	const char *const *skip;       /* paths left out, with all beneath them (NULL-terminated) */
 	const char *const *skip_empty; /* paths left out when they are empty regular files */
+	const char *const *bare;       /* directories whose own entries are left out (what they
+					* hold is not): the unpacking takes them from below */
+	bool own;		       /* every entry belongs to uid:gid (the shift aside) */
+	long uid, gid;
 };
 int sbx_archive_diff(int dirfd, int out_fd, const struct sbx_diff_opts *o, struct sbx_err *err);
 /* in_fd's bytes, gzip-compressed (libarchive's built-in zlib), to out_fd */

@@ -40,7 +40,11 @@ static int diff_work(void *arg, struct sbx_err *err)
 		return sbx_err_errno(err, "cannot create '%s'", w->out);
 	const struct sbx_diff_opts o = { .shift = w->src->shift,
 					 .skip = w->src->skip,
-					 .skip_empty = w->src->skip_empty };
+					 .skip_empty = w->src->skip_empty,
+					 .bare = w->src->bare,
+					 .own = w->src->own,
+					 .uid = w->src->uid,
+					 .gid = w->src->gid };
 	if (sbx_archive_diff(dfd, out, &o, err) < 0)
 		return -1;
 	if (fsync(out) < 0 || close(TAKE_FD(out)) < 0)

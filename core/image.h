@@ -70,6 +70,9 @@ struct sbx_layer_src {
 	int (*maps)(pid_t pid, void *arg);
 	void *maps_arg;
 	const char *const *skip, *const *skip_empty; /* see sbx_diff_opts */
+	const char *const *bare;		     /* likewise */
+	bool own;
+	long uid, gid;
 };
 struct sbx_layer {
 	char blob[72];	  /* the gzip-compressed tar in the store */

@@ -874,3 +874,22 @@ int sbx_sandbox_commit(struct sbx_ctx *ctx, const char *sb, const char *name,
 					    .layer = &layer };
 	return sbx_image_commit(&ctx->store, name, &src, o, ret_id, err);
 }
+
+int sbx_sandbox_layer(struct sbx_ctx *ctx, const char *sb, struct sbx_layer *ret,
+		      struct sbx_err *err)
+{
+	_cleanup_record_ struct sbx_record *rec = NULL;
+	_cleanup_close_ int lk = -1;
+	const struct sbx_provider *p;
+
+	if (open_locked(ctx, sb, &lk, &rec, &p, err) < 0)
+		return -1;
+	if (!p->commit || !rec->config.image.id)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "sandbox '%s' has no image whose changes make a layer",
+				   label_of(rec));
+	if (p->commit(ctx, rec, ret, err) < 0)
+		return sbx_err_prefix(err, "cannot read the changes of sandbox '%s'",
+				      label_of(rec));
+	return 0;
+}

@@ -80,5 +80,9 @@ json_t *sbx_sandbox_providers(void);
 struct sbx_commit_opts;
 int sbx_sandbox_commit(struct sbx_ctx *ctx, const char *sb, const char *name,
 		       const struct sbx_commit_opts *o, char **ret_id, struct sbx_err *err);
+/* SB's changes to its image as a layer in the store, held for this process (sbx image build) */
+struct sbx_layer;
+int sbx_sandbox_layer(struct sbx_ctx *ctx, const char *sb, struct sbx_layer *ret,
+		      struct sbx_err *err);
 
 #endif

@@ -177,7 +177,7 @@ else
 fi
 
 test_expect_success 'bash completion completes image subcommands and the names in the image store' '
-	bash_complete sbx image "" >out && printf "%s\n" pull import save tag ls rm prune >want &&
+	bash_complete sbx image "" >out && printf "%s\n" build pull import save tag ls rm prune >want &&
 	diff -u want out &&
 	bash_complete sbx image pull --pl >out && echo --platform >want && diff -u want out &&
 	sbx __complete images >out && test ! -s out &&

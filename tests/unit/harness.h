@@ -30,5 +30,6 @@ void test_net_http(void);
 void test_config(void);
 void test_registry(void);
 void test_term(void);
+void test_dockerfile(void);
 
 #endif
