@@ -76,7 +76,7 @@ test_expect_success 'a command that ignores SIGTERM decides; SIGKILL to sbx exec
 
 test_expect_success 'exec -t: SIGTERM and SIGKILL to sbx exec end the command behind its pty' '
 	for sig in TERM KILL; do
-		script -qfec "exec $SBX exec -t sig sh -c \"trap \\\"\\\" HUP; $CMD\"" /dev/null \
+		SHELL=/bin/sh script -qfec "exec $SBX exec -t sig sh -c \"trap \\\"\\\" HUP; $CMD\"" /dev/null \
 			</dev/null >tty.out 2>&1 &
 		sp=$!
 		wait_until 10 n_sleeps sig 2 || exit 1

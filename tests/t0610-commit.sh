@@ -256,7 +256,7 @@ test_expect_success 'image save: skopeo reads it, sbx image import loads it else
 	test_grep "^manifest.json$" members &&
 	expect_code 125 sbx image save nosuch:1 -o x.tar 2>err && test ! -e x.tar &&
 	ls | test_grep ! "sbx-save" &&
-	{ script -qec "$SBX image save snap:1" /dev/null >tty.out 2>&1 </dev/null || :; } &&
+	{ SHELL=/bin/sh script -qec "$SBX image save snap:1" /dev/null >tty.out 2>&1 </dev/null || :; } &&
 	test_grep "refusing to write a tar to a terminal" tty.out &&
 	test_grep ! "manifest.json" tty.out
 '
