@@ -370,8 +370,10 @@ static int run(const struct sbx_record *rec, struct cp_job *j, struct sbx_err *e
 			pidfd = -1;
 		}
 	}
-	/* a paused sandbox's cgroup would freeze the copy too */
-	j->join_cgroup = pidfd >= 0 && local_is_frozen(rec->dir, &pids) != 1;
+	/* a paused sandbox's cgroup would freeze the copy too. sbx fs's work (j->fn) is not
+	 * charged: one process with a fixed buffer, no children, whatever the sandbox holds;
+	 * joining costs an RCU grace period (the cgroup lock), most of a small read's time */
+	j->join_cgroup = !j->fn && pidfd >= 0 && local_is_frozen(rec->dir, &pids) != 1;
 	_cleanup_close_ int disk_lock = -1, disk = -1;
 	if (pidfd < 0 && local_disk_size(rec) > 0 &&
 	    (disk = local_disk_mount(rec->dir, &disk_lock, err)) < 0)
