@@ -243,6 +243,14 @@ bool local_image_users(char *const *layers, size_t n, char *names, size_t len);
 bool local_user_entry(const char *text, const char *name, long long id, char *line, size_t len,
 		      char **fields, int nf);
 
+/* --secret (secrets.c): the sandbox's CA and the values, in its directory's secrets/ (0700,
+ * files 0600), the CA made once; the CA bundle under root (/run/sbx/ca-bundle.crt); each
+ * exec's $NAME placeholders and the variables that point TLS clients at the bundle */
+int local_secrets_write(const struct sbx_record *rec, const struct sbx_config *c,
+			struct sbx_err *err);
+int local_secrets_bundle(const char *root, const struct local_setup *s, struct sbx_err *err);
+void local_secrets_env(const struct sbx_record *rec, void (*set)(void *, const char *), void *env);
+
 int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	       int *ret_status, struct sbx_err *err);
 /* where detached commands (exec -d) write their output */

@@ -69,6 +69,7 @@ int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 	set(env, kv);
 	if (!proxied(rec))
 		return 0;
+	local_secrets_env(rec, set, env);
 	local_hex(secret, 16);
 	/* the credential, for the supervisor to check and to name the exec in the log */
 	json_t *a = json_array();
