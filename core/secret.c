@@ -155,14 +155,18 @@ int sbx_secret_arg(struct sbx_config *c, const char *arg, char *msg, size_t len)
 		return -1;
 	}
 	hold(name, value);
+	_cleanup_free_ char *ph = NULL;
 	for (size_t i = 0; i < c->n_secrets; i++)
 		if (streq(c->secrets[i].name, name)) {
+			/* rotated: the placeholder stays, so that what runs keeps working */
+			ph = TAKE_PTR(c->secrets[i].placeholder);
 			sbx_secret_clear(&c->secrets[i]);
 			c->secrets[i] = c->secrets[--c->n_secrets];
 			break;
 		}
 	c->secrets = xrealloc(c->secrets, (c->n_secrets + 1) * sizeof(*c->secrets));
-	c->secrets[c->n_secrets++] = (struct sbx_secret){ TAKE_PTR(name), hosts, placeholder(),
+	c->secrets[c->n_secrets++] = (struct sbx_secret){ TAKE_PTR(name), hosts,
+							  ph ? TAKE_PTR(ph) : placeholder(),
 							  TAKE_PTR(value) };
 	return 0;
 }

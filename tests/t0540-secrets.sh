@@ -222,4 +222,43 @@ test_expect_success 'the value appears nowhere inside, nor in any output of sbx'
 	test_eq 600 "$(stat -c %a "$(dirname "$f")/ca.key")"
 '
 
+test_expect_success 'sbx secret ls: names and hosts, never values' '
+	sbx secret ls sec >ls &&
+	test_grep "^API_KEY  *api.test\$" ls &&
+	test_grep "^OTHER_KEY  *other.test\$" ls &&
+	sbx secret ls --json sec >lsj &&
+	test_grep -F "\"name\": \"API_KEY\"" lsj &&
+	cat ls lsj >both &&
+	test_grep ! -F "$VALUE" both &&
+	test_grep ! -F "sbx-secret-" both
+'
+
+ROTATED="rotated-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+test_expect_success 'sbx update --secret: a new value for the running sandbox, the placeholder kept' '
+	old=$(sbx exec sec sh -c "echo \$API_KEY") &&
+	API_KEY=$ROTATED sbx update sec --secret API_KEY@api.test >/dev/null &&
+	test_eq "$old" "$(sbx exec sec sh -c "echo \$API_KEY")" &&
+	: >recv.log &&
+	sbx exec sec sh -c "curl -sS --max-time 20 -H \"Authorization: Bearer \$API_KEY\" https://api.test:8443/r" >out &&
+	test_eq "ok api" "$(cat out)" &&
+	test_eq "Bearer $ROTATED" "$(received Authorization)"
+'
+
+test_expect_success 'sbx update --secret: a new secret for another host, which the proxy now ends TLS for' '
+	THIRD=third-value sbx update sec --secret THIRD@plain.test >/dev/null &&
+	: >recv.log &&
+	sbx exec sec sh -c "curl -sS --max-time 20 -v -H \"x-api-key: \$THIRD\" https://plain.test:8445/t" >out 2>err &&
+	test_eq "ok plain" "$(cat out)" &&
+	test_grep -F "issuer: CN=sbx sandbox sec secrets CA" err &&
+	test_eq "third-value" "$(received x-api-key)"
+'
+
+test_expect_success 'sbx update --secret refused: a sandbox without secrets, a host not allowed' '
+	sbx create --name nosec "${NET[@]}" >/dev/null &&
+	expect_code 125 sbx update nosec --secret API_KEY@api.test 2>err &&
+	test_grep -F "was created without --secret" err &&
+	expect_code 125 sbx update sec --secret API_KEY@elsewhere.test 2>err &&
+	test_grep -F "elsewhere.test is not in the allow list" err
+'
+
 test_done

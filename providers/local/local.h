@@ -250,6 +250,11 @@ int local_secrets_write(const struct sbx_record *rec, const struct sbx_config *c
 			struct sbx_err *err);
 int local_secrets_bundle(const char *root, const struct local_setup *s, struct sbx_err *err);
 void local_secrets_env(const struct sbx_record *rec, void (*set)(void *, const char *), void *env);
+/* sbx update --secret (net-ctl.c): whether c's secrets differ from rec's (or were read
+ * again); the values written, and a running supervisor told to read them */
+bool local_secrets_changed(const struct sbx_record *rec, const struct sbx_config *c);
+int local_secrets_update(const struct sbx_record *rec, const struct sbx_config *c, bool live,
+			 struct sbx_err *err);
 
 int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	       int *ret_status, struct sbx_err *err);

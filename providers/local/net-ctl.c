@@ -347,6 +347,33 @@ int local_update(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct
 	return 0;
 }
 
+bool local_secrets_changed(const struct sbx_record *rec, const struct sbx_config *c)
+{
+	_cleanup_json_ json_t *was = sbx_secrets_json(&rec->config), *now = sbx_secrets_json(c);
+	bool changed = !json_equal(was, now);
+
+	for (size_t i = 0; i < c->n_secrets && !changed; i++)
+		changed = sbx_secret_value(&c->secrets[i]) != NULL; /* read again: rotated */
+	return changed;
+}
+
+int local_secrets_update(const struct sbx_record *rec, const struct sbx_config *c, bool live,
+			 struct sbx_err *err)
+{
+	if (local_secrets_write(rec, c, err) < 0)
+		return -1;
+	if (!live || !proxied(rec))
+		return 0; /* the next boot reads them */
+	_cleanup_json_ json_t *req = json_pack("{s:s}", "op", "secrets");
+	_cleanup_json_ json_t *resp = NULL;
+	if (local_ctl_call(rec, req, &resp, err) < 0)
+		return -1;
+	if (!json_is_true(json_object_get(resp, "ok")))
+		return sbx_err_set(err, SBX_E_SYSTEM, "%s",
+				   sbx_json_str(resp, "error") ?: "the update failed");
+	return 0;
+}
+
 /* one entry of the egress log refused for exec id: "host:port (why)" into *sb */
 static bool refusal_of(const char *line, const char *id, char *out, size_t len)
 {

@@ -57,10 +57,26 @@ int local_secrets_write(const struct sbx_record *rec, const struct sbx_config *c
 		if (r < 0)
 			return -1;
 	}
+	/* the values already kept: those not read again by this process stay */
+	_cleanup_free_ char *vp = xasprintf("%s/values.json", d);
+	size_t ol = 0;
+	char *otext = sbx_read_file(vp, 1 << 20, &ol);
+	json_t *old = otext ? json_loads(otext, 0, NULL) : NULL;
+	if (otext)
+		explicit_bzero(otext, ol);
+	free(otext);
 	json_t *a = json_array();
 	for (size_t i = 0; i < c->n_secrets; i++) {
 		const struct sbx_secret *s = &c->secrets[i];
-		if (!sbx_secret_value(s)) {
+		const char *v = sbx_secret_value(s);
+		size_t k;
+		json_t *e;
+		json_array_foreach (old, k, e)
+			if (!v && sbx_json_str(e, "name") &&
+			    streq(sbx_json_str(e, "name"), s->name))
+				v = sbx_json_str(e, "value");
+		if (!v) {
+			json_decref(old);
 			json_decref(a);
 			return sbx_err_set(
 				err, SBX_E_USAGE,
@@ -72,9 +88,10 @@ int local_secrets_write(const struct sbx_record *rec, const struct sbx_config *c
 			json_array_append_new(h, json_string(*p));
 		json_array_append_new(a,
 				      json_pack("{s:s, s:s, s:s, s:o}", "name", s->name,
-						"placeholder", s->placeholder, "value",
-						sbx_secret_value(s), "hosts", h));
+						"placeholder", s->placeholder, "value", v, "hosts",
+						h));
 	}
+	json_decref(old);
 	char *text = json_dumps(a, JSON_COMPACT);
 	json_decref(a);
 	if (!text)
