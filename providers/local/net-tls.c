@@ -138,6 +138,15 @@ bool local_tls_intercepts(struct local_net *n, const char *host)
 	return false;
 }
 
+const char *local_secret_in(struct local_net *n, const char *buf, size_t len)
+{
+	for (size_t i = 0; n->secrets && i < n->secrets->n; i++)
+		if (memmem(buf, len, n->secrets->s[i].placeholder,
+			   strlen(n->secrets->s[i].placeholder)))
+			return n->secrets->s[i].name;
+	return NULL;
+}
+
 /* --- one connection ------------------------------------------------------------------------ */
 
 struct job {

@@ -553,6 +553,8 @@ void local_dial_inside(struct local_conn *c);
 int local_secrets_load(struct local_net *n, char *msg, size_t len);
 /* host has secrets: the proxy ends the TLS of CONNECT and SOCKS connections to it */
 bool local_tls_intercepts(struct local_net *n, const char *host);
+/* the name of a secret whose placeholder buf[0..len) holds (a plain-HTTP head), or NULL */
+const char *local_secret_in(struct local_net *n, const char *buf, size_t len);
 /* the connection to such a host is made: a thread of its own takes both sockets over */
 void local_tls_start(struct local_conn *c);
 
