@@ -23,7 +23,7 @@
 #define WRITE_MS 30000		    /* a write that cannot go on */
 #define IDLE_MS (5 * 60 * 1000)	    /* nothing either way */
 #define BUF_UP (LOCAL_HEAD_MAX * 2) /* the sandbox's bytes not yet sent on */
-#define BUF_DOWN 65536
+#define BUF_DOWN (256 * 1024)	    /* the server's bytes, read as far as they came, then sent */
 
 struct local_secrets {
 	struct local_secret *s;
@@ -300,15 +300,19 @@ static void relay(struct job *j, struct local_tls_conn *cl, struct local_tls_con
 			}
 		}
 		if (pend || (p[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			long got = local_tls_read(up, db, BUF_DOWN);
+			/* as many records as are there (a record is at most 16 KiB), then one write */
+			size_t dl = 0;
+			long got;
+			while (dl < BUF_DOWN &&
+			       (got = local_tls_read(up, db + dl, BUF_DOWN - dl)) > 0)
+				dl += (size_t)got;
+			if (dl && local_tls_write(cl, db, dl, WRITE_MS) < 0)
+				goto end;
+			j->down += (long long)dl;
+			if (dl)
+				last = sbx_now_ms();
 			if (got == 0 || got == -1)
 				goto end;
-			if (got > 0) {
-				if (local_tls_write(cl, db, (size_t)got, WRITE_MS) < 0)
-					goto end;
-				j->down += got;
-				last = sbx_now_ms();
-			}
 		}
 	}
 end:

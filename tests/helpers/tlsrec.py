@@ -20,6 +20,7 @@ lock = threading.Lock()
 def handler_for(name, port):
     class H(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
 
         def log_message(self, *args):
             pass
