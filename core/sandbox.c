@@ -136,7 +136,8 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 				   "invalid name '%s': use letters, digits, '_', '.' and '-', "
 				   "starting with a letter or digit, at most %d characters",
 				   o->name, SBX_NAME_MAX);
-	if (sbx_config_validate(&o->config, msg, sizeof(msg)) < 0)
+	if (sbx_config_validate(&o->config, msg, sizeof(msg)) < 0 ||
+	    sbx_secrets_validate(&o->config, msg, sizeof(msg)) < 0)
 		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
 	/* what the provider cannot do, or cannot do now, is said before anything exists */
 	if (sbx_config_supported(&o->config, p->caps, p->name, err) < 0)

@@ -175,6 +175,13 @@ int sbx_secrets_validate(const struct sbx_config *c, char *msg, size_t len)
 {
 	const struct sbx_net_config *n = &c->net;
 
+	if (c->n_secrets && c->from) {
+		snprintf(
+			msg, len,
+			"--secret does not go with --from or fork: the files of a snapshot come "
+			"with another sandbox's CA bundle; create the sandbox, then copy files in");
+		return -1;
+	}
 	for (size_t i = 0; i < c->n_secrets; i++) {
 		const struct sbx_secret *s = &c->secrets[i];
 		if (!n->set || (n->mode != SBX_NET_ALLOW && n->mode != SBX_NET_OPEN)) {

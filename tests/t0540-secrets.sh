@@ -100,6 +100,9 @@ test_expect_success 'refusals at create: no proxy, a host not allowed, no value,
 	test_grep -F "environment variable API_KEY is not set" err &&
 	expect_code 125 sbx create --secret "bad name@api.test" --net allow=api.test 2>err &&
 	test_grep -F "invalid --secret" err &&
+	sbx create --name src0 --net allow=api.test >/dev/null &&
+	expect_code 125 sbx fork src0 --net allow=api.test --secret API_KEY@api.test 2>err &&
+	test_grep -F "does not go with --from or fork" err &&
 	expect_code 125 sbx create --provider e2b --net allow=api.test --secret API_KEY@api.test 2>err &&
 	test_grep -F "does not support --secret" err &&
 	test_grep ! -F "$VALUE" err
@@ -218,6 +221,8 @@ test_expect_success 'the value appears nowhere inside, nor in any output of sbx'
 	sbx exec sec sh -c "cat /proc/[0-9]*/environ 2>/dev/null | tr \"\\\\0\" \"\\\\n\"" >environ &&
 	test_grep -F "API_KEY=sbx-secret-" environ &&
 	test_grep ! -F "$VALUE" environ &&
+	sbx snapshot create sec --name snap1 >/dev/null &&
+	test_grep -rF "sbx-secret-" "$SBX_HOME/snapshots" >/dev/null 2>&1;
 	sbx ls >o1 && sbx inspect sec >o2 && sbx logs --egress sec >o3 &&
 	sbx --debug exec sec true >o4 2>&1 &&
 	cat o1 o2 o3 o4 >all &&
