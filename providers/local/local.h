@@ -23,6 +23,9 @@
  *                 the sandbox (idle timeout)
  *   net-*.c       the supervisor (but net-ctl.c): egress proxy, forwarders, previews, the
  *                 control socket (net.h maps them)
+ *   secrets.c     the CLI: --secret's files (the sandbox's CA, the values), the CA bundle
+ *                 inside, the variables of each exec
+ *   tls.c         the CLI (the CA) and the supervisor (net-tls.c): OpenSSL, dlopen'ed
  *   init.c        init: the sandbox's root and mounts, then PID 1 (reaper, socket factory)
  * Below the processes, used by any of them (they call no file above):
  *   state.c       the sandbox's pids file, joining its namespaces, its activity clock, its

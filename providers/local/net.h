@@ -1,5 +1,5 @@
 /* The local provider's network service: what its net-*.c files share. All of them run in the
- * supervisor but net-ctl.c (the CLI) and net-proxy.c (pure, either).
+ * supervisor but net-ctl.c (the CLI) and net-proxy.c and net-inject.c (pure, either).
  *
  * Which file does what, from the bottom up (no file calls one above it, but two: net-dial.c
  * starts a dialled request's exchange in net-http.c, which dials its next request again, and
@@ -7,8 +7,10 @@
  *   net-proxy.c   pure functions over bytes: the HTTP proxy's request head, the SOCKS5
  *                 handshake, a preview's token, address classes, the log's escaping,
  *                 a DNS answer's addresses (no sockets, no state: fuzzed by tests/fuzz/)
+ *   net-inject.c  pure too: the requests on a connection whose TLS the proxy ends for its
+ *                 secrets (--secret), checked whole, placeholders replaced (fuzzed)
  *   net-ctl.c     the CLI's side: sbx preview's request on the control socket, the proxy
- *                 credential of each sbx exec, the paths of the log
+ *                 credential of each sbx exec, the paths of the log, sbx update --secret
  *   net-rate.c    --net-rate's token buckets (the supervisor; below net-egress.c)
  *   net-egress.c  the supervisor's policy (allow list, --add-host, the addresses no
  *                 sandbox may reach), the egress log, exec credentials
@@ -18,6 +20,8 @@
  *   net-dial.c    dialling: the policy's check, connecting, init's socket factory
  *   net-http.c    the proxy's absolute-URL exchanges, kept alive, and the pool of idle
  *                 upstream connections
+ *   net-tls.c     --secret: the sandbox's secrets, and a thread for each connection to their
+ *                 hosts (TLS ended with tls.c's OpenSSL, requests through net-inject.c)
  *   net-conn.c    the supervisor's connections, each a state machine: a proxy request or
  *                 SOCKS handshake, a lookup, a dial, the relay, an answer; caps, deadlines
  *   net-exec.c    the attached execs registered by their callers: a killed caller's
