@@ -17,6 +17,7 @@ int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_pause(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_resume(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_update(int argc, char **argv, struct sbx_ctx *ctx);
+int cmd_secret(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_keepalive(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_stats(int argc, char **argv, struct sbx_ctx *ctx);
 int cmd_preview(int argc, char **argv, struct sbx_ctx *ctx);

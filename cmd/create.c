@@ -296,6 +296,14 @@ PARSER(opt_image)
 	return 0;
 }
 
+PARSER(opt_secret)
+{
+	char msg[400];
+	if (sbx_secret_arg(CFG, arg, msg, sizeof(msg)) < 0)
+		return USAGE("%s", msg);
+	return 0;
+}
+
 PARSER(opt_nested)
 {
 	CFG->nested = true;
@@ -361,6 +369,11 @@ static const struct create_option {
 	  opt_image },
 	{ "from", ARG, 0, "SNAP\tstart with the files of snapshot SNAP (and its image): a fork",
 	  opt_from },
+	{ "secret", ARG, 0,
+	  "NAME@HOST,...\t$NAME inside is a placeholder; the egress proxy puts\n"
+	  "the caller's $NAME in its place in HTTPS requests to HOST\n"
+	  "(NAME=@FILE@HOST: the value from FILE); repeatable",
+	  opt_secret },
 	{ "nested", no_argument, 0,
 	  "\tits processes may make namespaces and mounts of their own\n"
 	  "(rootless podman, bwrap, unshare -r, Chromium's sandbox)",
@@ -453,6 +466,8 @@ int create_args_finish(struct create_args *a, const char *cmd)
 	if (!c->labels)
 		c->labels = xcalloc(1, sizeof(char *));
 	if (sbx_config_validate(c, msg, sizeof(msg)) < 0)
+		return cmd_usage_error(cmd, "%s", msg), -1;
+	if (sbx_secrets_validate(c, msg, sizeof(msg)) < 0)
 		return cmd_usage_error(cmd, "%s", msg), -1;
 	if (c->net.set && c->net.mode == SBX_NET_HOST &&
 	    (!a->o.provider || streq(a->o.provider, "local")))

@@ -110,6 +110,8 @@ const struct sbx_command sbx_commands[] = {
 	  "      --net-preset default|none  with allow=: the preset of registries too, or not\n"
 	  "      --net-allow DOMAIN[:PORT]  add to the allow list (repeatable)\n"
 	  "      --net-deny DOMAIN[:PORT]   take out of the allow list (repeatable)\n"
+	  "      --secret NAME@HOST,...  rotate or add a secret (the value read as create's\n"
+	  "                         --secret reads it; a rotated one keeps its placeholder)\n"
 	  "      --net-rate [DOMAIN=]LIMIT,...  request and byte limits, as sbx create's;\n"
 	  "                         [DOMAIN=]none removes one (repeatable)\n"
 	  "      --ttl DUR          a new idle timeout, counted from now\n"
@@ -173,6 +175,8 @@ const struct sbx_command sbx_commands[] = {
 	  "      --no-cache         build: run every step again\n"
 	  "      --net MODE         build: RUN's network, as create --net\n"
 	  "" },
+	{ "secret", cmd_secret, "List the secrets of a sandbox (names and hosts, never values)",
+	  "sbx secret ls [--json] SB", "      --json             a JSON array: name, hosts\n" },
 	{ "snapshot", cmd_snapshot, "Save, list, remove and restore snapshots of sandboxes' files",
 	  "sbx snapshot create SB [--name NAME] [--json]\n"
 	  "       sbx snapshot ls [SB] [--json] [-q]\n"

@@ -16,6 +16,7 @@ enum {
 	OPT_TTL,
 	OPT_CPUS,
 	OPT_MEMORY,
+	OPT_SECRET,
 };
 
 int cmd_update(int argc, char **argv, struct sbx_ctx *ctx)
@@ -29,12 +30,13 @@ int cmd_update(int argc, char **argv, struct sbx_ctx *ctx)
 		{ "ttl", required_argument, NULL, OPT_TTL },
 		{ "cpus", required_argument, NULL, OPT_CPUS },
 		{ "memory", required_argument, NULL, OPT_MEMORY },
+		{ "secret", required_argument, NULL, OPT_SECRET },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sbx_update_opts o = { 0 };
-	_cleanup_(strv_freep) char **allow = NULL, **deny = NULL, **rate = NULL;
-	size_t n_allow = 0, n_deny = 0, n_rate = 0;
+	_cleanup_(strv_freep) char **allow = NULL, **deny = NULL, **rate = NULL, **secrets = NULL;
+	size_t n_allow = 0, n_deny = 0, n_rate = 0, n_secrets = 0;
 	struct sbx_config check;
 	char msg[300];
 	int c, ret = 0;
@@ -81,6 +83,10 @@ int cmd_update(int argc, char **argv, struct sbx_ctx *ctx)
 			bad = sbx_net_rate_arg(&check.net, optarg, msg, sizeof(msg));
 			strv_push(&rate, &n_rate, xstrdup(optarg));
 			break;
+		case OPT_SECRET: /* the value is read here, once: core takes it from there */
+			bad = sbx_secret_arg(&check, optarg, msg, sizeof(msg));
+			strv_push(&secrets, &n_secrets, xstrdup(optarg));
+			break;
 		case OPT_TTL:
 			o.ttl_ms = sbx_parse_duration_ms(optarg);
 			if (o.ttl_ms <= 0)
@@ -124,14 +130,15 @@ int cmd_update(int argc, char **argv, struct sbx_ctx *ctx)
 	o.net_allow = allow;
 	o.net_deny = deny;
 	o.net_rate = rate;
+	o.secrets = secrets;
 	if (optind >= argc)
 		return cmd_usage_error("update", "missing sandbox");
 	if (!o.net && !o.net_preset && !allow && !deny && !rate && !o.ttl_ms && !o.cpu_millis &&
-	    !o.memory)
+	    !o.memory && !secrets)
 		return cmd_usage_error("update",
 				       "nothing to change: give --net, --net-allow, "
-				       "--net-deny, --net-preset, --net-rate, --ttl, --cpus or "
-				       "--memory");
+				       "--net-deny, --net-preset, --net-rate, --ttl, --cpus, "
+				       "--memory or --secret");
 	for (int i = optind; i < argc; i++) {
 		struct sbx_err err = { 0 };
 		if (sbx_sandbox_update(ctx, argv[i], &o, &err) < 0)

@@ -123,7 +123,7 @@ _sbx()
 	fi
 
 	# how many arguments (not options, not option values) come before this word; the first
-	# of 'sbx image', 'sbx snapshot' and 'sbx provider' is its subcommand
+	# of 'sbx image', 'sbx snapshot', 'sbx secret' and 'sbx provider' is its subcommand
 	for ((i = cmd_at + 1; i < _sbx_word_at; i++)); do
 		w=${COMP_WORDS[i]}
 		if [ "$w" = -- ]; then
@@ -142,15 +142,15 @@ _sbx()
 
 	# options: before the arguments, or anywhere for commands that take them there; 'sbx
 	# image' and 'sbx provider' take them after their subcommand
-	if [[ " image provider fs snapshot " == *" $cmd "* ]] && [ "$npos" -eq 0 ] && [[ $cur == -* ]]; then
+	if [[ " image provider fs snapshot secret " == *" $cmd "* ]] && [ "$npos" -eq 0 ] && [[ $cur == -* ]]; then
 		mapfile -t COMPREPLY < <(compgen -W '-h --help' -- "$cur")
 		return 0
 	fi
 	if [ "$dashdash" -eq 0 ] && [[ $cur == -* ]] &&
-		{ [[ " rm logs ps wait kill preview image provider fs snapshot fork snapshot " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
+		{ [[ " rm logs ps wait kill preview image provider fs snapshot fork secret " == *" $cmd "* ]] || [ "$npos" -eq 0 ]; }; then
 		# 'sbx image pull -': pull's own options
 		local -a subw=()
-		[[ " image provider fs snapshot " == *" $cmd "* ]] && subw=("$sub")
+		[[ " image provider fs snapshot secret " == *" $cmd "* ]] && subw=("$sub")
 		mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete options "$cmd" "${subw[@]}" 2>/dev/null)" -- "$cur")
 		return 0
 	fi
@@ -194,6 +194,12 @@ _sbx()
 		return 0 ;;
 	provider)
 		[ "$npos" -eq 0 ] && mapfile -t COMPREPLY < <(compgen -W 'ls' -- "$cur")
+		return 0 ;;
+	secret)
+		# ls SB
+		[ "$npos" -eq 0 ] && mapfile -t COMPREPLY < <(compgen -W 'ls' -- "$cur")
+		[ "$npos" -eq 1 ] &&
+			mapfile -t COMPREPLY < <(compgen -W "$("$sbx" __complete sandboxes 2>/dev/null)" -- "$cur")
 		return 0 ;;
 	snapshot)
 		# create SB, ls [SB], restore SB SNAP, rm SNAP...

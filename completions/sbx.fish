@@ -43,9 +43,9 @@ function __sbx_options
     set -l args (__sbx_args); or return
     # options: before the arguments, or anywhere for commands that take them there; 'sbx
     # image' and 'sbx provider' take them after their subcommand
-    if contains -- $cmd image provider fs snapshot; and test (count $args) -eq 0
+    if contains -- $cmd image provider fs snapshot secret; and test (count $args) -eq 0
         printf '%s\n' -h --help
-    else if contains -- $cmd image provider fs snapshot
+    else if contains -- $cmd image provider fs snapshot secret
         # 'sbx image pull -': pull's own options
         sbx __complete options $cmd $args[1] 2>/dev/null
     else if test (count $args) -eq 0; or contains -- $cmd rm logs ps wait kill preview fork
@@ -107,6 +107,8 @@ complete -c sbx -n '__sbx_sub_at image build; and not string match -q -- "-*" (c
 complete -c sbx -n '__sbx_sub_at fs "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'read write ls stat rm mkdir mv'
 complete -c sbx -n '__sbx_sub_at fs "" 1; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete sandboxes 2>/dev/null)'
 complete -c sbx -n '__sbx_sub_at provider "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'ls'
+complete -c sbx -n '__sbx_sub_at secret "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'ls'
+complete -c sbx -n '__sbx_sub_at secret ls 1; and not string match -q -- "-*" (commandline -ct)' -a '(sbx __complete sandboxes 2>/dev/null)'
 # snapshot create SB, ls [SB], restore SB SNAP, rm SNAP...; fork SRC (a sandbox or a snapshot)
 complete -c sbx -n '__sbx_sub_at snapshot "" 0; and not string match -q -- "-*" (commandline -ct)' -a 'create ls rm restore'
 complete -c sbx -n '__sbx_sub_at snapshot create 1; or __sbx_sub_at snapshot ls 1; or __sbx_sub_at snapshot restore 1' -a '(sbx __complete sandboxes 2>/dev/null)'

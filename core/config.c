@@ -15,7 +15,7 @@ const char *const sbx_cap_names[] = {
 	"volumes",    "net-none",     "net-open",  "net-allow",	   "net-host",	   "add-host",
 	"host-port",  "image",	      "template",  "ttl",	   "hostname",	   "cp",
 	"egress-log", "snapshot",     "nested",	   "net-rate",	   "net-update",   "fs",
-	NULL,
+	"secrets",    NULL,
 };
 
 /* --- the JSON mapping ------------------------------------------------------------------------ */
@@ -196,6 +196,56 @@ static void image_from_json(const json_t *j, struct sbx_image_config *im)
 	im->cmd = sbx_json_strv(json_object_get(j, "cmd"));
 }
 
+/* --- secrets (the value is never written) ------------------------------------------------ */
+
+json_t *sbx_secrets_json(const struct sbx_config *c)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < c->n_secrets; i++)
+		json_array_append_new(a,
+				      json_pack("{s:s, s:o, s:s}", "name", c->secrets[i].name,
+						"hosts", strv_json(c->secrets[i].hosts),
+						"placeholder", c->secrets[i].placeholder));
+	return a;
+}
+
+static void secrets_from_json(const json_t *a, struct sbx_config *c)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach (a, i, v) {
+		const char *name = sbx_json_str(v, "name"), *ph = sbx_json_str(v, "placeholder");
+		char **hosts = sbx_json_strv(json_object_get(v, "hosts"));
+		if (!name || !ph || !hosts || !hosts[0]) {
+			sbx_strv_free(hosts);
+			continue;
+		}
+		c->secrets = xrealloc(c->secrets, (c->n_secrets + 1) * sizeof(*c->secrets));
+		c->secrets[c->n_secrets++] = (struct sbx_secret){ xstrdup(name), hosts, xstrdup(ph),
+								  NULL };
+	}
+}
+
+void sbx_secret_clear(struct sbx_secret *s)
+{
+	free(s->name);
+	sbx_strv_free(s->hosts);
+	free(s->placeholder);
+	if (s->value) /* no copy of it left in freed memory */
+		explicit_bzero(s->value, strlen(s->value));
+	free(s->value);
+	*s = (struct sbx_secret){ 0 };
+}
+
+void sbx_secrets_free(struct sbx_secret *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sbx_secret_clear(&s[i]);
+	free(s);
+}
+
 json_t *sbx_config_labels_json(const struct sbx_config *c)
 {
 	json_t *labels = json_object();
@@ -241,6 +291,8 @@ json_t *sbx_config_to_json(const struct sbx_config *c)
 		json_object_set_new(j, "net", net_json(&c->net));
 	if (c->image.ref)
 		json_object_set_new(j, "image", image_json(&c->image));
+	if (c->n_secrets)
+		json_object_set_new(j, "secrets", sbx_secrets_json(c));
 	return j;
 }
 
@@ -293,6 +345,7 @@ int sbx_config_from_json(const json_t *j, struct sbx_config *c, struct sbx_err *
 	c->ttl_hard = json_is_true(json_object_get(j, "ttl_hard"));
 	net_from_json(json_object_get(j, "net"), &c->net);
 	image_from_json(json_object_get(j, "image"), &c->image);
+	secrets_from_json(json_object_get(j, "secrets"), c);
 	return 0;
 }
 
@@ -336,6 +389,7 @@ void sbx_config_release(struct sbx_config *c)
 	sbx_strv_free(c->image.chain);
 	sbx_strv_free(c->image.entrypoint);
 	sbx_strv_free(c->image.cmd);
+	sbx_secrets_free(c->secrets, c->n_secrets);
 	sbx_config_init(c);
 }
 
@@ -357,6 +411,8 @@ static const struct need {
 	size_t off;
 	enum sbx_net_mode mode;
 } needs[] = {
+	/* first: a provider without it is told so, whatever else it lacks */
+	{ SBX_CAP_SECRETS, "--secret", A_SIZE, offsetof(struct sbx_config, n_secrets) },
 	{ SBX_CAP_VOLUMES, "--volume", A_SIZE, offsetof(struct sbx_config, n_volumes) },
 	{ SBX_CAP_LIMIT_PIDS, "--pids-limit", A_LL, offsetof(struct sbx_config, pids_limit) },
 	{ SBX_CAP_LIMIT_MEMORY, "--memory", A_LL, offsetof(struct sbx_config, memory) },

@@ -46,6 +46,7 @@ enum sbx_cap {
 	SBX_CAP_NET_RATE = 1u << 27,	/* --net-rate */
 	SBX_CAP_NET_UPDATE = 1u << 28,	/* update --net, --net-allow, --net-deny, --net-rate */
 	SBX_CAP_FS = 1u << 29,		/* fs: the file verbs */
+	SBX_CAP_SECRETS = 1u << 30,	/* --secret: credentials the egress proxy injects */
 };
 /* "exec-stdin", ... in bit order, NULL-terminated */
 extern const char *const sbx_cap_names[];
@@ -100,6 +101,18 @@ struct sbx_net_config {
 	size_t n_rates;
 };
 
+/* --secret NAME@HOST,...: inside, $NAME is the placeholder; the egress proxy puts the value in
+ * its place in requests to the hosts. The value is never recorded (not in sbx_config_to_json):
+ * the provider keeps it where the caller alone can read it */
+struct sbx_secret {
+	char *name;	   /* the environment variable */
+	char **hosts;	   /* patterns as in --net allow= (no port), NULL-terminated */
+	char *placeholder; /* "sbx-secret-" and 32 random letters and digits */
+	char *value;	   /* at create and update only: read from the caller (never recorded) */
+};
+#define SBX_SECRET_PREFIX "sbx-secret-"
+#define SBX_SECRET_VALUE_MAX 8192
+
 struct sbx_image_config {
 	char *ref; /* as given to --image; NULL: none */
 	/* an OCI image (the local provider): what the store resolved the ref to */
@@ -128,6 +141,8 @@ struct sbx_config {
 	struct sbx_net_config net;
 	struct sbx_image_config image;
 	char *from; /* --from: the id of the snapshot whose files it started with */
+	struct sbx_secret *secrets;
+	size_t n_secrets;
 };
 
 void sbx_config_init(struct sbx_config *c);
@@ -145,6 +160,19 @@ int sbx_config_supported(const struct sbx_config *c, unsigned caps, const char *
  * "bytes_per_s"}]; read back into n (invalid members skipped) */
 json_t *sbx_net_rates_json(const struct sbx_net_config *n);
 void sbx_net_rates_from_json(const json_t *a, struct sbx_net_config *n);
+/* --secret's argument NAME@HOST,... or NAME=@FILE@HOST,...: the value read (the caller's
+ * environment variable NAME, or FILE), a placeholder made; appended to c (a later one of the
+ * same name replaces it); -1 with a usage message in msg */
+int sbx_secret_arg(struct sbx_config *c, const char *arg, char *msg, size_t len);
+/* the secrets as the record holds them: [{"name", "hosts", "placeholder"}] (no value) */
+json_t *sbx_secrets_json(const struct sbx_config *c);
+void sbx_secrets_free(struct sbx_secret *s, size_t n);
+void sbx_secret_clear(struct sbx_secret *s);
+/* s's value as --secret read it in this process (NULL: not read here) */
+const char *sbx_secret_value(const struct sbx_secret *s);
+/* every secret's hosts are reached through the egress proxy: --net open, or allow= with a rule
+ * for each host; -1 with a usage message in msg */
+int sbx_secrets_validate(const struct sbx_config *c, char *msg, size_t len);
 /* what goes together (--net and its companions); a usage message in msg */
 int sbx_config_validate(const struct sbx_config *c, char *msg, size_t len);
 

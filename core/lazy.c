@@ -8,6 +8,7 @@
 
 struct sbx_lazy_lib sbx_lazy_archive = { "libarchive.so.13", "libarchive13", NULL };
 struct sbx_lazy_lib sbx_lazy_curl = { "libcurl.so.4", "libcurl4", NULL };
+struct sbx_lazy_lib sbx_lazy_ssl = { "libssl.so.3", "libssl3", NULL };
 
 int sbx_lazy_load(struct sbx_lazy_lib *lib, const char *const *names, void **ret_fns, size_t n,
 		  struct sbx_err *err)

@@ -14,6 +14,7 @@ struct sbx_lazy_lib {
 extern struct sbx_lazy_lib sbx_lazy_archive;
 extern struct sbx_lazy_lib sbx_lazy_curl;
 extern struct sbx_lazy_lib sbx_lazy_crypto; /* core/digest.c */
+extern struct sbx_lazy_lib sbx_lazy_ssl;    /* --secret (providers/local/tls.c) */
 
 /* loads lib (once) and resolves each name into the matching slot of ret_fns */
 int sbx_lazy_load(struct sbx_lazy_lib *lib, const char *const *names, void **ret_fns, size_t n,

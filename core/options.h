@@ -44,6 +44,7 @@ struct sbx_update_opts {
 	long long ttl_ms;	/* --ttl: the new idle timeout (0: unchanged) */
 	long long cpu_millis;	/* --cpus, in thousandths (0: unchanged) */
 	long long memory;	/* --memory, bytes (0: unchanged) */
+	char **secrets;		/* --secret NAME@HOST,...: added, or rotated (NULL-terminated) */
 };
 
 /* sbx exec --json: where the command's output goes, and what the provider tells of its end */

@@ -136,7 +136,8 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 				   "invalid name '%s': use letters, digits, '_', '.' and '-', "
 				   "starting with a letter or digit, at most %d characters",
 				   o->name, SBX_NAME_MAX);
-	if (sbx_config_validate(&o->config, msg, sizeof(msg)) < 0)
+	if (sbx_config_validate(&o->config, msg, sizeof(msg)) < 0 ||
+	    sbx_secrets_validate(&o->config, msg, sizeof(msg)) < 0)
 		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
 	/* what the provider cannot do, or cannot do now, is said before anything exists */
 	if (sbx_config_supported(&o->config, p->caps, p->name, err) < 0)
@@ -716,6 +717,9 @@ int sbx_sandbox_update(struct sbx_ctx *ctx, const char *sb, const struct sbx_upd
 				   "provider '%s' cannot change the egress policy of a sandbox "
 				   "(sbx update --net...)",
 				   p->name);
+	if (o->secrets && (!p->update || !(p->caps & SBX_CAP_SECRETS)))
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "provider '%s' does not support --secret", p->name);
 	bool limits = o->ttl_ms || o->cpu_millis || o->memory;
 	if (limits && !p->update)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
@@ -751,6 +755,20 @@ int sbx_sandbox_update(struct sbx_ctx *ctx, const char *sb, const struct sbx_upd
 		sbx_config_release(&c);
 		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
 	}
+	if (o->secrets && !c.n_secrets) {
+		sbx_config_release(&c);
+		return sbx_err_set(
+			err, SBX_E_USAGE,
+			"sandbox '%s' was created without --secret (its CA is made then): "
+			"create it again with --secret",
+			l);
+	}
+	for (char **s = o->secrets; s && *s; s++)
+		if (sbx_secret_arg(&c, *s, msg, sizeof(msg)) < 0 ||
+		    sbx_secrets_validate(&c, msg, sizeof(msg)) < 0) {
+			sbx_config_release(&c);
+			return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
+		}
 	if (o->ttl_ms)
 		c.ttl_ms = o->ttl_ms;
 	if (o->cpu_millis)

@@ -129,6 +129,8 @@ static int fill_root(const char *dir, const struct local_setup *s, struct sbx_er
 	snprintf(p, sizeof(p), "%s/run/sbx/hosts", root);
 	if (sbx_write_atomic(p, hosts, strlen(hosts), false, err) < 0 || chmod(p, 0644) < 0)
 		return sbx_err_errno(err, "cannot write '%s'", p);
+	if (local_secrets_bundle(root, s, err) < 0)
+		return -1;
 	if (s->map_range) {
 		static const char *const own[] = { "run/sbx", "run/sbx/hostname", "run/sbx/hosts" };
 		for (size_t i = 0; i < ARRAY_SIZE(own); i++) {
@@ -391,6 +393,8 @@ static int local_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 	ids_for(&s, &map);
 	if (map.kind == LOCAL_MAP_SELF && geteuid() != 0 && s.n_layers)
 		note_image_users(ctx, rec, s.label);
+	if (rec->config.n_secrets && local_secrets_write(rec, &rec->config, err) < 0)
+		return -1;
 	long long disk = local_disk_size(rec);
 	if (disk > 0) {
 		if (local_disk_check(err) < 0 ||
@@ -761,13 +765,14 @@ const struct sbx_provider sbx_provider_local = {
 	.name = "local",
 	.summary = "Linux namespaces on this host",
 	/* everything but a provider's own templates */
-	.caps = SBX_CAP_EXEC_STDIN | SBX_CAP_EXEC_TTY | SBX_CAP_EXEC_USER | SBX_CAP_EXEC_DETACH |
-		SBX_CAP_PAUSE_MEMORY | SBX_CAP_RELEASE | SBX_CAP_PREVIEW | SBX_CAP_PREVIEW_AUTH |
-		SBX_CAP_LIMIT_CPU | SBX_CAP_LIMIT_MEMORY | SBX_CAP_LIMIT_PIDS | SBX_CAP_DISK |
-		SBX_CAP_VOLUMES | SBX_CAP_NET_NONE | SBX_CAP_NET_OPEN | SBX_CAP_NET_ALLOW |
-		SBX_CAP_NET_HOST | SBX_CAP_ADD_HOST | SBX_CAP_HOST_PORT | SBX_CAP_IMAGE |
-		SBX_CAP_NESTED | SBX_CAP_TTL | SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG |
-		SBX_CAP_NET_RATE | SBX_CAP_NET_UPDATE | SBX_CAP_FS | SBX_CAP_SNAPSHOT,
+	.caps = SBX_CAP_SECRETS | SBX_CAP_EXEC_STDIN | SBX_CAP_EXEC_TTY | SBX_CAP_EXEC_USER |
+		SBX_CAP_EXEC_DETACH | SBX_CAP_PAUSE_MEMORY | SBX_CAP_RELEASE | SBX_CAP_PREVIEW |
+		SBX_CAP_PREVIEW_AUTH | SBX_CAP_LIMIT_CPU | SBX_CAP_LIMIT_MEMORY |
+		SBX_CAP_LIMIT_PIDS | SBX_CAP_DISK | SBX_CAP_VOLUMES | SBX_CAP_NET_NONE |
+		SBX_CAP_NET_OPEN | SBX_CAP_NET_ALLOW | SBX_CAP_NET_HOST | SBX_CAP_ADD_HOST |
+		SBX_CAP_HOST_PORT | SBX_CAP_IMAGE | SBX_CAP_NESTED | SBX_CAP_TTL |
+		SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG | SBX_CAP_NET_RATE |
+		SBX_CAP_NET_UPDATE | SBX_CAP_FS | SBX_CAP_SNAPSHOT,
 	.default_workdir = "/workspace",
 	.create = local_create,
 	.exec = local_exec,

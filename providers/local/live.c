@@ -240,6 +240,8 @@ int local_live_update(struct sbx_ctx *ctx, const struct sbx_record *rec, const s
 	if (live && c->ttl_ms && c->ttl_ms != rec->config.ttl_ms &&
 	    set_ttl(rec, c->ttl_ms, err) < 0)
 		return -1;
+	if (local_secrets_changed(rec, c) && local_secrets_update(rec, c, live, err) < 0)
+		return -1;
 	if (!json_equal(a, b))
 		return local_update(ctx, rec, c, err);
 	return 0;

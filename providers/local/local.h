@@ -23,6 +23,9 @@
  *                 the sandbox (idle timeout)
  *   net-*.c       the supervisor (but net-ctl.c): egress proxy, forwarders, previews, the
  *                 control socket (net.h maps them)
+ *   secrets.c     the CLI: --secret's files (the sandbox's CA, the values), the CA bundle
+ *                 inside, the variables of each exec
+ *   tls.c         the CLI (the CA) and the supervisor (net-tls.c): OpenSSL, dlopen'ed
  *   init.c        init: the sandbox's root and mounts, then PID 1 (reaper, socket factory)
  * Below the processes, used by any of them (they call no file above):
  *   state.c       the sandbox's pids file, joining its namespaces, its activity clock, its
@@ -242,6 +245,19 @@ bool local_image_users(char *const *layers, size_t n, char *names, size_t len);
  * those an entry lacks are ""); entries of fewer than 3 fields are skipped */
 bool local_user_entry(const char *text, const char *name, long long id, char *line, size_t len,
 		      char **fields, int nf);
+
+/* --secret (secrets.c): the sandbox's CA and the values, in its directory's secrets/ (0700,
+ * files 0600), the CA made once; the CA bundle under root (/run/sbx/ca-bundle.crt); each
+ * exec's $NAME placeholders and the variables that point TLS clients at the bundle */
+int local_secrets_write(const struct sbx_record *rec, const struct sbx_config *c,
+			struct sbx_err *err);
+int local_secrets_bundle(const char *root, const struct local_setup *s, struct sbx_err *err);
+void local_secrets_env(const struct sbx_record *rec, void (*set)(void *, const char *), void *env);
+/* sbx update --secret (net-ctl.c): whether c's secrets differ from rec's (or were read
+ * again); the values written, and a running supervisor told to read them */
+bool local_secrets_changed(const struct sbx_record *rec, const struct sbx_config *c);
+int local_secrets_update(const struct sbx_record *rec, const struct sbx_config *c, bool live,
+			 struct sbx_err *err);
 
 int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	       int *ret_status, struct sbx_err *err);

@@ -53,6 +53,18 @@ static void http_head(struct local_conn *c)
 			"variables sbx exec sets\n");
 		return;
 	}
+	const char *leak = local_secret_in(n, c->in, c->head_len);
+	if (leak) { /* a placeholder in plain HTTP, or in a CONNECT head: never sent on */
+		c->deny = true;
+		_cleanup_free_ char *h = local_escape_name(c->host, c->host_len);
+		snprintf(c->reason, sizeof(c->reason),
+			 "secret %s sent to %s in plain HTTP, not over TLS to one of its hosts: "
+			 "possible exfiltration",
+			 leak, h);
+		_cleanup_free_ char *body = xasprintf("sbx: %s\n", c->reason);
+		local_conn_http(c, 403, "Forbidden", NULL, body);
+		return;
+	}
 	if (!r.connect) {
 		size_t hl, ul;
 		bool v10 = streq(r.version, "HTTP/1.0");

@@ -69,6 +69,7 @@ int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 	set(env, kv);
 	if (!proxied(rec))
 		return 0;
+	local_secrets_env(rec, set, env);
 	local_hex(secret, 16);
 	/* the credential, for the supervisor to check and to name the exec in the log */
 	json_t *a = json_array();
@@ -337,6 +338,33 @@ int local_update(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct
 	}
 	if (!proxied(rec))
 		return 0; /* none stays none */
+	_cleanup_json_ json_t *resp = NULL;
+	if (local_ctl_call(rec, req, &resp, err) < 0)
+		return -1;
+	if (!json_is_true(json_object_get(resp, "ok")))
+		return sbx_err_set(err, SBX_E_SYSTEM, "%s",
+				   sbx_json_str(resp, "error") ?: "the update failed");
+	return 0;
+}
+
+bool local_secrets_changed(const struct sbx_record *rec, const struct sbx_config *c)
+{
+	_cleanup_json_ json_t *was = sbx_secrets_json(&rec->config), *now = sbx_secrets_json(c);
+	bool changed = !json_equal(was, now);
+
+	for (size_t i = 0; i < c->n_secrets && !changed; i++)
+		changed = sbx_secret_value(&c->secrets[i]) != NULL; /* read again: rotated */
+	return changed;
+}
+
+int local_secrets_update(const struct sbx_record *rec, const struct sbx_config *c, bool live,
+			 struct sbx_err *err)
+{
+	if (local_secrets_write(rec, c, err) < 0)
+		return -1;
+	if (!live || !proxied(rec))
+		return 0; /* the next boot reads them */
+	_cleanup_json_ json_t *req = json_pack("{s:s}", "op", "secrets");
 	_cleanup_json_ json_t *resp = NULL;
 	if (local_ctl_call(rec, req, &resp, err) < 0)
 		return -1;

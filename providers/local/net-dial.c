@@ -34,6 +34,8 @@ void local_dial_done(struct local_conn *c)
 		return;
 	}
 	size_t rest = c->in_len > c->head_len ? c->in_len - c->head_len : 0;
+	bool secrets = (c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_SOCKS) &&
+		local_tls_intercepts(n, c->host);
 	if (c->kind == LOCAL_K_HTTP) {
 		if (c->pre == NULL && strcmp(c->proto, "connect") == 0) {
 			static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -63,6 +65,10 @@ void local_dial_done(struct local_conn *c)
 	free(c->in);
 	c->in = NULL;
 	c->in_len = c->in_cap = 0;
+	if (secrets) {
+		local_tls_start(c); /* net-tls.c: TLS ended, the placeholders replaced */
+		return;
+	}
 	local_relay_start(c);
 }
 

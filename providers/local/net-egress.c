@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -371,8 +372,20 @@ int local_egress_credential(struct local_egress *e, const char *user, const char
 
 /* --- the egress log ------------------------------------------------------------------------ */
 
+/* the threads of connections with secrets (net-tls.c) log too */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void log_line_locked(struct local_egress *e, const char *s);
+
 /* one line of the egress log (rotating it at its cap) */
 static void log_line(struct local_egress *e, const char *s)
+{
+	pthread_mutex_lock(&log_lock);
+	log_line_locked(e, s);
+	pthread_mutex_unlock(&log_lock);
+}
+
+static void log_line_locked(struct local_egress *e, const char *s)
 {
 	_cleanup_free_ char *line = xasprintf("%s\n", s);
 	_cleanup_free_ char *p = local_egress_log_at(e->s->dir, "");
@@ -421,6 +434,12 @@ void local_egress_log(struct local_egress *e, const struct local_egress_entry *x
 		return;
 	if (x->throttled_ms)
 		json_object_set_new(j, "throttled_ms", json_integer(x->throttled_ms));
+	if (x->n_secrets) { /* names only: a value is never logged */
+		json_t *a = json_array();
+		for (size_t i = 0; i < x->n_secrets; i++)
+			json_array_append_new(a, json_string(x->secrets[i]));
+		json_object_set_new(j, "secrets", a);
+	}
 	char *s = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
 	json_decref(j);
 	if (!s)

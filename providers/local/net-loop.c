@@ -272,6 +272,11 @@ static json_t *ctl_handle(struct local_net *n, json_t *req)
 
 	if (op && streq(op, "net-update"))
 		return ctl_net_update(n, req);
+	if (op && streq(op, "secrets")) { /* sbx update --secret: the file changed */
+		if (local_secrets_load(n, msg, sizeof(msg)) < 0)
+			return ctl_error(msg, NULL);
+		return json_pack("{s:b}", "ok", 1);
+	}
 	if (op && streq(op, "stats")) {
 		/* sbx stats: the proxied bytes, of the exchanges logged and of those under way */
 		long long rx = n->rx_bytes, tx = n->tx_bytes;
@@ -396,6 +401,8 @@ struct local_net *local_net_start(const struct local_setup *s, int factory_fd, c
 	caps_init(n);
 	n->eg = local_egress_new(s);
 	n->rate = local_egress_rate(n->eg);
+	if (local_egress_proxied(n->eg) && local_secrets_load(n, msg, len) < 0)
+		return NULL;
 	n->rs = local_resolver_new(local_egress_proxied(n->eg));
 	n->epfd = epoll_create1(EPOLL_CLOEXEC);
 	n->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -167,6 +167,11 @@ static int parse_head(const char *buf, size_t hl, struct local_http_req *r)
 	return off == hl ? 0 : -1;
 }
 
+int local_http_head_parse(const char *buf, size_t hl, struct local_http_req *r)
+{
+	return parse_head(buf, hl, r);
+}
+
 int local_http_parse(const char *buf, size_t hl, struct local_http_req *r, const char **ret_why)
 {
 	*ret_why = "sbx: not an HTTP proxy request\n";

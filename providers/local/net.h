@@ -1,5 +1,5 @@
 /* The local provider's network service: what its net-*.c files share. All of them run in the
- * supervisor but net-ctl.c (the CLI) and net-proxy.c (pure, either).
+ * supervisor but net-ctl.c (the CLI) and net-proxy.c and net-inject.c (pure, either).
  *
  * Which file does what, from the bottom up (no file calls one above it, but two: net-dial.c
  * starts a dialled request's exchange in net-http.c, which dials its next request again, and
@@ -7,8 +7,10 @@
  *   net-proxy.c   pure functions over bytes: the HTTP proxy's request head, the SOCKS5
  *                 handshake, a preview's token, address classes, the log's escaping,
  *                 a DNS answer's addresses (no sockets, no state: fuzzed by tests/fuzz/)
+ *   net-inject.c  pure too: the requests on a connection whose TLS the proxy ends for its
+ *                 secrets (--secret), checked whole, placeholders replaced (fuzzed)
  *   net-ctl.c     the CLI's side: sbx preview's request on the control socket, the proxy
- *                 credential of each sbx exec, the paths of the log
+ *                 credential of each sbx exec, the paths of the log, sbx update --secret
  *   net-rate.c    --net-rate's token buckets (the supervisor; below net-egress.c)
  *   net-egress.c  the supervisor's policy (allow list, --add-host, the addresses no
  *                 sandbox may reach), the egress log, exec credentials
@@ -18,6 +20,8 @@
  *   net-dial.c    dialling: the policy's check, connecting, init's socket factory
  *   net-http.c    the proxy's absolute-URL exchanges, kept alive, and the pool of idle
  *                 upstream connections
+ *   net-tls.c     --secret: the sandbox's secrets, and a thread for each connection to their
+ *                 hosts (TLS ended with tls.c's OpenSSL, requests through net-inject.c)
  *   net-conn.c    the supervisor's connections, each a state machine: a proxy request or
  *                 SOCKS handshake, a lookup, a dial, the relay, an answer; caps, deadlines
  *   net-exec.c    the attached execs registered by their callers: a killed caller's
@@ -63,6 +67,8 @@ struct local_http_req {
 /* parses the head buf[0..hl) (hl from local_http_head_len): 0, or -1 with *ret_why the
  * one-line body of a 400 answer */
 int local_http_parse(const char *buf, size_t hl, struct local_http_req *r, const char **ret_why);
+/* the request line and headers of any HTTP/1.x request head (target not looked at): 0 or -1 */
+int local_http_head_parse(const char *buf, size_t hl, struct local_http_req *r);
 /* the value of the first header called name (any case), trimmed: a pointer into buf and its
  * length in *ret_len, or NULL */
 const char *local_http_header(const char *buf, size_t hl, const char *name, size_t *ret_len);
@@ -167,6 +173,37 @@ char *local_escape_utf8(const char *s, size_t n);
 size_t local_dns_answer(const unsigned char *m, size_t len, int type, struct sockaddr_storage *addr,
 			size_t *n, size_t max, unsigned *ttl);
 
+/* --- net-inject.c: requests on a connection whose TLS the proxy ends (--secret) ---------- */
+
+struct local_secret {
+	char *name, *placeholder, *value;
+	char **hosts; /* patterns, NULL-terminated */
+};
+#define LOCAL_INJECT_MAX 64 /* secrets a sandbox may have */
+enum {
+	LOCAL_INJECT_REFUSE = -1,
+	LOCAL_INJECT_OK = 0,
+	LOCAL_INJECT_MORE = 1 /* the head has not ended yet */
+};
+struct local_inject {
+	char *head; /* OK: the head to send on, placeholders replaced (malloc'd) */
+	size_t head_len, consumed;
+	struct local_body body;	     /* OK: the body that follows */
+	unsigned long long injected; /* OK: bit i, secret i was put in */
+	int code;		     /* REFUSE: the status, and why (the answer's body) */
+	const char *status;
+	char why[400];
+	int exfil; /* REFUSE: the secret whose placeholder went elsewhere (-1 none) */
+};
+/* whether host is one of s's hosts */
+bool local_secret_host(const struct local_secret *s, const char *host);
+/* the next request of buf[0..len) on a connection to host: its head checked (HTTP/1.x, no
+ * HTTP/2 preface, no ambiguous body framing, a Host header naming host, at most
+ * LOCAL_HEAD_MAX bytes), each placeholder of the secrets s[0..n) replaced by its value when
+ * host is one of its hosts, the request refused when it is not */
+int local_inject_request(const char *buf, size_t len, const char *host,
+			 const struct local_secret *s, size_t n, struct local_inject *x);
+
 /* --- net-ctl.c: the CLI's side, and what the supervisor shares with it ----------------- */
 
 /* a unix socket address for DIR/ctl, however long DIR is (through /proc/self/fd/DIRFD) */
@@ -242,6 +279,8 @@ struct local_egress_entry {
 	const char *reason;
 	long long up, down;
 	long long throttled_ms; /* held back by a byte limit */
+	const char **secrets;	/* --secret: the names injected, or the one refused */
+	size_t n_secrets;
 };
 /* appends one JSON line to the egress log (rotating it at its cap) */
 void local_egress_log(struct local_egress *e, const struct local_egress_entry *x);
@@ -422,6 +461,7 @@ struct local_net {
 	bool ttl_changed;	      /* ... since local_net_wait last returned */
 	struct local_idle *idle;      /* idle upstream connections (net-http.c) */
 	int n_idle;
+	struct local_secrets *secrets; /* --secret (net-tls.c); NULL: none */
 };
 
 static inline struct local_conn *local_conn_of(struct local_ep_tag *ep)
@@ -512,6 +552,17 @@ void local_dial_proxy(struct local_conn *c);
 /* a preview: a socket of the sandbox's network from init, to 127.0.0.1:PORT inside, or to
  * [::1]:PORT when nothing answers there (a server bound to "localhost" that chose ::1) */
 void local_dial_inside(struct local_conn *c);
+
+/* net-tls.c: --secret */
+/* reads the sandbox's secrets (and, the first time, its CA): 0 (none: nothing loaded), or -1
+ * with why in msg */
+int local_secrets_load(struct local_net *n, char *msg, size_t len);
+/* host has secrets: the proxy ends the TLS of CONNECT and SOCKS connections to it */
+bool local_tls_intercepts(struct local_net *n, const char *host);
+/* the name of a secret whose placeholder buf[0..len) holds (a plain-HTTP head), or NULL */
+const char *local_secret_in(struct local_net *n, const char *buf, size_t len);
+/* the connection to such a host is made: a thread of its own takes both sockets over */
+void local_tls_start(struct local_conn *c);
 
 /* net-exec.c: the commands of attached execs, each ended (its process group) when the sbx exec
  * that started it dies first */
