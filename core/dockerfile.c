@@ -219,7 +219,10 @@ int sbx_dockerfile_parse(const char *text, size_t len, struct sbx_dockerfile *re
 		}
 		cont = more;
 		if (!more) {
-			int r = instruction(ret, start, strbuf_str(&cur), err);
+			/* continuations of nothing but blanks make no instruction */
+			int r = blank(cur.buf, cur.len)
+				? 0
+				: instruction(ret, start, strbuf_str(&cur), err);
 			strbuf_reset(&cur);
 			if (r < 0) {
 				strbuf_release(&cur);
@@ -228,7 +231,8 @@ int sbx_dockerfile_parse(const char *text, size_t len, struct sbx_dockerfile *re
 			}
 		}
 	}
-	int r = cont && cur.len ? instruction(ret, start, strbuf_str(&cur), err) : 0;
+	int r = cont && !blank(cur.buf, cur.len) ? instruction(ret, start, strbuf_str(&cur), err)
+						 : 0;
 	strbuf_release(&cur);
 	if (r < 0)
 		sbx_dockerfile_release(ret);
