@@ -157,4 +157,27 @@ test_expect_success 'wait without EXECID: until the sandbox is released or remov
 	sleep 0.3 && sbx rm -f jw >/dev/null && wait $w
 '
 
+if [ "$(id -u)" -eq 0 ]; then
+	test_expect_success 'a full disk: output its log could not take is said by ps and logs, never lost quietly' '
+		mkdir -p "$TRASH/small" && mount -t tmpfs -o size=6m tmpfs "$TRASH/small" &&
+		H=$TRASH/small/h &&
+		SBX_HOME=$H sbx create --name full >/dev/null &&
+		: "control: a small output is all kept" &&
+		c=$(SBX_HOME=$H sbx exec -d full -- sh -c "echo small") &&
+		SBX_HOME=$H sbx wait full "$c" && test_eq small "$(SBX_HOME=$H sbx logs full "$c")" &&
+		id=$(SBX_HOME=$H sbx exec -d full -- sh -c "head -c 3M /dev/zero | tr \\\\0 x") &&
+		SBX_HOME=$H sbx wait full "$id" &&
+		SBX_HOME=$H sbx ps --json full >ps.json &&
+		json_assert ps.json "j = [x for x in r if x[\"id\"] == \"$id\"][0]
+assert j.get(\"output_lost_bytes\", 0) > 0, j
+assert not [x for x in r if x[\"id\"] == \"$c\"][0].get(\"output_lost_bytes\")" &&
+		SBX_HOME=$H expect_code 125 sbx logs full "$id" >out 2>err &&
+		test_grep "are missing from its log" err
+	'
+	test_atexit 'SBX_HOME=$TRASH/small/h "$SBX" rm -f full >/dev/null 2>&1; umount "$TRASH/small"'
+else
+	test_skip 'a full disk: output its log could not take is said' \
+		'mounting a small filesystem needs root'
+fi
+
 test_done

@@ -12,10 +12,12 @@
  * DIR/jobs/ (0700, on the host, out of the sandbox's reach), per exec id ID:
  *   ID.json   written by the CLI once the command runs: argv, pids, start (a new file
  *             renamed into place)
- *   ID.end    "WAITSTATUS UNIXMS\n", written once by the waiter when it reaped the command
+ *   ID.end    "WAITSTATUS UNIXMS LOST\n", written once by the waiter when it reaped the command
+ *             (LOST: bytes of its output that could not be written to ID.log, a full disk)
  *   ID.log    its output; past LOG_PART bytes the part is moved to ID.log.1 (so at most
  *             2 * LOG_PART are kept: the newest output)
  * Of finished commands the newest KEEP_FINISHED are kept; exec -d removes older ones. */
+#define END_ROOM 64 /* ID.end's size: its line and the blanks after it */
 #define _GNU_SOURCE
 #include "providers/local/local.h"
 
@@ -51,6 +53,7 @@ struct local_job {
 	int all;	  /* the sandbox's log (sbx logs SB) */
 	int end;	  /* ID.end */
 	bool all_full;	  /* the sandbox's log reached ALL_LOG_MAX (said once) */
+	long long lost;	  /* bytes of output ID.log did not take (a write failed) */
 	int res;	  /* the waiter's word to the CLI (a socket) */
 	bool told;
 };
@@ -116,11 +119,12 @@ static char *read_small(int dir, const char *name, size_t max)
 
 /* one exec's state, from its files */
 struct job_state {
-	json_t *rec;	  /* ID.json */
-	bool ended;	  /* ID.end written */
-	bool lost;	  /* not ended, and its waiter is gone (a sandbox stopped under it) */
-	int status;	  /* wait status, when ended */
-	long long end_ms; /* when ended */
+	json_t *rec;	       /* ID.json */
+	bool ended;	       /* ID.end written */
+	bool lost;	       /* not ended, and its waiter is gone (a sandbox stopped under it) */
+	int status;	       /* wait status, when ended */
+	long long end_ms;      /* when ended */
+	long long output_lost; /* bytes of its output its log did not take */
 };
 
 static int job_load(int dir, const char *id, struct job_state *s)
@@ -133,11 +137,13 @@ static int job_load(int dir, const char *id, struct job_state *s)
 	if (!txt || !(s->rec = json_loads(txt, 0, NULL)))
 		return -1;
 	snprintf(name, sizeof(name), "%s.end", id);
-	_cleanup_free_ char *end = read_small(dir, name, 64);
+	_cleanup_free_ char *end = read_small(dir, name, END_ROOM);
 	int st;
 	long long ms;
-	if (end && strchr(end, '\n') && sscanf(end, "%d %lld", &st, &ms) == 2) {
+	long long lost = 0;
+	if (end && strchr(end, '\n') && sscanf(end, "%d %lld %lld", &st, &ms, &lost) >= 2) {
 		s->ended = true;
+		s->output_lost = lost;
 		s->status = st;
 		s->end_ms = ms;
 		return 0;
@@ -147,9 +153,11 @@ static int job_load(int dir, const char *id, struct job_state *s)
 		json_object_get(s->rec, "waiter_start"));
 	if (w <= 0 || !sbx_proc_alive(w, ws)) {
 		/* the end may have been written just before the waiter went */
-		_cleanup_free_ char *again = read_small(dir, name, 64);
-		if (again && strchr(again, '\n') && sscanf(again, "%d %lld", &st, &ms) == 2) {
+		_cleanup_free_ char *again = read_small(dir, name, END_ROOM);
+		if (again && strchr(again, '\n') &&
+		    sscanf(again, "%d %lld %lld", &st, &ms, &lost) >= 2) {
 			s->ended = true;
+			s->output_lost = lost;
 			s->status = st;
 			s->end_ms = ms;
 		} else {
@@ -197,6 +205,8 @@ static json_t *job_view(const char *id, const struct job_state *s)
 	json_object_set_new(o, "finished_at", s->ended ? rfc3339_ms(s->end_ms) : json_null());
 	if (s->lost)
 		json_object_set_new(o, "status_lost", json_true());
+	if (s->output_lost > 0)
+		json_object_set_new(o, "output_lost_bytes", json_integer(s->output_lost));
 	return o;
 }
 
@@ -429,6 +439,15 @@ int local_job_logs(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 	}
 	if (off < 0)
 		return errno == EPIPE ? 0 : sbx_err_errno(err, "cannot write the log");
+	struct job_state fin;
+	if (job_load(dir, id, &fin) == 0) {
+		json_decref(fin.rec);
+		if (fin.output_lost > 0)
+			return sbx_err_set(err, SBX_E_IO,
+					   "%lld bytes of the output of exec '%s' are missing from "
+					   "its log: writing it failed (a full disk?)",
+					   fin.output_lost, id);
+	}
 	return 0;
 }
 
@@ -561,7 +580,9 @@ static void log_write(struct local_job *j, const char *buf, size_t n)
 		}
 		(void)!ftruncate(j->log, 0);
 	}
-	(void)sbx_write_all(j->log, buf, n > LOG_PART ? LOG_PART : n);
+	size_t part = n > LOG_PART ? LOG_PART : n;
+	if (sbx_write_all(j->log, buf, part) < 0)
+		j->lost += (long long)part; /* said in ID.end, and by ps and logs */
 	if (j->all_full)
 		return;
 	if (fstat(j->all, &st) == 0 && st.st_size + (off_t)n > ALL_LOG_MAX) {
@@ -596,8 +617,8 @@ static bool relay_some(struct local_job *j)
 
 static void job_end(struct local_job *j, int st)
 {
-	char line[64];
-	int n = snprintf(line, sizeof(line), "%d %lld\n", st, sbx_now_ms());
+	char line[END_ROOM];
+	int n = snprintf(line, sizeof(line), "%d %lld %lld\n", st, sbx_now_ms(), j->lost);
 
 	(void)!pwrite(j->end, line, (size_t)n, 0);
 	close(j->end);
@@ -752,6 +773,13 @@ int local_job_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const stru
 	j.end = open_new(dir, j.id, ".end", O_WRONLY);
 	if (j.all < 0 || j.log < 0 || j.log1 < 0 || j.end < 0) {
 		sbx_err_errno(err, "cannot create the logs of an exec in '%s/jobs'", rec->dir);
+		goto fail;
+	}
+	/* ID.end's room taken now (blanks, no newline: not an end yet), so that its line is
+	 * written whatever the output did to the disk meanwhile */
+	static const char room[END_ROOM] = { [0 ... END_ROOM - 1] = ' ' };
+	if (sbx_write_all(j.end, room, sizeof(room)) < 0) {
+		sbx_err_errno(err, "cannot write the record of an exec in '%s/jobs'", rec->dir);
 		goto fail;
 	}
 	if (pipe2(op, O_CLOEXEC) < 0) {
