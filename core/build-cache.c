@@ -112,13 +112,12 @@ void build_cache_put(struct build *b, const struct build_state *s)
 	_cleanup_free_ char *tmp = xasprintf("%s.%d", p, (int)getpid());
 	char *text = json_dumps(c, JSON_COMPACT);
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd >= 0 && text && sbx_write_all(fd, text, strlen(text)) == 0 && close(fd) == 0)
-		(void)rename(tmp, p);
-	else {
-		if (fd >= 0)
-			close(fd);
+	bool ok = fd >= 0 && text && sbx_write_all(fd, text, strlen(text)) == 0;
+	if (fd >= 0 && close(fd) < 0)
+		ok = false;
+	/* a cache not written is a cache missed next time, never a half file */
+	if (!ok || rename(tmp, p) < 0)
 		(void)unlink(tmp);
-	}
 	free(text);
 	json_decref(c);
 }
