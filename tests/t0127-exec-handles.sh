@@ -165,7 +165,7 @@ if [ "$(id -u)" -eq 0 ]; then
 		: "control: a small output is all kept" &&
 		c=$(SBX_HOME=$H sbx exec -d full -- sh -c "echo small") &&
 		SBX_HOME=$H sbx wait full "$c" && test_eq small "$(SBX_HOME=$H sbx logs full "$c")" &&
-		id=$(SBX_HOME=$H sbx exec -d full -- sh -c "head -c 3M /dev/zero | tr \\\\0 x") &&
+		id=$(SBX_HOME=$H sbx exec -d full -- sh -c "head -c 12M /dev/zero | tr \\\\0 x") &&
 		SBX_HOME=$H sbx wait full "$id" &&
 		SBX_HOME=$H sbx ps --json full >ps.json &&
 		json_assert ps.json "j = [x for x in r if x[\"id\"] == \"$id\"][0]
