@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <search.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -306,4 +307,75 @@ int sbx_tree_copy(int src_fd, int dst_fd, bool own, struct sbx_treecopy_stats *s
 	free(w.seen);
 	free(w.buf);
 	return r;
+}
+
+static int ino_cmp(const void *a, const void *b)
+{
+	const struct stat *x = a, *y = b;
+	return x->st_ino < y->st_ino ? -1 : x->st_ino > y->st_ino;
+}
+
+static int count_dir(int fd, struct sbx_treecopy_stats *st, struct stat **seen, size_t *n_seen,
+		     size_t *cap, int depth)
+{
+	DIR *d = fdopendir(fd);
+	struct dirent *de;
+	int r = 0;
+
+	if (!d) {
+		close(fd);
+		return -1;
+	}
+	errno = 0;
+	while (r == 0 && (de = readdir(d))) {
+		struct stat s;
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &s, AT_SYMLINK_NOFOLLOW) < 0) {
+			r = -1;
+			break;
+		}
+		if (S_ISDIR(s.st_mode)) {
+			st->dirs++;
+			if (depth >= MAX_DEPTH) {
+				errno = ELOOP;
+				r = -1;
+				break;
+			}
+			int c = openat(dirfd(d), de->d_name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			r = c < 0 ? -1 : count_dir(c, st, seen, n_seen, cap, depth + 1);
+		} else if (s.st_nlink > 1 && lfind(&s, *seen, n_seen, sizeof(s), ino_cmp) != NULL) {
+			st->links++;
+		} else {
+			st->files++;
+			if (S_ISREG(s.st_mode))
+				st->size += (unsigned long long)s.st_size;
+			if (s.st_nlink > 1) {
+				if (*n_seen == *cap) {
+					*cap = *cap ? 2 * *cap : 64;
+					*seen = xrealloc(*seen, *cap * sizeof(**seen));
+				}
+				(*seen)[(*n_seen)++] = s;
+			}
+		}
+		errno = 0;
+	}
+	if (r == 0 && errno)
+		r = -1;
+	int e = errno;
+	closedir(d);
+	errno = e;
+	return r;
+}
+
+int sbx_tree_count(int fd, struct sbx_treecopy_stats *stats, struct sbx_err *err)
+{
+	struct stat *seen = NULL;
+	size_t n_seen = 0, cap = 0;
+	int c = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int r = c < 0 ? -1 : count_dir(c, stats, &seen, &n_seen, &cap, 0);
+
+	free(seen);
+	return r < 0 ? sbx_err_errno(err, "cannot read the snapshot's files") : 0;
 }

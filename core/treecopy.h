@@ -3,6 +3,9 @@
  * modes, owners, times, symbolic links (never followed), hard links (kept as links), device
  * nodes (an overlay's whiteouts) and extended attributes.
  *
+ * (Where the trees are btrfs subvolumes, providers/local/snapshot.c snapshots them whole
+ * instead: core/subvol.h.)
+ *
  * Forks share data by reflink (FICLONE), falling back to copying the data extents where the
  * filesystem has none, rather than by hard-linked read-only trees as an overlay's lower layer:
  * a reflinked copy is independent (a snapshot can go while its forks live, a restore is an
@@ -21,6 +24,7 @@ struct sbx_treecopy_stats {
 	unsigned long long size;	       /* the regular files' sizes, holes included */
 	unsigned long long bytes, cloned;      /* data copied; files shared by reflink */
 	bool test_enospc;		       /* in: writes fail as on a full disk (tests) */
+	bool subvol;			       /* out: made as one btrfs snapshot, not walked */
 };
 
 /* copies the contents of the directory src_fd into the directory dst_fd (empty, made by the
@@ -29,5 +33,8 @@ struct sbx_treecopy_stats {
  * EIO) fails the copy, naming what; the caller removes what it made */
 int sbx_tree_copy(int src_fd, int dst_fd, bool own, struct sbx_treecopy_stats *stats,
 		  struct sbx_err *err);
+
+/* counts what the tree fd holds, as sbx_tree_copy would have (files, dirs, links, size) */
+int sbx_tree_count(int fd, struct sbx_treecopy_stats *stats, struct sbx_err *err);
 
 #endif

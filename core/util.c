@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "core/subvol.h"
+
 void sbx_bug(const char *file, int line, const char *msg)
 {
 	fprintf(stderr, "sbx: BUG at %s:%d: %s\n", file, line, msg);
@@ -280,16 +282,25 @@ static int rm_rf_at(int dirfd, const char *name, dev_t dev)
 			return -1;
 		return 0;
 	}
-	if (st.st_dev != dev) {
+	/* a btrfs subvolume (a sandbox's files, a snapshot) has a device of its own but is no
+	 * mount: removed at once where the caller may, else emptied (made writable first) and
+	 * removed by rmdir, which btrfs allows its owner */
+	bool subvol = sbx_subvol_root(dirfd, name, &st);
+	if (subvol && sbx_subvol_destroy(dirfd, name) == 0)
+		return 0;
+	if (st.st_dev != dev && !subvol) {
 		errno = EBUSY; /* a mount point: never descend into another filesystem */
 		return -1;
 	}
+	dev = st.st_dev;
 	/* never through a link: what a sandbox left here is not followed out of it */
 	if ((st.st_mode & 0700) != 0700)
 		(void)fchmodat(dirfd, name, (st.st_mode & 07777) | 0700, AT_SYMLINK_NOFOLLOW);
 	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
+	if (subvol)
+		(void)sbx_subvol_set_writable(fd);
 	DIR *d = fdopendir(fd);
 	if (!d) {
 		close(fd);
@@ -320,7 +331,15 @@ int sbx_rm_rf(const char *path)
 
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : -1;
-	return rm_rf_at(AT_FDCWD, path, st.st_dev);
+	/* by its directory and its name: a subvolume is removed by name in its directory */
+	const char *slash = strrchr(path, '/');
+	if (!slash || !slash[1])
+		return rm_rf_at(AT_FDCWD, path, st.st_dev);
+	_cleanup_free_ char *dir = slash == path ? xstrdup("/") : xstrndup(path, (size_t)(slash - path));
+	_cleanup_close_ int at = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (at < 0)
+		return -1;
+	return rm_rf_at(at, slash + 1, st.st_dev);
 }
 
 char *sbx_time_rfc3339(long long t)

@@ -18,7 +18,7 @@ skipped=0
 # enter; SBX_SRC points the tests at this copy
 work=$(mktemp -d /tmp/sbx-run.XXXXXX)
 chmod 755 "$work"
-trap 'subids_restore; rm -rf "$work"' EXIT
+trap 'subids_restore; btrfs_unmount; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 cp "$sbx_bin" "$work/sbx"
 cp -r "$src" "$work/tests"
@@ -85,6 +85,7 @@ run_to_log() { # log file label [setpriv args]
 	echo "# --- $(basename "$t") as $label" >"$log"
 	if [ $# -gt 0 ]; then
 		(cd /tmp && timeout -k 10 600 setpriv "$@" env SBX="$work/sbx" SBX_SRC="$SBX_SRC" TEST_USER_LABEL="$label" \
+			SBX_TEST_BTRFS="${SBX_TEST_BTRFS:-}" \
 			ASAN_OPTIONS="${ASAN_OPTIONS:-}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-}" \
 			bash "$t") >>"$log" 2>&1
 	else
@@ -139,6 +140,31 @@ subids_restore() {
 	subid_saved=
 }
 
+# A file with the line '# run.sh: a btrfs filesystem for both passes' gets, in both its passes,
+# SBX_TEST_BTRFS: the path of an empty btrfs on a loop device (mode 1777), mounted by run.sh
+# as root (no test can mount one as another uid) and unmounted after the file's second pass,
+# also when it fails or run.sh is interrupted. Without root or mkfs.btrfs it is empty: the file
+# says why it skips.
+btrfs_mounted=
+btrfs_mount() {
+	export SBX_TEST_BTRFS=
+	[ "$(id -u)" -eq 0 ] && command -v mkfs.btrfs >/dev/null && [ -e /dev/loop-control ] || return 0
+	mkdir -p "$work/btrfs" &&
+		truncate -s 3G "$work/btrfs.img" &&
+		mkfs.btrfs -q "$work/btrfs.img" >/dev/null &&
+		mount -o loop "$work/btrfs.img" "$work/btrfs" || return 1
+	btrfs_mounted=$work/btrfs
+	chmod 1777 "$work/btrfs"
+	SBX_TEST_BTRFS=$work/btrfs
+}
+btrfs_unmount() {
+	[ -n "$btrfs_mounted" ] || return 0
+	umount "$btrfs_mounted" || umount -l "$btrfs_mounted"
+	rm -f "$work/btrfs.img"
+	btrfs_mounted=
+	SBX_TEST_BTRFS=
+}
+
 new_log() { local l; l=$(mktemp); chmod 644 "$l"; echo "$l"; }
 
 for t in "$work"/tests/t[0-9]*.sh; do
@@ -148,6 +174,12 @@ for t in "$work"/tests/t[0-9]*.sh; do
 		case " $TESTS " in *" $(basename "$t" | cut -c1-5) "*) ;; *) continue ;; esac
 	fi
 	name=$(basename "$t")
+	if grep -qx '# run.sh: a btrfs filesystem for both passes' "$t" && ! btrfs_mount; then
+		echo "# $name: cannot mount a btrfs filesystem for it"
+		failed=$((failed + 1))
+		btrfs_unmount
+		continue
+	fi
 	if [ "$(id -u)" -eq 0 ]; then
 		as_uid=(--reuid="$TEST_UID" --regid="$TEST_UID" --clear-groups --reset-env)
 		a=$(new_log) b=$(new_log)
@@ -177,6 +209,7 @@ for t in "$work"/tests/t[0-9]*.sh; do
 		echo "# $name: second pass as another uid skipped (needs root to switch users)"
 		skipped=$((skipped + 1))
 	fi
+	btrfs_unmount
 done
 
 echo "$passed passed, $failed failed, $skipped skipped"

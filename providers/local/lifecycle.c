@@ -27,6 +27,7 @@
 #include "core/proc.h"
 #include "core/sandbox.h"
 #include "core/snapshot.h"
+#include "core/subvol.h"
 #include "core/test-hook.h"
 
 #ifndef CLONE_NEWCGROUP
@@ -54,6 +55,23 @@ static char *hosts_text(const struct local_setup *s)
 		hosts = more;
 	}
 	return hosts;
+}
+
+/* the directory of the files a sandbox writes (root/, or fs/upper): on btrfs a subvolume of its
+ * own, so that a snapshot of it is one btrfs snapshot (see core/subvol.h); a directory
+ * elsewhere, and on a disk of the sandbox's own */
+static int make_files_dir(const char *path, const struct local_setup *s)
+{
+	_cleanup_free_ char *dir = xstrdup(path);
+	char *slash = strrchr(dir, '/');
+
+	if (!s->disk && slash) {
+		*slash = 0;
+		_cleanup_close_ int at = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (at >= 0 && sbx_subvol_fs(at))
+			return sbx_subvol_create(at, slash + 1);
+	}
+	return mkdir(path, 0755);
 }
 
 /* the sandbox's root directory: empty, with the top-level names a system expects. With --disk,
@@ -90,7 +108,7 @@ static int fill_root(const char *dir, const struct local_setup *s, struct sbx_er
 				return sbx_err_errno(err, "cannot hand '%s' to the sandbox", p);
 		}
 	}
-	if (mkdir(root, 0755) < 0 && !(s->disk && !image && errno == EEXIST))
+	if (make_files_dir(root, s) < 0 && !(s->disk && !image && errno == EEXIST))
 		return sbx_err_errno(err, "cannot create '%s'", root);
 	for (size_t i = 0; i < ndirs; i++) {
 		snprintf(p, sizeof(p), "%s/%s", root, dirs[i].name);
@@ -745,10 +763,14 @@ static int local_restore(struct sbx_ctx *ctx, struct sbx_record *rec, const char
 		_cleanup_free_ char *p = xasprintf("%s/pids", rec->dir);
 		(void)unlink(p);
 		rec->state = was == SBX_STATE_STOPPED ? SBX_STATE_STOPPED : SBX_STATE_RELEASED;
+		local_snapshot_discard(ctx, rec);
 		return 0;
 	}
 	rec->state = SBX_STATE_RELEASED;
-	if (local_resume(ctx, rec, err) < 0)
+	/* the old files go once it runs again */
+	int r = local_resume(ctx, rec, err);
+	local_snapshot_discard(ctx, rec);
+	if (r < 0)
 		return -1;
 	if (was == SBX_STATE_PAUSED) {
 		if (local_read_pids(rec->dir, &pids) < 0)

@@ -425,6 +425,9 @@ int local_snapshot_check(const struct sbx_record *rec, const json_t *info, bool 
 int local_snapshot_unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *tree,
 			  const json_t *info, bool replace, const char *hostname, const char *hosts,
 			  struct sbx_err *err);
+/* what a restore left of the old files (a subvolume, which the jail leaves: it goes here, at
+ * once where the caller may), removed; a failure is a warning (the next restore retries) */
+void local_snapshot_discard(struct sbx_ctx *ctx, const struct sbx_record *rec);
 
 /* sbx cp (cp.c): in a child that joined the sandbox (or, stopped, entered its files) */
 int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
