@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "cmd/cmd.h"
 
+#include "core/snapshot.h"
+
 int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
@@ -30,6 +32,7 @@ int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx)
 	}
 	if (optind >= argc)
 		return cmd_usage_error("rm", "missing sandbox");
+	bool gone = false;
 	for (int i = optind; i < argc; i++) {
 		struct sbx_err err = { 0 };
 		if (sbx_sandbox_rm(ctx, argv[i], force, &err) < 0) {
@@ -39,7 +42,11 @@ int cmd_rm(int argc, char **argv, struct sbx_ctx *ctx)
 			ret = 125;
 		} else {
 			puts(argv[i]);
+			gone = true;
 		}
 	}
+	/* a snapshot a fork made of a sandbox, kept while forks stacked on it, goes with them */
+	if (gone)
+		sbx_snapshot_sweep(ctx);
 	return ret;
 }

@@ -289,9 +289,11 @@ int cmd_fork(int argc, char **argv, struct sbx_ctx *ctx)
 	}
 	a.o.name = base;
 	if (implicit) {
+		/* gone now, unless the forks stack on it: then it goes with the last of them */
 		struct sbx_err e2 = { 0 };
+		const char *sid = sbx_json_str(implicit, "id");
 		close(TAKE_FD(hold));
-		if (sbx_snapshot_rm(ctx, sbx_json_str(implicit, "id"), &e2) < 0 && !ret)
+		if (!sbx_snapshot_in_use(ctx, sid) && sbx_snapshot_rm(ctx, sid, &e2) < 0 && !ret)
 			ret = cmd_report(&e2);
 	}
 	create_args_release(&a);

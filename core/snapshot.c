@@ -110,7 +110,26 @@ static void sweep(struct sbx_ctx *ctx, int root)
 
 static json_t *load_info(int root, const char *id);
 
-/* implicit snapshots (a fork's) whose fork is gone */
+/* the sandboxes whose files stack on snapshot id (see struct sbx_provider.snapshot_users) */
+static char *users_of(struct sbx_ctx *ctx, int root, const char *id)
+{
+	_cleanup_json_ json_t *info = load_info(root, id);
+	const char *pname = sbx_json_str(info, "provider");
+	const struct sbx_provider *p = sbx_provider_find(pname ? pname : "local");
+
+	return p && p->snapshot_users ? p->snapshot_users(ctx, id) : NULL;
+}
+
+bool sbx_snapshot_in_use(struct sbx_ctx *ctx, const char *id)
+{
+	struct sbx_err e = { 0 };
+	_cleanup_close_ int root = open_root(&ctx->store, &e);
+	_cleanup_free_ char *who = root >= 0 ? users_of(ctx, root, id) : NULL;
+
+	return who != NULL;
+}
+
+/* implicit snapshots (a fork's) whose fork is gone, and that no sandbox stacks on */
 static void sweep_implicit(struct sbx_ctx *ctx, int root)
 {
 	DIR *d = fdopendir(openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -123,6 +142,9 @@ static void sweep_implicit(struct sbx_ctx *ctx, int root)
 			continue;
 		_cleanup_json_ json_t *j = load_info(root, de->d_name);
 		if (!j || !json_is_true(json_object_get(j, "implicit")))
+			continue;
+		_cleanup_free_ char *who = users_of(ctx, root, de->d_name);
+		if (who)
 			continue;
 		char lk_name[300], tmp[300], tmplock[300];
 		snprintf(lk_name, sizeof(lk_name), "%s/lock", de->d_name);
@@ -402,6 +424,19 @@ out : {
 }
 }
 
+void sbx_snapshot_sweep(struct sbx_ctx *ctx)
+{
+	struct sbx_err e = { 0 };
+	struct stat st;
+	_cleanup_free_ char *dir = xasprintf("%s/snapshots", ctx->store.root);
+
+	if (stat(dir, &st) < 0)
+		return;
+	_cleanup_close_ int root = open_root(&ctx->store, &e);
+	if (root >= 0)
+		sweep_implicit(ctx, root);
+}
+
 int sbx_snapshot_list(struct sbx_ctx *ctx, const char *sb, json_t **ret, struct sbx_err *err)
 {
 	_cleanup_close_ int root = open_root(&ctx->store, err);
@@ -442,6 +477,13 @@ int sbx_snapshot_rm(struct sbx_ctx *ctx, const char *snap, struct sbx_err *err)
 	_cleanup_close_ int lk = hold(root, id, true, err);
 	if (lk < 0)
 		return -1;
+	/* the files of forks stand on it (stacked): it goes once they do */
+	_cleanup_free_ char *who = users_of(ctx, root, id);
+	if (who)
+		return sbx_err_set(err, SBX_E_STATE,
+				   "snapshot '%s' holds the files that sandboxes stack on (%s): "
+				   "remove them first",
+				   snap, who);
 	char tmp[SBX_ID_LEN + 8], tmplock[SBX_ID_LEN + 16];
 	snprintf(tmp, sizeof(tmp), "%s.tmp", id);
 	snprintf(tmplock, sizeof(tmplock), "%s.tmp.lock", id);

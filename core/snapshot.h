@@ -16,7 +16,12 @@ int sbx_snapshot_create(struct sbx_ctx *ctx, const char *sb, const char *name, b
 /* every snapshot (of SB alone, unless NULL: by its id, or its name once it is gone), oldest
  * first */
 int sbx_snapshot_list(struct sbx_ctx *ctx, const char *sb, json_t **ret, struct sbx_err *err);
-/* removes SNAP (waits for the forks and restores that read it) */
+/* some sandbox's files stack on snapshot id (a fork of it, where forks stack) */
+bool sbx_snapshot_in_use(struct sbx_ctx *ctx, const char *id);
+/* the implicit snapshots (a fork's) that no fork holds or stacks on any more, removed */
+void sbx_snapshot_sweep(struct sbx_ctx *ctx);
+/* removes SNAP (waits for the forks and restores that read it); STATE while sandboxes stack
+ * on it */
 int sbx_snapshot_rm(struct sbx_ctx *ctx, const char *snap, struct sbx_err *err);
 /* the files of SB become SNAP's (see struct sbx_provider.restore) */
 int sbx_snapshot_restore(struct sbx_ctx *ctx, const char *sb, const char *snap,

@@ -9,11 +9,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <linux/openat2.h>
 #include <search.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -302,6 +304,152 @@ int sbx_tree_copy(int src_fd, int dst_fd, bool own, struct sbx_treecopy_stats *s
 	r = copy_dir(&w, src_fd, dst_fd, 0);
 	if (r == 0)
 		r = copy_meta(&w, src_fd, dst_fd, &st);
+	for (size_t i = 0; i < w.n_seen; i++)
+		free(w.seen[i].path);
+	free(w.seen);
+	free(w.buf);
+	return r;
+}
+
+/* --- an overlay's upper directory applied onto a copy of what lay under it ----------------- */
+
+static bool whiteout(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && st->st_rdev == 0;
+}
+
+/* an upper directory that hides everything under it (overlay marks it so, with userxattr as
+ * user.overlay.opaque, as root as trusted.overlay.opaque) */
+static bool opaque(int fd)
+{
+	char v[4];
+	ssize_t n = fgetxattr(fd, "user.overlay.opaque", v, sizeof(v));
+	if (n < 0)
+		n = fgetxattr(fd, "trusted.overlay.opaque", v, sizeof(v));
+	return n == 1 && v[0] == 'y';
+}
+
+struct merge {
+	struct walk *w;
+	bool whiteouts;
+	const int *below; /* the layers under the lower tree (an image's) */
+	size_t n_below;
+};
+
+/* some layer under the lower tree has an entry at path (relative to the top; no link in it
+ * followed): a whiteout there still hides something */
+static bool below_has(const struct merge *m, const char *path)
+{
+	struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+					RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+
+	for (size_t i = 0; i < m->n_below; i++) {
+		int fd = (int)syscall(SYS_openat2, m->below[i], path, &how, sizeof(how));
+		if (fd >= 0) {
+			close(fd);
+			return true;
+		}
+	}
+	return false;
+}
+
+static int merge_dir(struct merge *m, int ufd, int dfd, int depth);
+
+static int merge_entry(struct merge *m, int ufd, int dfd, const char *name, int depth)
+{
+	struct walk *w = m->w;
+	struct stat us, ds;
+	bool there = fstatat(dfd, name, &ds, AT_SYMLINK_NOFOLLOW) == 0;
+
+	if (fstatat(ufd, name, &us, AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(w, "read");
+	if (S_ISDIR(us.st_mode) && there && S_ISDIR(ds.st_mode)) {
+		_cleanup_close_ int u = openat(ufd, name,
+					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (u < 0)
+			return fail(w, "open");
+		if (!opaque(u)) {
+			/* both: what the upper holds goes over what lay under, and the upper's
+			 * owner, mode and times are the directory's */
+			_cleanup_close_ int d = openat(
+				dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (d < 0)
+				return fail(w, "open");
+			if (depth >= MAX_DEPTH) {
+				errno = ELOOP;
+				return fail(w, "copy (too deep)");
+			}
+			if (merge_dir(m, u, d, depth + 1) < 0)
+				return -1;
+			return copy_meta(w, u, d, &us);
+		}
+	}
+	/* anything else replaces what lay under (an opaque directory, all of it) */
+	if (there && sbx_rm_rf_at(dfd, name) < 0)
+		return fail(w, "replace");
+	/* a whiteout hides what lies under the tree only where there is more under it (an
+	 * image's layers): where the lower tree had nothing (or a whiteout) the overlay made it
+	 * for those; where it had a file of its own, only if one of those has one too (in a
+	 * directory no layer under has, the overlay would list it) */
+	if (whiteout(&us) && (!m->whiteouts || (there && !whiteout(&ds) && !below_has(m, w->path))))
+		return 0;
+	return copy_entry(w, ufd, dfd, name, depth);
+}
+
+static int merge_dir(struct merge *m, int ufd, int dfd, int depth)
+{
+	struct walk *w = m->w;
+	int fd = openat(ufd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(w, "open");
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return fail(w, "open");
+	}
+	size_t len = strlen(w->path);
+	struct dirent *de;
+	int r = 0;
+	errno = 0;
+	while (r == 0 && (de = readdir(d))) {
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		int k = snprintf(w->path + len, sizeof(w->path) - len, "%s%s", len ? "/" : "",
+				 de->d_name);
+		if (k < 0 || (size_t)k >= sizeof(w->path) - len) {
+			w->path[len] = 0;
+			errno = ENAMETOOLONG;
+			r = fail(w, "copy a name in");
+			break;
+		}
+		r = merge_entry(m, ufd, dfd, de->d_name, depth);
+		w->path[len] = 0;
+		errno = 0;
+	}
+	if (r == 0 && errno)
+		r = fail(w, "read");
+	closedir(d);
+	return r;
+}
+
+int sbx_tree_merge(int upper_fd, int dst_fd, bool own, bool whiteouts, const int *below,
+		   size_t n_below, struct sbx_treecopy_stats *stats, struct sbx_err *err)
+{
+	struct sbx_treecopy_stats ignored = { 0 };
+	struct walk w = {
+		.own = own, .dst_top = dst_fd, .st = stats ? stats : &ignored, .err = err
+	};
+	struct merge m = { .w = &w, .whiteouts = whiteouts, .below = below, .n_below = n_below };
+	struct stat st;
+	int r;
+
+	if (fstat(upper_fd, &st) < 0)
+		return sbx_err_errno(err, "cannot read the tree to copy");
+	w.buf = xmalloc(XATTR_VALUE_MAX_);
+	r = merge_dir(&m, upper_fd, dst_fd, 0);
+	if (r == 0)
+		r = copy_meta(&w, upper_fd, dst_fd, &st);
 	for (size_t i = 0; i < w.n_seen; i++)
 		free(w.seen[i].path);
 	free(w.seen);

@@ -6,11 +6,11 @@
  * (Where the trees are btrfs subvolumes, providers/local/snapshot.c snapshots them whole
  * instead: core/subvol.h.)
  *
- * Forks share data by reflink (FICLONE), falling back to copying the data extents where the
- * filesystem has none, rather than by hard-linked read-only trees as an overlay's lower layer:
- * a reflinked copy is independent (a snapshot can go while its forks live, a restore is an
- * exchange of trees) and needs no change to how a sandbox's root is assembled; the price is
- * a full copy per fork on ext4 and tmpfs, which the overlay would have avoided. */
+ * Snapshots are copies, sharing data by reflink (FICLONE) where the filesystem can, the data
+ * extents copied where it cannot: a snapshot is independent of its sandbox. Forks and
+ * restores copy nothing outside btrfs: the sandbox stacks on the snapshot's tree as an
+ * overlay's lower layer, and sbx_tree_merge makes one tree again of that and the upper when a
+ * stacked sandbox is snapshotted or committed. */
 #ifndef SBX_CORE_TREECOPY_H
 #define SBX_CORE_TREECOPY_H
 
@@ -34,6 +34,14 @@ struct sbx_treecopy_stats {
 int sbx_tree_copy(int src_fd, int dst_fd, bool own, struct sbx_treecopy_stats *stats,
 		  struct sbx_err *err);
 
+/* applies an overlay's upper directory upper_fd onto dst_fd, a copy of what lay under it (the
+ * lower tree): what the upper holds replaces what lay under, directories in both are merged
+ * (unless the upper's is opaque), a whiteout removes what it names, and stays (as a whiteout)
+ * only if whiteouts is set (more layers lie under the result: an image's, below[n_below])
+ * and it still hides something there; the result is what the overlay showed, as one tree
+ * (a layer over below). Owners are kept when own is set */
+int sbx_tree_merge(int upper_fd, int dst_fd, bool own, bool whiteouts, const int *below,
+		   size_t n_below, struct sbx_treecopy_stats *stats, struct sbx_err *err);
 /* counts what the tree fd holds, as sbx_tree_copy would have (files, dirs, links, size) */
 int sbx_tree_count(int fd, struct sbx_treecopy_stats *stats, struct sbx_err *err);
 

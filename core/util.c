@@ -325,6 +325,15 @@ static int rm_rf_at(int dirfd, const char *name, dev_t dev)
 	return 0;
 }
 
+int sbx_rm_rf_at(int dirfd, const char *name)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	return rm_rf_at(dirfd, name, st.st_dev);
+}
+
 int sbx_rm_rf(const char *path)
 {
 	struct stat st;

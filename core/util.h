@@ -85,6 +85,8 @@ char *sbx_read_fd(int fd, size_t max, size_t *ret_len);
 int sbx_mkdir_p(const char *path, mode_t mode);
 /* remove a tree, fixing permissions that prevent it (does not cross mount points); -1 errno */
 int sbx_rm_rf(const char *path);
+/* the same for name in dirfd (a single name: nothing of it is followed) */
+int sbx_rm_rf_at(int dirfd, const char *name);
 
 /* base64 of n bytes (standard alphabet, padded) */
 char *sbx_base64_encode(const void *data, size_t n);

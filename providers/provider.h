@@ -92,6 +92,9 @@ struct sbx_provider {
 	 * (optional: else the core removes it) */
 	int (*snapshot_rm)(struct sbx_ctx *, const char *path, const json_t *info,
 			   struct sbx_err *);
+	/* the sandboxes whose files stack on snapshot id (names, or ids, comma-separated;
+	 * malloc'd), or NULL when none does: such a snapshot is not removed (optional) */
+	char *(*snapshot_users)(struct sbx_ctx *, const char *id);
 	/* refresh rec->state (and state_reason) by looking */
 	int (*inspect)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);
 	/* every sandbox the provider has: *ret maps provider_id -> enum sbx_state (an integer);

@@ -79,6 +79,8 @@ for s in json.load(sys.stdin):
     if sys.argv[1] in (s["id"], s["name"]):
         print(s["id"])' "$1"; }
 snap_tree() { echo "$SBX_HOME/snapshots/$(snap_id "$1")/tree"; }
+# sb_dir SB: the host path of a sandbox's directory
+sb_dir() { echo "$SBX_HOME/sandboxes/$(sbx inspect "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"; }
 
 test_expect_success 'set-up: a sandbox that wrote every kind of file, and host files it points at' '
 	mkdir -p "$TRASH/hostdir" && echo secret >"$TRASH/hostsecret" &&
@@ -175,12 +177,23 @@ test_expect_success 'released: snapshot and restore work on its files, it stays 
 	sbx fork s3 --name f3 >/dev/null && sbx exec f3 cat /workspace/r >c && test_eq rel "$(cat c)"
 '
 
-test_expect_success 'fork of a sandbox: its files now, through a snapshot removed after' '
+# where forks stack on a snapshot (no btrfs), the one a fork of a sandbox takes stays while the
+# fork stands on it, and goes with it; on btrfs the fork has files of its own and it goes at once
+test_expect_success 'fork of a sandbox: its files now, through a snapshot that goes when nothing stands on it' '
 	sbx snapshot ls -q >before &&
 	sbx exec f1 sh -c "echo from-f1 >/workspace/mark" &&
 	sbx fork f1 --name f1b >/dev/null &&
 	sbx exec f1b cat /workspace/mark >c && test_eq from-f1 "$(cat c)" &&
-	sbx snapshot ls -q >after && test_file_eq before after
+	sbx snapshot ls -q >after &&
+	if [ -n "${SNAP_ON_BTRFS:-}" ]; then
+		test_file_eq before after
+	else
+		test_eq $(($(wc -l <before) + 1)) "$(wc -l <after)" &&
+		sbx snapshot ls --json >j &&
+		json_assert j "assert [s for s in r if s[\"implicit\"] and s[\"sandbox_name\"] == \"f1\"]" &&
+		sbx rm -f f1b >/dev/null && sbx snapshot ls -q >after && test_file_eq before after &&
+		sbx fork f1 --name f1b >/dev/null
+	fi
 '
 
 test_expect_success 'create --from SNAP is a fork' '
@@ -244,6 +257,75 @@ assert s[\"image\"] == \"localhost/snapbb:1\" and s[\"image_id\"].startswith(\"s
 	sbx snapshot restore img si >/dev/null &&
 	sbx exec img sh -c "ls -A /etc; ls -ln /workspace/w" >got && test_file_eq want got
 '
+
+# where forks stack (not btrfs): a fork's files are an overlay of the snapshot's tree and an
+# upper of its own; what it changes over the snapshot (deletions, a directory made anew, a file
+# over a directory) comes back whole in a snapshot of it, a commit, and a copy out of it stopped
+if [ -z "${SNAP_ON_BTRFS:-}" ]; then
+	CHANGE='
+set -e
+cd /workspace
+rm d/f && rm -rf d/sub && echo g-changed >d/new-g
+mkdir -p d/sub && echo fresh >d/sub/new
+rm -rf escdir && echo file-now >escdir
+mkdir -p newdir/a && echo deep >newdir/a/b
+echo home2 >>/root/snapr/r
+'
+	test_expect_success 'stacked: a fork of a snapshot stands on it (the snapshot'"'"'s files are not copied), its changes are its own' '
+		sbx fork s1 --name st >/dev/null &&
+		d=$(sb_dir st) && test -f "$d/fs/base" && test_eq "$(snap_id s1)" "$(cat "$d/fs/base")" &&
+		test_eq "" "$(find "$d/fs/upper/workspace" -type f 2>/dev/null)" &&
+		sbx exec st sh -c "$CHANGE" && manifest st >m.st &&
+		test_grep ! "/workspace/d/f " m.st && test_grep "/workspace/newdir/a/b" m.st &&
+		sbx fork s1 --name st0 >/dev/null && manifest st0 >m && test_file_eq "$TRASH/m.src" m &&
+		sbx rm -f st0 >/dev/null
+	'
+	test_expect_success 'stacked: a snapshot of it holds what it shows (deletions, opaque directories), as a fork and a restore show' '
+		sbx snapshot create st --name sts >/dev/null &&
+		t=$(snap_tree sts) && test ! -e "$t/workspace/d/f" && test -f "$t/workspace/escdir" &&
+		test_eq "" "$(find "$t" -type c)" &&
+		sbx fork sts --name st2 >/dev/null && manifest st2 >m && test_file_eq m.st m &&
+		sbx exec st sh -c "echo later >/workspace/later; rm -rf /workspace/newdir" &&
+		sbx snapshot restore st sts >/dev/null && manifest st >m && test_file_eq m.st m &&
+		test_eq "$(snap_id sts)" "$(cat "$(sb_dir st)/fs/base")"
+	'
+	test_expect_success 'stacked: a copy out of it released, and fs, read both layers' '
+		sbx pause --release st >/dev/null &&
+		sbx cp st:/workspace/d/new-g - | tar -xO >c && test_eq g-changed "$(cat c)" &&
+		sbx cp st:/workspace/sparse - | tar -t >l && test_eq sparse "$(cat l)" &&
+		sbx fs ls st /workspace/d >l && test_grep sub l &&
+		sbx resume st >/dev/null && sbx exec st cat /workspace/newdir/a/b >c &&
+		test_eq deep "$(cat c)"
+	'
+	test_expect_success 'stacked: a restore killed midway leaves the old files, whole; the next one finishes' '
+		manifest st >before &&
+		SBX_TEST_CRASH_AT=restore-stacked expect_code 137 sbx snapshot restore st s1 &&
+		sbx resume st >/dev/null 2>&1; manifest st >after && test_file_eq before after &&
+		sbx snapshot restore st s1 >/dev/null && manifest st >m && test_file_eq "$TRASH/m.src" m &&
+		test ! -e "$(sb_dir st)/fs.new"
+	'
+	test_expect_success 'stacked: an image sandbox'"'"'s fork, changed, snapshotted, committed' '
+		sbx fork si --name sti >/dev/null &&
+		test -f "$(sb_dir sti)/fs/base" &&
+		sbx exec sti sh -c "rm /etc/own; echo again >/etc/again; rm -rf /workspace/w/l; \
+echo z >/workspace/z" &&
+		sbx exec sti sh -c "ls -A /etc; ls -A /workspace; ls -A /workspace/w" >want &&
+		sbx snapshot create sti --name stis >/dev/null &&
+		sbx fork stis --name sti2 >/dev/null &&
+		sbx exec sti2 sh -c "ls -A /etc; ls -A /workspace; ls -A /workspace/w" >got &&
+		test_file_eq want got &&
+		sbx commit sti localhost/stacked:1 >/dev/null &&
+		sbx create --image localhost/stacked:1 --name stc >/dev/null &&
+		sbx exec stc sh -c "ls -A /etc; ls -A /workspace; ls -A /workspace/w" >got &&
+		test_file_eq want got &&
+		test_eq "" "$(ls -A "$(sb_dir sti)" | grep commit.tmp)"
+	'
+	test_expect_success 'stacked: removing what stands on a snapshot lets it go' '
+		expect_code 125 sbx snapshot rm sts 2>err && test_grep "stack on (st2)" err &&
+		sbx rm -f st2 >/dev/null && sbx snapshot rm sts >/dev/null &&
+		sbx rm -f st sti sti2 stc >/dev/null && sbx snapshot rm stis >/dev/null
+	'
+fi
 
 test_expect_success 'a snapshot fits only its kind of sandbox; names are unique; errors exit 125' '
 	expect_code 125 sbx snapshot restore src si 2>err && test_grep "do not fit" err &&
@@ -317,6 +399,12 @@ test_expect_success 'snapshots outlive their sandbox; rm removes them' '
 	sbx snapshot ls src -q >q && test "$(wc -l <q)" -ge 3 &&
 	sbx fork s1 --name late >/dev/null && sbx exec late cat /workspace/d/f >c &&
 	test_eq hello "$(cat c)" &&
+	if [ -z "${SNAP_ON_BTRFS:-}" ]; then
+		# f2 and f3 stack on s2 and s3: they stay until the forks go
+		expect_code 125 sbx snapshot rm s2 2>err &&
+		test_grep "snapshot .s2. holds the files that sandboxes stack on (f2)" err &&
+		sbx rm -f f2 f3 >/dev/null
+	fi &&
 	sbx snapshot rm s2 s3 >out && test_eq "s2 s3" "$(paste -sd " " out)" &&
 	sbx snapshot ls --json >j &&
 	json_assert j "n = [s[\"name\"] for s in r]; assert \"s1\" in n and \"s2\" not in n and \"s3\" not in n" &&
@@ -335,7 +423,6 @@ assert \"snapshot\" not in c.get(\"daytona\", [])"
 if [ -n "${SNAP_ON_BTRFS:-}" ]; then
 	# subvol PATH: the directory is the root of a btrfs subvolume (inode 256)
 	subvol() { test_eq 256 "$(stat -c %i "$1")" "$1 is a subvolume"; }
-	sb_dir() { echo "$SBX_HOME/sandboxes/$(sbx inspect "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')"; }
 	test_expect_success 'on btrfs: the files of a sandbox, a snapshot, a fork and a restore are each a subvolume' '
 		sbx create --name bt >/dev/null && subvol "$(sb_dir bt)/root" &&
 		sbx create --image localhost/snapbb:1 --name bti >/dev/null &&

@@ -75,6 +75,23 @@ static int from_disk(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	return r;
 }
 
+/* r, after the sandbox is thawed if *thaw (then unset) */
+static int thaw_after(const struct sbx_record *rec, const struct local_pids *pids, bool *thaw,
+		      int r, struct sbx_err *err)
+{
+	struct sbx_err e2 = { 0 };
+
+	if (!*thaw)
+		return r;
+	*thaw = false;
+	if (local_freeze(rec->dir, pids, false, &e2) < 0 && r == 0) {
+		*err = e2;
+		return sbx_err_prefix(err, "cannot thaw sandbox '%s' after the commit",
+				      rec->name ? rec->name : rec->id);
+	}
+	return r;
+}
+
 int local_commit(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_layer *ret,
 		 struct sbx_err *err)
 {
@@ -120,16 +137,24 @@ int local_commit(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_l
 		thaw = true;
 	}
 	sbx_test_hook("commit-frozen");
-	sbx_debug("commit: reading %s", upper);
-	int r = sbx_test_fail("commit-read")
-		? (errno = ENOSPC, sbx_err_errno(err, "cannot write the layer"))
-		: sbx_image_layer_from_dir(&ctx->store, &src, ret, err);
-	if (thaw) {
-		struct sbx_err e2 = { 0 };
-		if (local_freeze(rec->dir, &pids, false, &e2) < 0 && r == 0) {
-			*err = e2;
-			r = sbx_err_prefix(err, "cannot thaw sandbox '%s' after the commit", l);
-		}
+	/* stacked on a snapshot: the snapshot's files and the upper, merged into one tree while
+	 * frozen, make the layer (read after the thaw) */
+	_cleanup_free_ char *base = local_base_of(rec->dir);
+	_cleanup_free_ char *merged = base ? xasprintf("%s/commit.tmp", rec->dir) : NULL;
+	int r = 0;
+	if (merged) {
+		sbx_debug("commit: merging %s over snapshot %s", upper, base);
+		r = thaw_after(rec, &pids, &thaw, local_files_merged(ctx, rec, merged, err), err);
+		src.dir = merged;
 	}
+	if (r == 0) {
+		sbx_debug("commit: reading %s", src.dir);
+		r = sbx_test_fail("commit-read")
+			? (errno = ENOSPC, sbx_err_errno(err, "cannot write the layer"))
+			: sbx_image_layer_from_dir(&ctx->store, &src, ret, err);
+	}
+	r = thaw_after(rec, &pids, &thaw, r, err);
+	if (merged)
+		local_files_drop(ctx, rec, merged);
 	return r;
 }

@@ -52,6 +52,7 @@ struct cp_job {
 	bool follow;	       /* cp_out: -L */
 	char **layers;	       /* an image sandbox's layer directories, base first (NULL: none) */
 	size_t n_layers;
+	bool image; /* on an image: no host's system view (n_layers may be a stacked snapshot's) */
 	/* read on the host before the child moves */
 	const void *bpf; /* the sandbox's seccomp filter */
 	size_t bpf_len;
@@ -279,7 +280,7 @@ static _noreturn_ void child_stopped(const struct cp_job *j, int rootfd, int syn
 		struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY };
 		sysfd[i] = -1;
 		snprintf(host, sizeof(host), "/%s", sys_dirs[i]);
-		if (j->n_layers || lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
+		if (j->image || lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
 			continue; /* an image brings its own; symlinks were copied at create */
 		sysfd[i] = detach(AT_FDCWD, host);
 		if (sysfd[i] < 0 ||
@@ -468,6 +469,7 @@ int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, c
 	if (local_image_layers(ctx, rec, &layers, &j.n_layers, err) < 0)
 		return -1;
 	j.layers = layers;
+	j.image = rec->config.image.layers && rec->config.image.layers[0];
 	return run(rec, &j, err);
 }
 
@@ -483,6 +485,7 @@ int local_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *
 	if (local_image_layers(ctx, rec, &layers, &j.n_layers, err) < 0)
 		return -1;
 	j.layers = layers;
+	j.image = rec->config.image.layers && rec->config.image.layers[0];
 	sbx_cp_src_parse(src, &j.src);
 	int r = run(rec, &j, err);
 	sbx_cp_src_release(&j.src);
@@ -500,5 +503,6 @@ int local_confined(struct sbx_ctx *ctx, const struct sbx_record *rec, int fd,
 	if (local_image_layers(ctx, rec, &layers, &j.n_layers, err) < 0)
 		return -1;
 	j.layers = layers;
+	j.image = rec->config.image.layers && rec->config.image.layers[0];
 	return run(rec, &j, err);
 }

@@ -361,7 +361,7 @@ void local_init(const struct local_setup *s, int rootfd, int *volfds, int *layer
 	/* the host's system view, read-only (an image brings its own) */
 	static const char *const sys[] = { "usr",   "bin",   "sbin",   "lib",
 					   "lib32", "lib64", "libx32", "etc" };
-	for (size_t i = 0; i < (s->n_layers ? 0 : ARRAY_SIZE(sys)); i++) {
+	for (size_t i = 0; i < (s->image ? 0 : ARRAY_SIZE(sys)); i++) {
 		char host[64], dst[64];
 		struct stat st;
 
@@ -413,7 +413,7 @@ void local_init(const struct local_setup *s, int rootfd, int *volfds, int *layer
 		snprintf(src, sizeof(src), "/run/sbx/%s", etc[i]);
 		snprintf(dst, sizeof(dst), "/etc/%s", etc[i]);
 		/* an image without them gets empty ones to bind over (its root is writable) */
-		if (s->n_layers && lstat(dst, &st) < 0 && errno == ENOENT) {
+		if (s->image && lstat(dst, &st) < 0 && errno == ENOENT) {
 			(void)mkdir("/etc", 0755);
 			int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 				      0644);

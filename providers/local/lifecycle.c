@@ -378,6 +378,7 @@ static struct local_setup setup_of(const struct sbx_record *rec)
 	};
 	for (char **l = c->image.layers; l && *l; l++)
 		s.n_layers++;
+	s.image = s.n_layers > 0;
 	return s;
 }
 
@@ -818,5 +819,6 @@ const struct sbx_provider sbx_provider_local = {
 	.commit = local_commit,
 	.snapshot = local_snapshot,
 	.snapshot_rm = local_snapshot_rm,
+	.snapshot_users = local_snapshot_users,
 	.restore = local_restore,
 };

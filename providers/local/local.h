@@ -102,7 +102,8 @@ struct local_setup {
 	const struct sbx_config *config; /* the sandbox's configuration (its net policy) */
 	const char *label;		 /* name or id, for messages */
 	char **layers;			 /* --image: the unpacked layer directories, base first */
-	size_t n_layers;		 /* 0: the host's system view */
+	size_t n_layers;		 /* 0: root/ alone, no overlay */
+	bool image;			 /* on an image (else the host's system view) */
 	bool disk; /* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
 	/* the sandbox's cgroups at /sys/fs/cgroup inside (from local_cgroup_mounts at boot) */
 	struct local_cgroup_mount cgroup_mounts[LOCAL_CGROUP_MOUNTS];
@@ -428,6 +429,18 @@ int local_snapshot_unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, con
 /* what a restore left of the old files (a subvolume, which the jail leaves: it goes here, at
  * once where the caller may), removed; a failure is a warning (the next restore retries) */
 void local_snapshot_discard(struct sbx_ctx *ctx, const struct sbx_record *rec);
+/* the snapshot whose tree the files of the sandbox in dir stack on (fs/base: its id), as an
+ * overlay's lower layer under fs/upper, or NULL (malloc'd) */
+char *local_base_of(const char *dir);
+/* the files of a sandbox stacked on a snapshot, as one tree (the snapshot's, with fs/upper
+ * applied over it; whiteouts kept on an image), copied to dest (which must not exist) in a
+ * jail of the sandbox's map; the caller freezes a running sandbox meanwhile */
+int local_files_merged(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *dest,
+		       struct sbx_err *err);
+/* such a copy removed (in a jail of the sandbox's map where it must be); a failure warns */
+void local_files_drop(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *path);
+/* struct sbx_provider.snapshot_users */
+char *local_snapshot_users(struct sbx_ctx *ctx, const char *id);
 
 /* sbx cp (cp.c): in a child that joined the sandbox (or, stopped, entered its files) */
 int local_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,

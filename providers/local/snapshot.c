@@ -16,14 +16,40 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/proc.h"
+#include "core/store.h"
+#include "core/strbuf.h"
 #include "core/subvol.h"
 #include "core/test-hook.h"
 #include "core/treecopy.h"
 
-/* the tree of the sandbox's files, relative to its directory */
+static bool on_image(const struct sbx_record *rec)
+{
+	return rec->config.image.layers && rec->config.image.layers[0];
+}
+
+/* the kind of tree a snapshot of the sandbox holds: a layer over an image, or a root */
+static const char *kind_of(const struct sbx_record *rec)
+{
+	return on_image(rec) ? "fs/upper" : "root";
+}
+
+char *local_base_of(const char *dir)
+{
+	_cleanup_free_ char *p = xasprintf("%s/fs/base", dir);
+	_cleanup_free_ char *id = sbx_read_file(p, 64, NULL);
+
+	if (!id)
+		return NULL;
+	id[strcspn(id, "\n")] = 0;
+	return sbx_id_valid(id) ? TAKE_PTR(id) : NULL;
+}
+
+/* the tree of the sandbox's files, relative to its directory: over a snapshot it stacks on,
+ * or an image, the overlay's upper directory */
 static const char *files_of(const struct sbx_record *rec)
 {
-	return rec->config.image.layers && rec->config.image.layers[0] ? "fs/upper" : "root";
+	_cleanup_free_ char *base = local_base_of(rec->dir);
+	return on_image(rec) || base ? "fs/upper" : "root";
 }
 
 struct copy_job {
@@ -34,6 +60,11 @@ struct copy_job {
 			       * removed (it holds the old files then; a subvolume is left for
 			       * local_snapshot_discard, outside the jail) */
 	bool count;	      /* only count what src holds (into stats) */
+	const char *base;     /* src is an overlay's upper over this tree: their merge is
+			       * copied (whiteouts kept where they hide something of below) */
+	bool image;
+	char **below; /* the image's layers, under base */
+	size_t n_below;
 	const char *hostname; /* NULL: run/sbx is left as copied */
 	const char *hosts;
 	uid_t uid; /* of sandbox root, as the jail sees it */
@@ -123,6 +154,45 @@ static int copy_tree(struct copy_job *j, int at, struct sbx_err *err)
 
 	if (src < 0)
 		return sbx_err_errno(err, "cannot open '%s'", j->src);
+	if (j->base) {
+		/* what the overlay shows of the two: the tree under, then the upper over it */
+		_cleanup_close_ int b = open(j->base,
+					     O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (b < 0)
+			return sbx_err_errno(err, "cannot open '%s'", j->base);
+		if (mkdirat(at, j->dst_name, 0700) < 0)
+			return sbx_err_errno(err, "cannot create '%s/%s'", j->dst_dir, j->dst_name);
+		_cleanup_close_ int dst = openat(at, j->dst_name,
+						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		struct sbx_treecopy_stats ms = { .test_enospc = j->stats.test_enospc };
+		if (dst < 0)
+			return sbx_err_errno(err, "cannot open '%s/%s'", j->dst_dir, j->dst_name);
+		int *below = xcalloc(j->n_below + 1, sizeof(int));
+		int r = 0;
+		for (size_t i = 0; i < j->n_below; i++) {
+			below[i] = open(j->below[i], O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (below[i] < 0 && r == 0)
+				r = sbx_err_errno(err, "cannot open '%s'", j->below[i]);
+		}
+		if (r == 0 &&
+		    (sbx_tree_copy(b, dst, true, &ms, err) < 0 ||
+		     sbx_tree_merge(src, dst, true, j->image, below, j->n_below, &ms, err) < 0))
+			r = -1;
+		for (size_t i = 0; i < j->n_below; i++)
+			if (below[i] >= 0)
+				close(below[i]);
+		free(below);
+		if (r < 0)
+			return -1;
+		/* what is left of the two, counted */
+		if (sbx_tree_count(dst, &j->stats, err) < 0)
+			return -1;
+		if (syncfs(dst) < 0)
+			return sbx_err_errno(err, "cannot write '%s/%s'", j->dst_dir, j->dst_name);
+		if (write(j->stats_fd, &j->stats, sizeof(j->stats)) != sizeof(j->stats))
+			return sbx_err_errno(err, "cannot report the copy");
+		return 0;
+	}
 	/* a subvolume: one snapshot of it, whatever it holds (what fails there is copied). Not
 	 * one that holds subvolumes the sandbox made: a snapshot would leave them out (btrfs puts
 	 * an empty directory in their place), the copy does not */
@@ -176,17 +246,23 @@ static int jail_maps(pid_t pid, void *map)
 static int run_copy(struct sbx_ctx *ctx, struct copy_job *j, const struct local_idmap *m,
 		    struct sbx_err *err)
 {
-	struct sbx_jail_tree trees[2] = { { .path = j->src, .ro = true },
-					  { .path = j->dst_dir, .ro = false } };
+	struct sbx_jail_tree *trees = xcalloc(3 + j->n_below, sizeof(*trees));
+	trees[0] = (struct sbx_jail_tree){ .path = j->src, .ro = true };
+	trees[1] = (struct sbx_jail_tree){ .path = j->dst_dir, .ro = false };
+	trees[2] = (struct sbx_jail_tree){ .path = j->base, .ro = true };
+	for (size_t i = 0; j->base && i < j->n_below; i++)
+		trees[3 + i] = (struct sbx_jail_tree){ .path = j->below[i], .ro = true };
 	int p[2];
 
 	/* the jail's environment is empty: the fault is read here */
 	j->stats.test_enospc = sbx_test_fail("treecopy-write");
-	if (pipe2(p, O_CLOEXEC) < 0)
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		free(trees);
 		return sbx_err_errno(err, "cannot create a pipe");
+	}
 	j->stats_fd = p[1];
 	struct sbx_jail jail = { .trees = trees,
-				 .n_trees = 2,
+				 .n_trees = j->base ? 3 + j->n_below : 2,
 				 .store_root = ctx->store.root,
 				 .keep = &p[1],
 				 .n_keep = 1,
@@ -194,6 +270,7 @@ static int run_copy(struct sbx_ctx *ctx, struct copy_job *j, const struct local_
 				 .maps = m->kind == LOCAL_MAP_SUBID ? jail_maps : NULL,
 				 .maps_arg = (void *)m };
 	int r = sbx_jail_run(&jail, copy_in_jail, j, err);
+	free(trees);
 	close(p[1]);
 	if (r == 0 && read(p[0], &j->stats, sizeof(j->stats)) != sizeof(j->stats))
 		memset(&j->stats, 0, sizeof(j->stats));
@@ -209,6 +286,36 @@ static int refuse_disk(const struct sbx_record *rec, const char *what, struct sb
 				   "which %s does not support",
 				   rec->name ? rec->name : rec->id, what);
 	return 0;
+}
+
+/* the image's layers under a stacked sandbox's snapshot (local_image_layers, but its last:
+ * the snapshot's tree) */
+static int layers_below(struct sbx_ctx *ctx, const struct sbx_record *rec, char ***ret,
+			size_t *ret_n, struct sbx_err *err)
+{
+	if (local_image_layers(ctx, rec, ret, ret_n, err) < 0)
+		return -1;
+	if (*ret_n) {
+		(*ret_n)--;
+		free((*ret)[*ret_n]);
+		(*ret)[*ret_n] = NULL;
+	}
+	return 0;
+}
+
+/* the files of snapshot id, which a sandbox stacks on */
+static char *base_tree_of(struct sbx_ctx *ctx, const char *id, struct sbx_err *err)
+{
+	char *tree = xasprintf("%s/snapshots/%s/tree", ctx->store.root, id);
+	struct stat st;
+
+	if (lstat(tree, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		free(tree);
+		sbx_err_set(err, SBX_E_STATE,
+			    "snapshot %s, whose files the sandbox's stack on, is gone", id);
+		return NULL;
+	}
+	return tree;
 }
 
 /* the sandbox's files copied by j, a running sandbox frozen meanwhile, and only then: a note
@@ -252,6 +359,47 @@ static int capture(struct sbx_ctx *ctx, const struct sbx_record *rec, struct cop
 static int remove_tree(struct sbx_ctx *ctx, const char *path, const struct local_idmap *m,
 		       struct sbx_err *err);
 
+int local_files_merged(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *dest,
+		       struct sbx_err *err)
+{
+	struct local_idmap m;
+	_cleanup_free_ char *base = local_base_of(rec->dir);
+	_cleanup_free_ char *base_tree = base ? base_tree_of(ctx, base, err) : NULL;
+	_cleanup_free_ char *src = xasprintf("%s/fs/upper", rec->dir);
+	_cleanup_free_ char *dir = xstrdup(dest);
+	char *slash = strrchr(dir, '/');
+
+	if (!base_tree || !slash)
+		return base_tree ? sbx_err_set(err, SBX_E_SYSTEM, "bad path '%s'", dest) : -1;
+	*slash = 0;
+	local_idmap_of(rec, &m);
+	struct stat st;
+	if (lstat(dest, &st) == 0 && remove_tree(ctx, dest, &m, err) < 0)
+		return -1;
+	_cleanup_(strv_freep) char **below = NULL;
+	size_t n_below = 0;
+	if (layers_below(ctx, rec, &below, &n_below, err) < 0)
+		return -1;
+	struct copy_job j = { .src = src,
+			      .dst_dir = dir,
+			      .dst_name = slash + 1,
+			      .base = base_tree,
+			      .image = on_image(rec),
+			      .below = below,
+			      .n_below = n_below };
+	return run_copy(ctx, &j, &m, err);
+}
+
+void local_files_drop(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *path)
+{
+	struct local_idmap m;
+	struct sbx_err e = { 0 };
+
+	local_idmap_of(rec, &m);
+	if (remove_tree(ctx, path, &m, &e) < 0)
+		sbx_warn("cannot remove '%s': %s", path, e.msg);
+}
+
 int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *dest,
 		   json_t *info, struct sbx_err *err)
 {
@@ -266,7 +414,20 @@ int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 	if (!slash)
 		return sbx_err_set(err, SBX_E_SYSTEM, "bad snapshot path '%s'", dest);
 	*slash = 0;
-	struct copy_job j = { .src = src, .dst_dir = dir, .dst_name = slash + 1 };
+	/* stacked on a snapshot: what the overlay shows of it and the upper, as one tree */
+	_cleanup_free_ char *base = local_base_of(rec->dir);
+	_cleanup_free_ char *base_tree = base ? base_tree_of(ctx, base, err) : NULL;
+	_cleanup_(strv_freep) char **below = NULL;
+	size_t n_below = 0;
+	if ((base && !base_tree) || (base && layers_below(ctx, rec, &below, &n_below, err) < 0))
+		return -1;
+	struct copy_job j = { .src = src,
+			      .dst_dir = dir,
+			      .dst_name = slash + 1,
+			      .base = base_tree,
+			      .image = on_image(rec),
+			      .below = below,
+			      .n_below = n_below };
 	if (capture(ctx, rec, &j, &m, err) < 0)
 		return -1;
 	if (j.stats.subvol) {
@@ -277,7 +438,7 @@ int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 			return -1;
 		j.stats = c.stats;
 	}
-	json_object_set_new(info, "files", json_string(files_of(rec)));
+	json_object_set_new(info, "files", json_string(kind_of(rec)));
 	json_object_set_new(info, "id_map", local_idmap_json(&m));
 	json_object_set_new(info, "map_kind", json_integer(m.kind));
 	json_object_set_new(info, "size", json_integer((json_int_t)j.stats.size));
@@ -310,7 +471,7 @@ static int fits(const struct sbx_record *rec, const json_t *info, const struct l
 	const char *img = sbx_json_str(info, "image_id");
 	const char *mine = rec->config.image.id;
 
-	if (!files || !streq(files, files_of(rec)) || (img && !mine) || (!img && mine) ||
+	if (!files || !streq(files, kind_of(rec)) || (img && !mine) || (!img && mine) ||
 	    (img && mine && !streq(img, mine)))
 		return sbx_err_set(err, SBX_E_STATE,
 				   "the snapshot was taken of a sandbox on %s%s, and sandbox '%s' "
@@ -345,6 +506,70 @@ int local_snapshot_check(const struct sbx_record *rec, const json_t *info, bool 
 	return fits(rec, info, &m, err);
 }
 
+/* name in at, made (a directory of mode, the sandbox root's); an empty one there is fine if
+ * may_exist */
+static int make_dir(int at, const char *name, mode_t mode, uid_t uid, gid_t gid, bool may_exist,
+		    struct sbx_err *err)
+{
+	if (mkdirat(at, name, mode) < 0 && !(may_exist && errno == EEXIST))
+		return sbx_err_errno(err, "cannot create '%s'", name);
+	if (fchownat(at, name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    fchmodat(at, name, mode, 0) < 0)
+		return sbx_err_errno(err, "cannot hand '%s' to the sandbox", name);
+	return 0;
+}
+
+/* the sandbox stacks on snapshot id: its files become an overlay of the snapshot's tree (as a
+ * read-only lower layer, shared by every sandbox on it) and an upper of its own, empty but for
+ * run/sbx (hostname, hosts). All of it is new, made by the caller (nothing of any sandbox's is
+ * read): fs/ for a new sandbox, else fs.new, put in fs's place in one step (exchanged: the old
+ * files are left in fs.new for local_snapshot_discard) */
+static int stack(const struct sbx_record *rec, const char *id, bool replace, const char *hostname,
+		 const char *hosts, const struct local_idmap *m, struct sbx_err *err)
+{
+	uid_t uid = m->kind == LOCAL_MAP_RANGE ? LOCAL_UID_BASE : geteuid();
+	gid_t gid = m->kind == LOCAL_MAP_RANGE ? LOCAL_UID_BASE : getegid();
+	const char *name = replace ? "fs.new" : "fs";
+	_cleanup_close_ int at = open(rec->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (at < 0)
+		return sbx_err_errno(err, "cannot open '%s'", rec->dir);
+	if (replace && sbx_rm_rf_at(at, "fs.new") < 0)
+		return sbx_err_errno(err, "cannot remove '%s/fs.new'", rec->dir);
+	if ((!replace && make_dir(at, "root", 0755, uid, gid, true, err) < 0) ||
+	    make_dir(at, name, 0755, uid, gid, !replace, err) < 0)
+		return -1;
+	_cleanup_close_ int fs = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fs < 0 || make_dir(fs, "work", 0700, uid, gid, !replace, err) < 0 ||
+	    make_dir(fs, "upper", 0755, uid, gid, false, err) < 0)
+		return fs < 0 ? sbx_err_errno(err, "cannot open '%s/%s'", rec->dir, name) : -1;
+	_cleanup_close_ int up = openat(fs, "upper",
+					O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (up < 0 || make_dir(up, "run", 0755, uid, gid, false, err) < 0)
+		return up < 0 ? sbx_err_errno(err, "cannot open the upper directory") : -1;
+	_cleanup_close_ int run = openat(up, "run",
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (run < 0 || make_dir(run, "sbx", 0755, uid, gid, false, err) < 0)
+		return run < 0 ? sbx_err_errno(err, "cannot open run/") : -1;
+	_cleanup_close_ int sbx = openat(run, "sbx",
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_free_ char *line = xasprintf("%s\n", id);
+	if (sbx < 0 || write_small(sbx, "hostname", hostname, uid, gid, true, err) < 0 ||
+	    write_small(sbx, "hosts", hosts, uid, gid, true, err) < 0 ||
+	    write_small(fs, "base", line, geteuid(), getegid(), true, err) < 0 || fsync(sbx) < 0 ||
+	    fsync(run) < 0 || fsync(up) < 0 || fsync(fs) < 0)
+		return sbx < 0 ? sbx_err_errno(err, "cannot open run/sbx") : -1;
+	if (!replace)
+		return fsync(at) < 0 ? sbx_err_errno(err, "cannot write '%s'", rec->dir) : 0;
+	sbx_test_hook("restore-stacked");
+	/* in place in one step: exchanged with the old fs/, or, for files that were root/, put
+	 * where there was none (root/ is emptied after) */
+	if (renameat2(at, "fs.new", at, "fs", RENAME_EXCHANGE) < 0 &&
+	    (errno != ENOENT || renameat2(at, "fs.new", at, "fs", RENAME_NOREPLACE) < 0))
+		return sbx_err_errno(err, "cannot put the files in place in '%s'", rec->dir);
+	return fsync(at) < 0 ? sbx_err_errno(err, "cannot write '%s'", rec->dir) : 0;
+}
+
 int local_snapshot_unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *tree,
 			  const json_t *info, bool replace, const char *hostname, const char *hosts,
 			  struct sbx_err *err)
@@ -354,6 +579,16 @@ int local_snapshot_unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, con
 	if (local_snapshot_check(rec, info, replace, err) < 0)
 		return -1;
 	map_for(rec, replace, &m);
+	/* a btrfs snapshot of a snapshot costs nothing and leaves the sandbox files of its own:
+	 * where the tree is a subvolume, a sandbox with files of its own takes one; elsewhere
+	 * (and for one already stacked) the sandbox stacks on the snapshot's tree */
+	_cleanup_close_ int t = open(tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_free_ char *base = local_base_of(rec->dir);
+	const char *id = sbx_json_str(info, "id");
+	if (t < 0)
+		return sbx_err_errno(err, "cannot open '%s'", tree);
+	if (id && sbx_id_valid(id) && (base || !sbx_subvol_root_fd(t)))
+		return stack(rec, id, replace, hostname, hosts, &m, err);
 	bool image = streq(files_of(rec), "fs/upper");
 	_cleanup_free_ char *dir = xasprintf(image ? "%s/fs" : "%s", rec->dir);
 	const char *name = image ? "upper" : "root";
@@ -368,20 +603,40 @@ int local_snapshot_unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, con
 	return run_copy(ctx, &j, &m, err);
 }
 
+static int empty_tree(struct sbx_ctx *ctx, const char *path, const struct local_idmap *m,
+		      struct sbx_err *err);
+
 void local_snapshot_discard(struct sbx_ctx *ctx, const struct sbx_record *rec)
 {
 	struct local_idmap m;
-	bool image = streq(files_of(rec), "fs/upper");
-	_cleanup_free_ char *old = xasprintf(image ? "%s/fs/restore.new" : "%s/restore.new",
-					     rec->dir);
-	struct stat st;
+	/* the old files: a restore's copy or subvolume leaves them in restore.new (fs/ with an
+	 * image), one that stacked in fs.new */
+	static const char *const olds[] = { "restore.new", "fs/restore.new", "fs.new" };
 	struct sbx_err e = { 0 };
 
-	if (lstat(old, &st) < 0)
-		return;
 	map_for(rec, true, &m);
-	if (remove_tree(ctx, old, &m, &e) < 0)
-		sbx_warn("cannot remove the old files: %s (the next restore does)", e.msg);
+	for (size_t i = 0; i < ARRAY_SIZE(olds); i++) {
+		_cleanup_free_ char *old = xasprintf("%s/%s", rec->dir, olds[i]);
+		struct stat st;
+		if (lstat(old, &st) == 0 && remove_tree(ctx, old, &m, &e) < 0)
+			sbx_warn("cannot remove the old files: %s (the next restore does)", e.msg);
+	}
+	/* files that were root/, before the sandbox stacked on a snapshot */
+	_cleanup_free_ char *base = local_base_of(rec->dir);
+	if (base && !on_image(rec)) {
+		_cleanup_free_ char *root = xasprintf("%s/root", rec->dir);
+		_cleanup_close_ int fd = open(root,
+					      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		DIR *d = fd >= 0 ? fdopendir(TAKE_FD(fd)) : NULL;
+		struct dirent *de;
+		bool some = false;
+		while (d && !some && (de = readdir(d)))
+			some = !streq(de->d_name, ".") && !streq(de->d_name, "..");
+		if (d)
+			closedir(d);
+		if (some && empty_tree(ctx, root, &m, &e) < 0)
+			sbx_warn("cannot remove the old files: %s (the next restore does)", e.msg);
+	}
 }
 
 /* a snapshot's files, removed in a jail of the map they were made with */
@@ -440,6 +695,26 @@ int local_snapshot_rm(struct sbx_ctx *ctx, const char *path, const json_t *info,
 	return remove_tree(ctx, path, &m, err);
 }
 
+/* what the directory path holds removed (path stays): by the caller, or, with subordinate ids,
+ * in a jail of the map m */
+static int empty_tree(struct sbx_ctx *ctx, const char *path, const struct local_idmap *m,
+		      struct sbx_err *err)
+{
+	if (m->kind != LOCAL_MAP_SUBID) {
+		struct rm_job j = { .path = path };
+		return rm_in_jail(&j, err);
+	}
+	struct sbx_jail_tree tree = { .path = path, .ro = false };
+	struct rm_job j = { .path = path };
+	struct sbx_jail jail = { .trees = &tree,
+				 .n_trees = 1,
+				 .store_root = ctx->store.root,
+				 .what = "removing a sandbox's old files",
+				 .maps = jail_maps,
+				 .maps_arg = (void *)m };
+	return sbx_jail_run(&jail, rm_in_jail, &j, err);
+}
+
 /* the tree path removed: by the caller, or, with subordinate ids, what it holds in a jail of
  * the map m, and then path itself (the caller's) */
 static int remove_tree(struct sbx_ctx *ctx, const char *path, const struct local_idmap *m,
@@ -470,4 +745,34 @@ static int remove_tree(struct sbx_ctx *ctx, const char *path, const struct local
 		return -1;
 	return rmdir(path) < 0 && errno != ENOENT ? sbx_err_errno(err, "cannot remove '%s'", path)
 						  : 0;
+}
+
+char *local_snapshot_users(struct sbx_ctx *ctx, const char *id)
+{
+	char **ids = NULL;
+	size_t n = 0;
+	struct sbx_err e = { 0 };
+	struct strbuf who = STRBUF_INIT;
+
+	if (sbx_store_list_ids(&ctx->store, &ids, &n, &e) < 0)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_free_ char *dir = xasprintf("%s/sandboxes/%s", ctx->store.root, ids[i]);
+		_cleanup_free_ char *base = local_base_of(dir);
+		if (!base || !streq(base, id))
+			continue;
+		struct sbx_record *rec = NULL;
+		(void)sbx_store_load(&ctx->store, ids[i], &rec, &e);
+		strbuf_addf(&who, "%s%s", who.len ? ", " : "",
+			    rec && rec->name ? rec->name : ids[i]);
+		sbx_record_free(rec);
+	}
+	for (size_t i = 0; i < n; i++)
+		free(ids[i]);
+	free(ids);
+	if (!who.len) {
+		strbuf_release(&who);
+		return NULL;
+	}
+	return strbuf_detach(&who);
 }

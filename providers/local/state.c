@@ -358,7 +358,18 @@ int local_image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, char *
 	size_t n = 0;
 	while (ls && ls[n])
 		n++;
-	_cleanup_(strv_freep) char **v = n ? xcalloc(n + 1, sizeof(char *)) : NULL;
+	/* a snapshot the files stack on: its tree, over the image's layers */
+	_cleanup_free_ char *base = local_base_of(rec->dir);
+	_cleanup_(strv_freep) char **v = n || base ? xcalloc(n + 2, sizeof(char *)) : NULL;
+	if (base) {
+		struct stat st;
+		v[n] = xasprintf("%s/snapshots/%s/tree", ctx->store.root, base);
+		if (stat(v[n], &st) < 0 || !S_ISDIR(st.st_mode))
+			return sbx_err_set(err, SBX_E_STATE,
+					   "snapshot %s, whose files the files of sandbox '%s' "
+					   "stack on, is gone",
+					   base, rec->id);
+	}
 
 	for (size_t i = 0; i < n; i++) {
 		const char *d = ls[i];
@@ -374,7 +385,7 @@ int local_image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, char *
 					   d, rec->id);
 	}
 	*ret = TAKE_PTR(v);
-	*ret_n = n;
+	*ret_n = n + (base ? 1 : 0);
 	return 0;
 }
 
