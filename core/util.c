@@ -344,7 +344,8 @@ int sbx_rm_rf(const char *path)
 	const char *slash = strrchr(path, '/');
 	if (!slash || !slash[1])
 		return rm_rf_at(AT_FDCWD, path, st.st_dev);
-	_cleanup_free_ char *dir = slash == path ? xstrdup("/") : xstrndup(path, (size_t)(slash - path));
+	_cleanup_free_ char *dir = slash == path ? xstrdup("/")
+						 : xstrndup(path, (size_t)(slash - path));
 	_cleanup_close_ int at = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (at < 0)
 		return -1;
