@@ -3,8 +3,9 @@
 # OCI layer with whiteouts and opaque directories, owners, modes, symbolic and hard links kept,
 # links the sandbox planted never followed; --change and -m; a running sandbox frozen meanwhile
 # and unharmed; a sandbox without --image refused. sbx image save (checked by skopeo, by sbx
-# image import into another store, and as root by podman load), image tag, import --name, and
-# the origin image ls shows.
+# image import into another store, and as root by podman load and by docker load into a
+# private dockerd, whose container runs on it), image tag, import --name, and the origin image
+# ls shows.
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
 # the variables set here
 # shellcheck source=tests/lib.sh
@@ -303,6 +304,22 @@ elif [ ! -x /usr/bin/podman ]; then
 	test_skip 'podman load reads image save' "podman missing (scripts/install-deps nested)"
 else
 	test_expect_success 'podman load reads image save' "$PODMAN_TEST"
+fi
+
+# a private Docker Engine (tests/helpers/dockerd.sh): docker load, and a container of the image
+# that shows the committed files (the hard link, the deletion)
+. "$TEST_DIR/helpers/dockerd.sh"
+if dockerd_start "$TRASH/dockerd"; then
+	test_expect_success 'docker load reads image save; a container of it runs on the committed files' '
+		dkr load -i saved.tar >dl 2>&1 && test_grep "snap:1" dl &&
+		dkr image inspect --format "{{.Config.Env}}" snap:1 >env && test_grep PATH= env &&
+		dkr run --rm --network none snap:1 cat /new/sub/file >out && test_eq hello "$(cat out)" &&
+		dkr run --rm --network none snap:1 sh -c "test ! -e /etc/passwd && \
+test \$(stat -c %i /new/hard) = \$(stat -c %i /new/sub/file) && echo ok" >out &&
+		test_eq ok "$(cat out)"
+	'
+else
+	test_skip 'docker load reads image save' "$DOCKERD_WHY"
 fi
 
 test_done
