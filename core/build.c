@@ -215,25 +215,6 @@ static int flags_ok(const struct sbx_df_instr *in, const char *const *known, str
 	return 0;
 }
 
-static int parse_chown(const struct sbx_df_instr *in, const char *v, long *uid, long *gid,
-		       struct sbx_err *err)
-{
-	_cleanup_free_ char *u = xstrdup(v);
-	char *g = strchr(u, ':');
-	if (g)
-		*g++ = 0;
-	long long x;
-	*uid = streq(u, "root") ? 0 : sbx_parse_int(u, 0, 0x7fffffff, &x) == 0 ? (long)x : -2;
-	*gid = !g					   ? *uid
-		: streq(g, "root")			   ? 0
-		: sbx_parse_int(g, 0, 0x7fffffff, &x) == 0 ? (long)x
-							   : -2;
-	if (*uid == -2 || *gid == -2)
-		return bad(in, err,
-			   "--chown=%s: give numeric ids (UID[:GID]); names are not looked up", v);
-	return 0;
-}
-
 static struct stage *stage_named(struct run *r, const char *name, size_t before)
 {
 	for (size_t i = 0; i < before; i++)
@@ -505,8 +486,11 @@ static int copy_req_of(struct run *r, struct stage *st, size_t si, const struct 
 	for (size_t i = 0; i < 3; i++)
 		if (raw[i] && !(*val[i] = sbx_df_expand(raw[i], b->df.escape, look, &sc, err)))
 			return sbx_err_prefix(err, "Dockerfile:%d: %s", in->line, in->cmd);
-	if (chown && parse_chown(in, chown, &rq->uid, &rq->gid, err) < 0)
-		return -1;
+	if (chown &&
+	    sbx_image_chown_ids(&b->ctx->store, st->s.layers, st->s.n_layers, chown, &rq->uid,
+				&rq->gid, err) < 0)
+		return sbx_err_prefix(err, "Dockerfile:%d: %s --chown=%s", in->line, in->cmd,
+				      chown);
 	if (chmod) {
 		char *end = NULL;
 		long m = strtol(chmod, &end, 8);

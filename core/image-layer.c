@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -227,4 +229,107 @@ int img_add_ref(struct sbx_store *st, const char *name, const char *manifest, co
 	int r = img_refs_save(st, refs, err);
 	json_decref(refs);
 	return r;
+}
+
+/* --- names of the image's users and groups (COPY --chown) ------------------------------- */
+
+/* the text of path in the top layer of blobs that has an entry there, read beneath the layer's
+ * directory without following a link (a layer is content a registry chose); NULL if none has,
+ * or the top one's is no regular file (a whiteout, a link) */
+static char *layer_file(const struct sbx_store *st, char *const *blobs, size_t n, const char *path,
+			struct sbx_err *err)
+{
+	struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+					RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV };
+	_cleanup_(strv_freep) char **keys = xcalloc(n + 1, sizeof(char *));
+
+	/* unpacked where they are not yet (a build's own layers), as an image's are */
+	for (size_t i = 0; i < n; i++) {
+		struct img_unpack_job j;
+		if (img_layer_start(st, blobs, keys, i, &j, err) < 0 ||
+		    img_unpack_finish(&j, err) < 0)
+			return NULL;
+	}
+	for (size_t i = n; i-- > 0;) {
+		_cleanup_free_ char *d = sbx_image_layer_dir(st, keys[i]);
+		_cleanup_close_ int dir = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dir < 0) {
+			sbx_err_errno(err, "cannot open layer %.19s", blobs[i]);
+			return NULL;
+		}
+		_cleanup_close_ int fd = (int)syscall(SYS_openat2, dir, path, &how, sizeof(how));
+		struct stat st_;
+		if (fd < 0 && errno == ENOENT)
+			continue;
+		if (fd < 0 || fstat(fd, &st_) < 0 || !S_ISREG(st_.st_mode))
+			return NULL;
+		return sbx_read_fd(fd, 4 << 20, NULL);
+	}
+	return NULL;
+}
+
+/* the id (the third field) of name in a passwd or group text */
+static bool db_id(const char *text, const char *name, long *ret)
+{
+	size_t len = strlen(name);
+
+	for (const char *l = text; l && *l;) {
+		const char *nl = strchrnul(l, '\n');
+		if ((size_t)(nl - l) > len && !strncmp(l, name, len) && l[len] == ':') {
+			const char *f = memchr(l + len + 1, ':', (size_t)(nl - l - (long)len - 1));
+			long long v;
+			_cleanup_free_ char *id = f ? xstrndup(f + 1, strcspn(f + 1, ":\n")) : NULL;
+			if (id && sbx_parse_int(id, 0, 0x7fffffff, &v) == 0) {
+				*ret = (long)v;
+				return true;
+			}
+			return false;
+		}
+		l = *nl ? nl + 1 : nl;
+	}
+	return false;
+}
+
+int sbx_image_chown_ids(const struct sbx_store *st, char *const *blobs, size_t n, const char *spec,
+			long *uid, long *gid, struct sbx_err *err)
+{
+	_cleanup_free_ char *u = xstrdup(spec);
+	char *g = strchr(u, ':');
+	long long x;
+
+	if (g)
+		*g++ = 0;
+	if (!*u || (g && !*g))
+		return sbx_err_set(err, SBX_E_USAGE, "give USER[:GROUP]");
+	/* numbers are ids as they are; a user without a group gives its uid as the gid too */
+	if (sbx_parse_int(u, 0, 0x7fffffff, &x) == 0) {
+		*uid = (long)x;
+	} else {
+		_cleanup_free_ char *pw = layer_file(st, blobs, n, "etc/passwd", err);
+		if (!pw && err->msg[0])
+			return -1;
+		if (!pw || !db_id(pw, u, uid)) {
+			if (!streq(u, "root"))
+				return sbx_err_set(err, SBX_E_USAGE,
+						   "no user '%s' in the image's /etc/passwd", u);
+			*uid = 0;
+		}
+	}
+	if (!g) {
+		*gid = *uid;
+	} else if (sbx_parse_int(g, 0, 0x7fffffff, &x) == 0) {
+		*gid = (long)x;
+	} else {
+		_cleanup_free_ char *gr = layer_file(st, blobs, n, "etc/group", err);
+		if (!gr && err->msg[0])
+			return -1;
+		if (!gr || !db_id(gr, g, gid)) {
+			if (!streq(g, "root"))
+				return sbx_err_set(err, SBX_E_USAGE,
+						   "no group '%s' in the image's /etc/group", g);
+			*gid = 0;
+		}
+	}
+	return 0;
 }

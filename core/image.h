@@ -58,6 +58,11 @@ int sbx_image_prune(struct sbx_store *st, long long *ret_layers, long long *ret_
 /* the directory a layer is unpacked into, by its key: the base layer's blob digest, then
  * sha256("KEY-BELOW BLOB") for each layer above (what a layer unpacks to depends on those below) */
 char *sbx_image_layer_dir(const struct sbx_store *st, const char *digest);
+/* COPY --chown's USER[:GROUP] -> ids: numbers as they are, names looked up in the /etc/passwd
+ * and /etc/group of the image whose layers (blob digests, base first) are blobs; a user
+ * without a group gives its uid as the gid (as docker does). USAGE for a name not there */
+int sbx_image_chown_ids(const struct sbx_store *st, char *const *blobs, size_t n, const char *spec,
+			long *uid, long *gid, struct sbx_err *err);
 
 /* --- images made here (image-commit.c) --- */
 

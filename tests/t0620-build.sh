@@ -2,7 +2,7 @@
 # sbx image build: a two-stage project on a busybox image made here (tests/helpers/mkimage.py):
 # ARG before FROM, ENV, WORKDIR, USER, ENTRYPOINT, CMD, LABEL, EXPOSE in the result's config;
 # RUN in a sandbox whose changes become a layer; COPY from the context (.dockerignore, globs,
-# --chown, --chmod, a symbolic link copied as a link and never followed) and COPY --from;
+# --chown by number and by name (the passwd and group of the layers so far), --chmod, a symbolic link copied as a link and never followed) and COPY --from;
 # ADD of a local tar; the layer cache (a rebuild makes no sandbox; a changed source misses
 # from its step on; --no-cache); --target; a failing RUN (125, its line, no image, no
 # sandbox left); a COPY source outside the context refused; leftovers of a killed build swept.
@@ -31,14 +31,15 @@ config_of() {
 	EOF
 }
 
-# top_layer IMAGE: "NAME TYPE MODE UID GID LINK" per entry of the image's top layer
+# top_layer IMAGE [N]: "NAME TYPE MODE UID GID LINK" per entry of the image's top layer (or
+# of the Nth from the top: 1 is the top)
 top_layer() {
-	"$TEST_PYTHON" - "$SBX_HOME" "$1" <<-\EOF
+	"$TEST_PYTHON" - "$SBX_HOME" "$1" "${2:-1}" <<-\EOF
 	import json, sys, tarfile
-	home, name = sys.argv[1], sys.argv[2]
+	home, name, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
 	refs = json.load(open(home + "/images/refs.json"))
 	full = name if "/" in name else "docker.io/library/" + name
-	t = tarfile.open(home + "/images/blobs/sha256/" + refs[full]["layers"][-1][7:])
+	t = tarfile.open(home + "/images/blobs/sha256/" + refs[full]["layers"][-nth][7:])
 	ty = {tarfile.REGTYPE: "f", tarfile.DIRTYPE: "d", tarfile.SYMTYPE: "l"}
 	for m in t.getmembers():
 	    print(m.name, ty.get(m.type, "?"), "%o" % m.mode, m.uid, m.gid, m.linkname or "-")
@@ -133,6 +134,30 @@ test_expect_success 'COPY --chown and --chmod: the layer says so' '
 	EOF
 	top_layer proj:chown >layer &&
 	test_grep "^d/one.txt f 640 $RUNAS $RUNAS -" layer && test_grep ! "^d " layer
+'
+
+test_expect_success 'COPY --chown by name: the image'"'"'s passwd and group, as its layers so far have them' '
+	sbx image build -q -f - -t proj:names "$P" >/dev/null <<-EOF &&
+	FROM base:1
+	COPY --chown=app:nogroup data/one.txt /n/a
+	COPY --chown=app data/one.txt /n/b
+	RUN echo "svc:x:1234:1234::/:/bin/sh" >>/etc/passwd && echo "svcs:x:4321:" >>/etc/group
+	COPY --chown=svc:svcs data/one.txt /n/c
+	COPY --chown=7:root data/one.txt /n/d
+	EOF
+	for i in 5 4 2 1; do top_layer proj:names "$i" | grep "^n/. f" || exit 1; done >ids &&
+	test_eq "n/a f 644 1000 65534 -|n/b f 644 1000 1000 -|n/c f 644 1234 4321 -|n/d f 644 7 0 -" \
+		"$(paste -sd "|" ids)" &&
+	expect_code 125 sbx image build -q -f - -t proj:nouser "$P" >/dev/null 2>err <<-EOF &&
+	FROM base:1
+	COPY --chown=nosuch data/one.txt /n/a
+	EOF
+	test_grep "Dockerfile:2: COPY --chown=nosuch: no user .nosuch. in the image.s /etc/passwd" err &&
+	expect_code 125 sbx image build -q -f - -t proj:nogroup "$P" >/dev/null 2>err <<-EOF &&
+	FROM base:1
+	COPY --chown=app:nosuch data/one.txt /n/a
+	EOF
+	test_grep "no group .nosuch. in the image.s /etc/group" err
 '
 
 test_expect_success 'a context link pointing outside is copied as a link, never followed' '
