@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <linux/fs.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <search.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +34,8 @@ struct seen {
 	char *path; /* where the first of its names went, relative to the copy's top */
 };
 
+struct pool;
+
 struct walk {
 	bool own;
 	int dst_top;
@@ -42,6 +45,33 @@ struct walk {
 	char path[PATH_MAX]; /* the entry at hand, relative to the top */
 	char *buf;	     /* XATTR_VALUE_MAX_ bytes */
 	struct sbx_err *err;
+	struct pool *pool; /* where a regular file's data and attributes go (NULL: here) */
+};
+
+/* A regular file is made by the walk, which goes on at once (a hard link to it can follow):
+ * its data (a clone, most of the cost) and its attributes are the work of POOL_THREADS
+ * threads, through a queue of POOL_QUEUE files, open at both ends. */
+#define POOL_THREADS 2
+#define POOL_QUEUE 64
+
+struct file_job {
+	int src, dst;
+	struct stat st;
+	char *path;
+};
+
+struct pool {
+	pthread_mutex_t mu;
+	pthread_cond_t more, room;
+	struct file_job q[POOL_QUEUE];
+	size_t head, len;
+	bool done;
+	bool failed; /* err holds the first failure */
+	struct sbx_err err;
+	pthread_t threads[POOL_THREADS];
+	size_t n_threads;
+	bool own, test_enospc;
+	unsigned long long bytes, cloned;
 };
 
 static int fail(struct walk *w, const char *what)
@@ -167,6 +197,108 @@ static void seen_add(struct walk *w, const struct stat *st)
 	w->seen[w->n_seen++] = (struct seen){ st->st_dev, st->st_ino, xstrdup(w->path) };
 }
 
+static void *pool_work(void *arg)
+{
+	struct pool *p = arg;
+	struct sbx_treecopy_stats st = { .test_enospc = p->test_enospc };
+	struct sbx_err err = { 0 };
+	struct walk w = { .own = p->own, .st = &st, .err = &err, .buf = xmalloc(XATTR_VALUE_MAX_) };
+
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		while (!p->len && !p->done)
+			pthread_cond_wait(&p->more, &p->mu);
+		if (!p->len) {
+			pthread_mutex_unlock(&p->mu);
+			break;
+		}
+		struct file_job j = p->q[p->head];
+		p->head = (p->head + 1) % POOL_QUEUE;
+		p->len--;
+		bool skip = p->failed;
+		pthread_cond_signal(&p->room);
+		pthread_mutex_unlock(&p->mu);
+		snprintf(w.path, sizeof(w.path), "%s", j.path);
+		if (!skip &&
+		    (copy_data(&w, j.src, j.dst, j.st.st_size) < 0 ||
+		     copy_meta(&w, j.src, j.dst, &j.st) < 0)) {
+			pthread_mutex_lock(&p->mu);
+			if (!p->failed) {
+				p->failed = true;
+				p->err = err;
+			}
+			pthread_mutex_unlock(&p->mu);
+		}
+		close(j.src);
+		close(j.dst);
+		free(j.path);
+	}
+	pthread_mutex_lock(&p->mu);
+	p->bytes += st.bytes;
+	p->cloned += st.cloned;
+	pthread_mutex_unlock(&p->mu);
+	free(w.buf);
+	return NULL;
+}
+
+/* a pool of threads for w, or none (where threads cannot be made: the walk does it all) */
+static void pool_start(struct walk *w, struct pool *p)
+{
+	memset(p, 0, sizeof(*p));
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->more, NULL);
+	pthread_cond_init(&p->room, NULL);
+	p->own = w->own;
+	p->test_enospc = w->st->test_enospc;
+	for (size_t i = 0; i < POOL_THREADS; i++)
+		if (pthread_create(&p->threads[p->n_threads], NULL, pool_work, p) == 0)
+			p->n_threads++;
+	w->pool = p->n_threads ? p : NULL;
+}
+
+/* the queue drained, the threads ended; -1 (w's error the first of theirs) if one failed */
+static int pool_finish(struct walk *w, struct pool *p)
+{
+	pthread_mutex_lock(&p->mu);
+	p->done = true;
+	pthread_cond_broadcast(&p->more);
+	pthread_mutex_unlock(&p->mu);
+	for (size_t i = 0; i < p->n_threads; i++)
+		pthread_join(p->threads[i], NULL);
+	w->st->bytes += p->bytes;
+	w->st->cloned += p->cloned;
+	w->pool = NULL;
+	pthread_cond_destroy(&p->more);
+	pthread_cond_destroy(&p->room);
+	pthread_mutex_destroy(&p->mu);
+	if (!p->failed)
+		return 0;
+	*w->err = p->err;
+	return -1;
+}
+
+/* the file src -> dst (both open, dst just made) handed to the pool; -1 once a thread failed */
+static int pool_put(struct walk *w, int src, int dst, const struct stat *st)
+{
+	struct pool *p = w->pool;
+
+	pthread_mutex_lock(&p->mu);
+	while (p->len == POOL_QUEUE && !p->failed)
+		pthread_cond_wait(&p->room, &p->mu);
+	if (p->failed) {
+		pthread_mutex_unlock(&p->mu);
+		close(src);
+		close(dst);
+		return -1;
+	}
+	p->q[(p->head + p->len) % POOL_QUEUE] =
+		(struct file_job){ .src = src, .dst = dst, .st = *st, .path = xstrdup(w->path) };
+	p->len++;
+	pthread_cond_signal(&p->more);
+	pthread_mutex_unlock(&p->mu);
+	return 0;
+}
+
 static int copy_dir(struct walk *w, int sfd, int dfd, int depth);
 
 static int copy_entry(struct walk *w, int sfd, int dfd, const char *name, int depth)
@@ -216,8 +348,12 @@ static int copy_entry(struct walk *w, int sfd, int dfd, const char *name, int de
 			dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (d < 0)
 			return fail(w, "create");
-		if (copy_data(w, s, d, now.st_size) < 0 || copy_meta(w, s, d, &now) < 0)
+		if (w->pool) {
+			if (pool_put(w, TAKE_FD(s), TAKE_FD(d), &now) < 0)
+				return -1;
+		} else if (copy_data(w, s, d, now.st_size) < 0 || copy_meta(w, s, d, &now) < 0) {
 			return -1;
+		}
 		w->st->files++;
 		w->st->size += (unsigned long long)now.st_size;
 	} else if (S_ISLNK(st.st_mode)) {
@@ -298,10 +434,19 @@ int sbx_tree_copy(int src_fd, int dst_fd, bool own, struct sbx_treecopy_stats *s
 	struct stat st;
 	int r;
 
+	struct pool pool;
+
 	if (fstat(src_fd, &st) < 0)
 		return sbx_err_errno(err, "cannot read the tree to copy");
 	w.buf = xmalloc(XATTR_VALUE_MAX_);
+	pool_start(&w, &pool);
 	r = copy_dir(&w, src_fd, dst_fd, 0);
+	/* a failure of the walk's own is the one told; the first of the threads' otherwise */
+	struct sbx_err walk_err = *err;
+	if (pool_finish(&w, &pool) < 0)
+		r = -1;
+	if (walk_err.msg[0])
+		*err = walk_err;
 	if (r == 0)
 		r = copy_meta(&w, src_fd, dst_fd, &st);
 	for (size_t i = 0; i < w.n_seen; i++)

@@ -1,7 +1,9 @@
 /* A faithful copy of a directory tree, walked by descriptor (no path of the source is ever
  * resolved through a link): contents (reflinked where the filesystem can, holes kept),
  * modes, owners, times, symbolic links (never followed), hard links (kept as links), device
- * nodes (an overlay's whiteouts) and extended attributes.
+ * nodes (an overlay's whiteouts) and extended attributes. The walk makes every entry in turn;
+ * the data and attributes of regular files are the work of a few threads meanwhile (a clone
+ * or a copy is most of the cost), where threads can be made.
  *
  * (Where the trees are btrfs subvolumes, providers/local/snapshot.c snapshots them whole
  * instead: core/subvol.h.)
