@@ -232,9 +232,9 @@ static bool has_glob(const char *s)
 	return strpbrk(s, "*?[") != NULL;
 }
 
-/* the context's paths a glob matches (sorted, .dockerignore's aside) */
+/* the paths under dfd a glob matches (sorted; in the context, .dockerignore's aside) */
 static int glob_walk(struct copy_walk *w, int dfd, const char *rel, const char *pat, char ***v,
-		     size_t *n, int depth)
+		     size_t *n, int depth, bool context)
 {
 	_cleanup_(strv_freep) char **names = names_of(dfd, w->err);
 	if (!names)
@@ -243,7 +243,7 @@ static int glob_walk(struct copy_walk *w, int dfd, const char *rel, const char *
 		_cleanup_free_ char *r = *rel ? xasprintf("%s/%s", rel, *nm) : xstrdup(*nm);
 		if (++w->entries > COPY_ENTRIES_MAX || depth > COPY_DEPTH_MAX)
 			return sbx_err_set(w->err, SBX_E_USAGE, "the context is too large to glob");
-		if (sbx_dockerignore_match(w->b->ignore, r))
+		if (context && sbx_dockerignore_match(w->b->ignore, r))
 			continue;
 		if (sbx_glob_match(pat, r)) {
 			*v = xrealloc(*v, (*n + 2) * sizeof(char *));
@@ -253,7 +253,7 @@ static int glob_walk(struct copy_walk *w, int dfd, const char *rel, const char *
 		}
 		_cleanup_close_ int c = openat(dfd, *nm,
 					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (c >= 0 && glob_walk(w, c, r, pat, v, n, depth + 1) < 0)
+		if (c >= 0 && glob_walk(w, c, r, pat, v, n, depth + 1, context) < 0)
 			return -1;
 	}
 	return 0;
@@ -279,7 +279,7 @@ static char **ctx_sources(struct copy_walk *w, struct sbx_err *err)
 		if (has_glob(c)) {
 			size_t before = n;
 			w->entries = 0;
-			if (glob_walk(w, w->b->ctx_fd, "", c, &v, &n, 0) < 0) {
+			if (glob_walk(w, w->b->ctx_fd, "", c, &v, &n, 0, true) < 0) {
 				free(c);
 				sbx_strv_free(v);
 				return NULL;
@@ -393,7 +393,49 @@ fail:
 	return -1;
 }
 
-/* --from: each source read out of a sandbox of that stage, unpacked into dfd */
+/* one source (or what a glob matched) of --from, unpacked at xfd/name: a directory's contents
+ * go into the destination, anything else by its name (or as the destination) */
+static int copy_from_one(struct copy_walk *w, int xfd, const char *name, int dfd, const char *dname)
+{
+	struct stat st;
+
+	if (fstatat(xfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return sbx_err_errno(w->err, "cannot stat '%s'", name);
+	if (!S_ISDIR(st.st_mode))
+		return copy_item(w, xfd, name, name, dfd,
+				 dname			      ? dname
+					 : strrchr(name, '/') ? strrchr(name, '/') + 1
+							      : name,
+				 NULL, 0);
+	_cleanup_close_ int c = openat(xfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* into the destination, made when it names the directory itself */
+	_cleanup_close_ int into = -1;
+	if (dname && mkdirat(dfd, dname, 0755) < 0 && errno != EEXIST)
+		return sbx_err_errno(w->err, "cannot create '%s'", dname);
+	if (dname &&
+	    (into = openat(dfd, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+		return sbx_err_errno(w->err, "cannot open '%s'", dname);
+	if (c < 0)
+		return sbx_err_errno(w->err, "cannot open '%s'", name);
+	return copy_children(w, c, name, dname ? into : dfd, NULL, 0);
+}
+
+/* the part of a source before its first component with a pattern ("/" at least), and the
+ * pattern after it */
+static void glob_split(const char *src, char **ret_dir, char **ret_pat)
+{
+	_cleanup_free_ char *c = sbx_df_clean(src);
+	const char *p = c ? c : ".";
+	const char *g = strpbrk(p, "*?[");
+	const char *cut = g;
+	while (cut > p && cut[-1] != '/')
+		cut--;
+	*ret_dir = cut > p ? xasprintf("/%.*s", (int)(cut - p - 1), p) : xstrdup("/");
+	*ret_pat = xstrdup(cut);
+}
+
+/* --from: each source read out of a sandbox of that stage, unpacked into dfd; a pattern reads
+ * the directory above its first wildcard and copies what it matches there */
 static int copy_from_stage(struct copy_walk *w, const char *tmp, int dfd, const char *dpath,
 			   const char *dname)
 {
@@ -404,18 +446,16 @@ static int copy_from_stage(struct copy_walk *w, const char *tmp, int dfd, const 
 	int r = 0;
 	size_t i = 0;
 	for (char **s = w->rq->srcs; r == 0 && *s; s++, i++) {
-		if (has_glob(*s)) {
-			r = sbx_err_set(w->err, SBX_E_USAGE,
-					"COPY --from: give paths, not patterns ('%s')", *s);
-			break;
-		}
+		_cleanup_free_ char *gdir = NULL, *pat = NULL;
+		if (has_glob(*s))
+			glob_split(*s, &gdir, &pat);
 		_cleanup_free_ char *tar = xasprintf("%s/from-%zu.tar", tmp, i);
 		_cleanup_free_ char *x = xasprintf("%s/from-%zu", tmp, i);
 		_cleanup_close_ int fd = open(tar, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		const struct sbx_cp_opts co = { 0 };
 		if (fd < 0 || mkdir(x, 0700) < 0)
 			r = sbx_err_errno(w->err, "cannot create '%s'", tar);
-		else if (sbx_sandbox_cp_out(w->b->ctx, sb, *s, fd, &co, w->err) < 0)
+		else if (sbx_sandbox_cp_out(w->b->ctx, sb, gdir ? gdir : *s, fd, &co, w->err) < 0)
 			r = sbx_err_prefix(w->err, "COPY --from");
 		else if (lseek(fd, 0, SEEK_SET) < 0)
 			r = sbx_err_errno(w->err, "cannot read '%s'", tar);
@@ -433,31 +473,32 @@ static int copy_from_stage(struct copy_walk *w, const char *tmp, int dfd, const 
 				  : -1;
 			break;
 		}
-		struct stat st;
-		if (fstatat(xfd, names[0], &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			r = sbx_err_errno(w->err, "cannot stat '%s'", names[0]);
-			break;
+		if (!pat) {
+			r = copy_from_one(w, xfd, names[0], dfd, dname);
+			continue;
 		}
-		if (S_ISDIR(st.st_mode)) {
-			_cleanup_close_ int c = openat(
-				xfd, names[0], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			/* into the destination, made when it names the directory itself */
-			_cleanup_close_ int into = -1;
-			if (dname && mkdirat(dfd, dname, 0755) < 0 && errno != EEXIST)
-				r = sbx_err_errno(w->err, "cannot create '%s'", dname);
-			else if (dname &&
-				 (into = openat(dfd, dname,
-						O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
-					 0)
-				r = sbx_err_errno(w->err, "cannot open '%s'", dname);
-			else if (c < 0)
-				r = sbx_err_errno(w->err, "cannot open '%s'", names[0]);
-			else
-				r = copy_children(w, c, names[0], dname ? into : dfd, NULL, 0);
-		} else {
-			r = copy_item(w, xfd, names[0], names[0], dfd, dname ? dname : names[0],
-				      NULL, 0);
-		}
+		/* what the pattern matches under the directory read, in order */
+		_cleanup_close_ int top = openat(xfd, names[0],
+						 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		_cleanup_(strv_freep) char **m = xcalloc(1, sizeof(char *));
+		size_t n = 0;
+		w->entries = 0;
+		if (top < 0)
+			r = sbx_err_set(w->err, SBX_E_USAGE, "COPY --from: '%s' is no directory",
+					gdir);
+		else if (glob_walk(w, top, "", pat, &m, &n, 0, false) < 0)
+			r = -1;
+		else if (!n)
+			r = sbx_err_set(w->err, SBX_E_USAGE, "COPY --from: '%s' matches nothing",
+					*s);
+		else if (n > 1 && dname)
+			r = sbx_err_set(w->err, SBX_E_USAGE,
+					"COPY --from: '%s' matches %zu files: the destination must "
+					"be a directory (end it with /)",
+					*s, n);
+		w->entries = 0;
+		for (size_t k = 0; r == 0 && k < n; k++)
+			r = copy_from_one(w, top, m[k], dfd, dname);
 	}
 	build_sandbox_rm(w->b, w->rq->from, sb, added);
 	return r;

@@ -2,7 +2,8 @@
 # sbx image build: a two-stage project on a busybox image made here (tests/helpers/mkimage.py):
 # ARG before FROM, ENV, WORKDIR, USER, ENTRYPOINT, CMD, LABEL, EXPOSE in the result's config;
 # RUN in a sandbox whose changes become a layer; COPY from the context (.dockerignore, globs,
-# --chown by number and by name (the passwd and group of the layers so far), --chmod, a symbolic link copied as a link and never followed) and COPY --from;
+# --chown by number and by name (the passwd and group of the layers so far), --chmod, a
+# symbolic link copied as a link and never followed) and COPY --from (paths and patterns);
 # ADD of a local tar; the layer cache (a rebuild makes no sandbox; a changed source misses
 # from its step on; --no-cache); --target; a failing RUN (125, its line, no image, no
 # sandbox left); a COPY source outside the context refused; leftovers of a killed build swept.
@@ -158,6 +159,27 @@ test_expect_success 'COPY --chown by name: the image'"'"'s passwd and group, as 
 	COPY --chown=app:nosuch data/one.txt /n/a
 	EOF
 	test_grep "no group .nosuch. in the image.s /etc/group" err
+'
+
+test_expect_success 'COPY --from a pattern: what it matches in the stage, into a directory' '
+	sbx image build -q -f - -t proj:fromglob "$P" >/dev/null <<-EOF &&
+	FROM base:1 AS a
+	RUN mkdir -p /o/sub /o/sub2 && echo 1 >/o/x.txt && echo 2 >/o/y.txt && echo 3 >/o/z.log && \
+	    echo 4 >/o/sub/w.txt && echo 5 >/o/sub2/v.txt
+	FROM base:1
+	COPY --from=a /o/*.txt /dst/
+	COPY --from=a /o/sub* /dst2/
+	COPY --from=a /o/s*/?.txt /dst3/
+	EOF
+	sbx run --image proj:fromglob -- sh -c "cd / && ls dst dst2 dst3" >got &&
+	test_eq "dst:|x.txt|y.txt||dst2:|v.txt|w.txt||dst3:|v.txt|w.txt" "$(paste -sd "|" got)" &&
+	expect_code 125 sbx image build -q -f - -t proj:fromnone "$P" >/dev/null 2>err <<-EOF &&
+	FROM base:1 AS a
+	RUN mkdir /o
+	FROM base:1
+	COPY --from=a /o/*.nope /dst/
+	EOF
+	test_grep "Dockerfile:4: COPY: COPY --from: ./o/\*.nope. matches nothing" err
 '
 
 test_expect_success 'a context link pointing outside is copied as a link, never followed' '
