@@ -362,6 +362,19 @@ test_expect_success 'a snapshot killed midway leaves nothing that passes for one
 	sbx snapshot create src --name k >/dev/null
 '
 
+test_expect_success 'a fork killed midway leaves a sandbox rm removes whole, and the snapshot free' '
+	for at in create-prepared boot-cgroups; do
+		SBX_TEST_CRASH_AT=$at expect_code 137 sbx fork s1 --name kf &&
+		sbx rm -f kf >/dev/null && expect_code 125 sbx inspect kf 2>/dev/null || exit 1
+	done &&
+	sbx snapshot create src --name kfs >/dev/null &&
+	SBX_TEST_CRASH_AT=create-prepared expect_code 137 sbx fork kfs --name kf &&
+	sbx rm -f kf >/dev/null && sbx snapshot rm kfs >/dev/null &&
+	ls "$SBX_HOME/sandboxes" >left && for id in $(cat left); do
+		test -f "$SBX_HOME/sandboxes/$id/sandbox.json" || exit 1
+	done
+'
+
 test_expect_success 'a snapshot killed while the sandbox is frozen does not leave it frozen' '
 	SBX_TEST_CRASH_AT=snapshot-frozen expect_code 137 sbx snapshot create src &&
 	test_eq running "$(sb_state src)" && sbx exec src true
