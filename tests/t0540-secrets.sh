@@ -84,6 +84,9 @@ CURL=(curl -sS --max-time 20)
 test_atexit rm_all_gone
 : >recv.log
 
+# sb_dir SB: the host path of a sandbox's directory
+sb_dir() { echo "$SBX_HOME/sandboxes/$(sbx inspect "$1" | "$TEST_PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["id"])')"; }
+
 # received HEADER: the values the server saw for HEADER, one a line
 received() { "$TEST_PYTHON" -c 'import json,sys
 for l in open(sys.argv[1]):
@@ -119,6 +122,36 @@ test_expect_success 'inside, $API_KEY is a placeholder, not the value' '
 	sbx exec sec sh -c "echo \$API_KEY" >ph &&
 	test_match "^sbx-secret-[A-Za-z0-9]{32}\$" "$(cat ph)" &&
 	test_grep ! -F "$VALUE" ph
+'
+
+test_expect_success 'the CA is in the trust bundle programs read by default: curl without the variables (control: no secrets, the host'"'"'s bundle as it is)' '
+	: >recv.log &&
+	sbx exec sec sh -c "env -u SSL_CERT_FILE -u CURL_CA_BUNDLE curl -sS --max-time 20 -H \"x-api-key: \$API_KEY\" https://api.test:8443/sys" >out 2>err &&
+	test_eq "ok api" "$(cat out)" && test_eq "$VALUE" "$(received x-api-key)" &&
+	sbx exec sec cat /etc/ssl/certs/ca-certificates.crt >b &&
+	sbx exec sec cat /run/sbx/ca-bundle.crt >r && test_file_eq r b &&
+	n=$(stat -c %s /etc/ssl/certs/ca-certificates.crt) &&
+	head -c "$n" b | cmp - /etc/ssl/certs/ca-certificates.crt &&
+	tail -c +"$((n + 1))" b >ca.in && test_file_eq "$(sb_dir sec)/secrets/ca.crt" ca.in &&
+	sbx create --name nosecb "${NET[@]}" >/dev/null &&
+	sbx exec nosecb cat /etc/ssl/certs/ca-certificates.crt | cmp - /etc/ssl/certs/ca-certificates.crt &&
+	sbx rm -f nosecb >/dev/null
+'
+
+test_expect_success 'an image sandbox: the image'"'"'s own bundle, with the CA after it' '
+	"$TEST_PYTHON" "$TEST_DIR/helpers/mkimage.py" --out bb.tar --format oci-archive \
+		--name localhost/secbb:1 --preset busybox >/dev/null &&
+	sbx image import bb.tar >/dev/null &&
+	mkdir -p bctx && printf "%s\n" "# the image'"'"'s own CAs" >bctx/bundle.crt &&
+	printf "%s\n" "FROM localhost/secbb:1" "COPY bundle.crt /etc/ssl/certs/ca-certificates.crt" \
+		>bctx/Dockerfile &&
+	sbx image build -q -t localhost/secbb:2 bctx >/dev/null &&
+	sbx create --name secimg --image localhost/secbb:2 "${NET[@]}" --secret API_KEY@api.test >/dev/null &&
+	sbx exec secimg cat /etc/ssl/certs/ca-certificates.crt >b &&
+	{ cat bctx/bundle.crt "$(sb_dir secimg)/secrets/ca.crt"; } >want && test_file_eq want b &&
+	sbx exec secimg sh -c "echo \$SSL_CERT_FILE; cat /run/sbx/ca-bundle.crt" >r &&
+	test_eq /run/sbx/ca-bundle.crt "$(head -n 1 r)" && tail -n +2 r | cmp - want &&
+	sbx rm -f secimg >/dev/null
 '
 
 test_expect_success 'curl: the server receives the value in Authorization and the query' '
@@ -235,6 +268,28 @@ test_expect_success 'the value appears nowhere inside, nor in any output of sbx'
 	f=$SBX_HOME/sandboxes/$id/secrets/values.json &&
 	test_eq 600 "$(stat -c %a "$f")" &&
 	test_eq 600 "$(stat -c %a "$(dirname "$f")/ca.key")"
+'
+
+test_expect_success '--net-rate holds inside a connection with secrets: requests past the limit get 429 (control: the first goes)' '
+	sbx create --name rsec "${NET[@]}" --net-rate api.test=1r/m --secret API_KEY@api.test >/dev/null &&
+	sbx exec rsec sh -c "curl -sS --max-time 20 -H \"x-api-key: \$API_KEY\" https://api.test:8443/r1 --next -H \"x-api-key: \$API_KEY\" https://api.test:8443/r2" >out 2>err &&
+	test_grep -x "ok api" out && test_grep "over the rate limit of sandbox .rsec." out &&
+	sbx logs --egress --json rsec >log &&
+	jsonl_assert log "d = [x for x in r if x[\"verdict\"] == \"deny\" and \"rate limit\" in x.get(\"reason\", \"\")]
+assert len(d) == 1, d" &&
+	sbx rm -f rsec >/dev/null
+'
+
+test_expect_success '--net-rate byte limits and sbx stats count what a connection with secrets moves' '
+	sbx create --name bsec "${NET[@]}" --net-rate 256k/s --secret API_KEY@api.test >/dev/null &&
+	sbx exec bsec sh -c "curl -sS --max-time 60 -H \"x-api-key: \$API_KEY\" https://api.test:8443/big/1048576 | wc -c" >n &&
+	test_eq 1048576 "$(cat n)" &&
+	sbx logs --egress --json bsec >log &&
+	jsonl_assert log "d = [x for x in r if x.get(\"proto\") == \"connect\" and x[\"verdict\"] == \"allow\"]
+assert len(d) == 1 and d[0][\"bytes_down\"] >= 1048576 and d[0].get(\"throttled_ms\", 0) > 0, d" &&
+	sbx stats --json bsec >st &&
+	json_assert st "s = r[0]; assert s[\"net_rx_bytes\"] >= 1048576 and s[\"net_tx_bytes\"] > 0, s" &&
+	sbx rm -f bsec >/dev/null
 '
 
 test_expect_success 'sbx secret ls: names and hosts, never values' '

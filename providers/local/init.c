@@ -105,6 +105,50 @@ static void bind_ro(const char *src, const char *dst)
 
 #define R "/tmp" /* where the new root is assembled, in our private mount namespace */
 
+/* --secret: the sandbox's CA (ca, PEM) trusted without configuration. The trust bundle the
+ * sandbox sees (an image's own, or the host's under the host's /etc), with the CA after it,
+ * is written to /run/sbx/ca-bundle.crt (what SSL_CERT_FILE and the like name) and bound over
+ * every system bundle path there is, so that programs reading their default (apt, a client
+ * that ignores the variables) trust it too. After the pivot: paths resolve inside only */
+static void trust_ca(const char *ca)
+{
+	static const char *const bundles[] = {
+		"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+		"/etc/ssl/cert.pem", "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem"
+	};
+	struct strbuf b = STRBUF_INIT;
+	char buf[65536];
+	struct stat st;
+
+	/* the first bundle there is (a link resolves inside the sandbox) */
+	for (size_t i = 0; i < ARRAY_SIZE(bundles) && !b.len; i++) {
+		int fd = open(bundles[i], O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t n;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+			while (b.len < (16u << 20) && (n = read(fd, buf, sizeof(buf))) > 0)
+				strbuf_add(&b, buf, (size_t)n);
+		close(fd);
+	}
+	if (b.len && b.buf[b.len - 1] != '\n')
+		strbuf_addstr(&b, "\n");
+	strbuf_addstr(&b, ca);
+	ensure_dir("/run", 0755);
+	ensure_dir("/run/sbx", 0755);
+	(void)unlink("/run/sbx/ca-bundle.crt");
+	int fd = open("/run/sbx/ca-bundle.crt",
+		      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || sbx_write_all(fd, b.buf, b.len) < 0 || fchmod(fd, 0644) < 0)
+		init_fail("cannot write /run/sbx/ca-bundle.crt");
+	close(fd);
+	strbuf_release(&b);
+	for (size_t i = 0; i < ARRAY_SIZE(bundles); i++)
+		if (stat(bundles[i], &st) == 0 && S_ISREG(st.st_mode) &&
+		    mount("/run/sbx/ca-bundle.crt", bundles[i], NULL, MS_BIND, NULL) < 0)
+			init_fail("cannot add the sandbox's CA to %s", bundles[i]);
+}
+
 /* --image: the root is an overlay of the image's layers (fds[0..n-1], base first) with the
  * sandbox's fs/upper (fds[n]: the sandbox's fs directory) on top. The trees are attached on a
  * small tmpfs at R first, so their paths are short and ours; the overlay then covers R. A
@@ -426,6 +470,8 @@ void local_init(const struct local_setup *s, int rootfd, int *volfds, int *layer
 		if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 			init_fail("cannot bind /etc/%s", etc[i]);
 	}
+	if (s->ca_pem)
+		trust_ca(s->ca_pem);
 	/* volumes, after the pivot: destinations resolve inside the sandbox only */
 	for (size_t i = 0; i < s->n_volumes; i++) {
 		const struct sbx_volume *v = &s->volumes[i];

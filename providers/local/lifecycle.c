@@ -147,8 +147,6 @@ static int fill_root(const char *dir, const struct local_setup *s, struct sbx_er
 	snprintf(p, sizeof(p), "%s/run/sbx/hosts", root);
 	if (sbx_write_atomic(p, hosts, strlen(hosts), false, err) < 0 || chmod(p, 0644) < 0)
 		return sbx_err_errno(err, "cannot write '%s'", p);
-	if (local_secrets_bundle(root, s, err) < 0)
-		return -1;
 	if (s->map_range) {
 		static const char *const own[] = { "run/sbx", "run/sbx/hostname", "run/sbx/hosts" };
 		for (size_t i = 0; i < ARRAY_SIZE(own); i++) {
@@ -267,6 +265,14 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 				    .cpu_millis = c->cpu_millis };
 
 	s->store_root = ctx->store.root;
+	/* --secret: the CA init adds to the trust bundle the sandbox sees, at every boot */
+	_cleanup_free_ char *ca_pem = NULL;
+	if (c->n_secrets) {
+		_cleanup_free_ char *cap = xasprintf("%s/secrets/ca.crt", rec->dir);
+		if (!(ca_pem = sbx_read_file(cap, 1 << 16, NULL)))
+			return sbx_err_errno(err, "cannot read '%s'", cap);
+		s->ca_pem = ca_pem;
+	}
 	_cleanup_(strv_freep) char **layers_owned = NULL;
 	if (local_image_layers(ctx, rec, &layers_owned, &s->n_layers, err) < 0)
 		return -1;

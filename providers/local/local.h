@@ -102,9 +102,10 @@ struct local_setup {
 	const struct sbx_config *config; /* the sandbox's configuration (its net policy) */
 	const char *label;		 /* name or id, for messages */
 	char **layers;			 /* --image: the unpacked layer directories, base first */
-	size_t n_layers;		 /* 0: root/ alone, no overlay */
-	bool image;			 /* on an image (else the host's system view) */
-	bool disk; /* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
+	const char *ca_pem; /* --secret: the sandbox's CA (PEM), which init makes trusted */
+	size_t n_layers;    /* 0: root/ alone, no overlay */
+	bool image;	    /* on an image (else the host's system view) */
+	bool disk;	    /* --disk: root/ (or fs/ with an image) is the sandbox's disk.img */
 	/* the sandbox's cgroups at /sys/fs/cgroup inside (from local_cgroup_mounts at boot) */
 	struct local_cgroup_mount cgroup_mounts[LOCAL_CGROUP_MOUNTS];
 	size_t n_cgroup_mounts;
@@ -248,11 +249,10 @@ bool local_user_entry(const char *text, const char *name, long long id, char *li
 		      char **fields, int nf);
 
 /* --secret (secrets.c): the sandbox's CA and the values, in its directory's secrets/ (0700,
- * files 0600), the CA made once; the CA bundle under root (/run/sbx/ca-bundle.crt); each
- * exec's $NAME placeholders and the variables that point TLS clients at the bundle */
+ * files 0600), the CA made once; each exec's $NAME placeholders and the variables that point
+ * TLS clients at the bundle init writes (/run/sbx/ca-bundle.crt) */
 int local_secrets_write(const struct sbx_record *rec, const struct sbx_config *c,
 			struct sbx_err *err);
-int local_secrets_bundle(const char *root, const struct local_setup *s, struct sbx_err *err);
 void local_secrets_env(const struct sbx_record *rec, void (*set)(void *, const char *), void *env);
 /* sbx update --secret (net-ctl.c): whether c's secrets differ from rec's (or were read
  * again); the values written, and a running supervisor told to read them */

@@ -279,7 +279,10 @@ static json_t *ctl_handle(struct local_net *n, json_t *req)
 	}
 	if (op && streq(op, "stats")) {
 		/* sbx stats: the proxied bytes, of the exchanges logged and of those under way */
-		long long rx = n->rx_bytes, tx = n->tx_bytes;
+		long long rx = n->rx_bytes, tx = n->tx_bytes, tls_up, tls_down;
+		/* and what connections with secrets moved (their threads count as they go) */
+		local_tls_moved(&tls_up, &tls_down);
+		rx += tls_down, tx += tls_up;
 		for (struct local_conn *c = n->conns; c; c = c->next)
 			if ((c->kind == LOCAL_K_HTTP || c->kind == LOCAL_K_SOCKS) && !c->logged)
 				rx += c->down_bytes, tx += c->up_bytes;

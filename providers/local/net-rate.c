@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "providers/local/net.h"
 
+#include <pthread.h>
 #include <time.h>
 
 #include "core/net.h"
@@ -17,7 +18,9 @@ struct bucket {
 
 #define BYTES_MIN 4096 /* a throttled relay moves at least so much at once */
 
+/* the loop and the threads of connections with secrets (net-tls.c) share it */
 struct local_rate {
+	pthread_mutex_t mu;
 	struct bucket *b;
 	size_t n;
 };
@@ -34,6 +37,7 @@ struct local_rate *local_rate_new(const struct sbx_net_config *n)
 {
 	struct local_rate *r = xcalloc(1, sizeof(*r));
 
+	pthread_mutex_init(&r->mu, NULL);
 	local_rate_set(r, n);
 	return r;
 }
@@ -43,6 +47,7 @@ void local_rate_set(struct local_rate *r, const struct sbx_net_config *n)
 	struct bucket *b = xcalloc(n->n_rates + 1, sizeof(*b));
 	long long now = mono_ms();
 
+	pthread_mutex_lock(&r->mu);
 	for (size_t i = 0; i < n->n_rates; i++) {
 		b[i].r = n->rates[i];
 		b[i].r.pattern = n->rates[i].pattern ? xstrdup(n->rates[i].pattern) : NULL;
@@ -63,6 +68,7 @@ void local_rate_set(struct local_rate *r, const struct sbx_net_config *n)
 	free(r->b);
 	r->b = b;
 	r->n = n->n_rates;
+	pthread_mutex_unlock(&r->mu);
 }
 
 static void refill(struct bucket *b, long long now)
@@ -88,8 +94,20 @@ static void buckets_of(struct local_rate *r, const char *host, struct bucket **a
 	}
 }
 
+static int rate_request(struct local_rate *r, const char *host, const char *label, char *reason,
+			size_t rlen);
+
 int local_rate_request(struct local_rate *r, const char *host, const char *label, char *reason,
 		       size_t rlen)
+{
+	pthread_mutex_lock(&r->mu);
+	int ret = rate_request(r, host, label, reason, rlen);
+	pthread_mutex_unlock(&r->mu);
+	return ret;
+}
+
+static int rate_request(struct local_rate *r, const char *host, const char *label, char *reason,
+			size_t rlen)
 {
 	struct bucket *all, *dom, *over = NULL;
 	long long now = mono_ms();
@@ -158,9 +176,11 @@ size_t local_rate_room(struct local_conn *c, int d, size_t want)
 
 	if (!want || !r || !r->n || (c->kind != LOCAL_K_HTTP && c->kind != LOCAL_K_SOCKS))
 		return want;
+	pthread_mutex_lock(&r->mu);
 	buckets_of(r, c->host, &all, &dom);
 	size_t room = bytes_room(all, d, want, c->n->now, &wait);
 	room = bytes_room(dom, d, room, c->n->now, &wait);
+	pthread_mutex_unlock(&r->mu);
 	if (room == 0 && c->throttle_until <= c->n->now) {
 		c->throttle_until = c->n->now + wait;
 		c->throttled_ms += wait;
@@ -175,10 +195,45 @@ void local_rate_spent(struct local_conn *c, int d, size_t bytes)
 
 	if (!r || !r->n || (c->kind != LOCAL_K_HTTP && c->kind != LOCAL_K_SOCKS))
 		return;
+	pthread_mutex_lock(&r->mu);
 	buckets_of(r, c->host, &b[0], &b[1]);
 	for (int i = 0; i < 2; i++)
 		if (b[i] && b[i]->r.bytes)
 			b[i]->bytes[d] -= (double)bytes;
+	pthread_mutex_unlock(&r->mu);
+}
+
+long long local_rate_take(struct local_rate *r, const char *host, int d, size_t bytes)
+{
+	long long waited = 0;
+
+	while (r && bytes) {
+		struct bucket *all, *dom;
+		long long wait = 0;
+		pthread_mutex_lock(&r->mu);
+		if (!r->n) {
+			pthread_mutex_unlock(&r->mu);
+			break;
+		}
+		long long now = mono_ms();
+		buckets_of(r, host, &all, &dom);
+		size_t room = bytes_room(all, d, bytes, now, &wait);
+		room = bytes_room(dom, d, room, now, &wait);
+		struct bucket *both[2] = { all, dom };
+		for (int i = 0; i < 2; i++)
+			if (both[i] && both[i]->r.bytes)
+				both[i]->bytes[d] -= (double)room;
+		pthread_mutex_unlock(&r->mu);
+		bytes -= room;
+		if (bytes && !room) {
+			/* a second at most, then the limits are read again (sbx update) */
+			long long ms = wait < 1 ? 1 : wait > 1000 ? 1000 : wait;
+			struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+			nanosleep(&ts, NULL);
+			waited += ms;
+		}
+	}
+	return waited;
 }
 
 void local_rate_free(struct local_rate *r)
@@ -188,5 +243,6 @@ void local_rate_free(struct local_rate *r)
 	for (size_t k = 0; k < r->n; k++)
 		free(r->b[k].r.pattern);
 	free(r->b);
+	pthread_mutex_destroy(&r->mu);
 	free(r);
 }

@@ -32,6 +32,14 @@ struct local_secrets {
 };
 
 static atomic_int running;
+/* the bytes the connections with secrets moved, each direction (sbx stats) */
+static atomic_llong moved_up, moved_down;
+
+void local_tls_moved(long long *up, long long *down)
+{
+	*up = atomic_load(&moved_up);
+	*down = atomic_load(&moved_down);
+}
 
 static void secrets_free(struct local_secret *s, size_t n)
 {
@@ -161,7 +169,10 @@ struct job {
 	size_t n;
 	struct local_tls *tls;
 	struct local_egress *eg;
+	struct local_rate *rate; /* --net-rate's (the loop's, shared under its lock) */
+	char *label;		 /* the sandbox's, for a refusal over a rate limit */
 	long long t0, up, down;
+	long long throttled; /* ms held back by --net-rate's byte limits */
 	char reason[400];
 	bool deny;
 };
@@ -181,6 +192,7 @@ static void job_log(struct job *j, const char *proto, bool deny, const char *rea
 		.reason = reason,
 		.up = deny || streq(proto, "https") ? 0 : j->up, /* a request's: no bytes */
 		.down = deny || streq(proto, "https") ? 0 : j->down,
+		.throttled_ms = streq(proto, "https") ? 0 : j->throttled,
 		.secrets = names,
 		.n_secrets = nn,
 	};
@@ -219,11 +231,21 @@ static void tls_answer(struct local_tls_conn *cl, int code, const char *status, 
 	(void)local_tls_write(cl, a, strlen(a), WRITE_MS);
 }
 
+/* n bytes about to go up (d 0) or down (1): counted, and let through by --net-rate's byte
+ * limits (waiting for them) */
+static void sent(struct job *j, int d, size_t n)
+{
+	if (j->rate)
+		j->throttled += local_rate_take(j->rate, j->host, d, n);
+	atomic_fetch_add(d ? &moved_down : &moved_up, (long long)n);
+}
+
 /* the sandbox's requests, until either side ends; false when one was refused */
 static void relay(struct job *j, struct local_tls_conn *cl, struct local_tls_conn *up)
 {
 	char *ub = xmalloc(BUF_UP), *db = xmalloc(BUF_DOWN);
 	size_t ul = 0;
+	int requests = 0;
 	bool in_body = false;
 	struct local_body body = { 0 };
 	long long last = sbx_now_ms();
@@ -238,7 +260,9 @@ static void relay(struct job *j, struct local_tls_conn *cl, struct local_tls_con
 						   "a malformed chunked body");
 					goto end;
 				}
-				if (k > 0 && local_tls_write(up, ub, (size_t)k, WRITE_MS) < 0)
+				if (k > 0 &&
+				    (sent(j, 0, (size_t)k),
+				     local_tls_write(up, ub, (size_t)k, WRITE_MS) < 0))
 					goto end;
 				j->up += k;
 				memmove(ub, ub + k, ul - (size_t)k);
@@ -260,11 +284,23 @@ static void relay(struct job *j, struct local_tls_conn *cl, struct local_tls_con
 					sbx_now_ms());
 				goto end;
 			}
+			/* each request after the connection's first counts against --net-rate's
+			 * request limits (the CONNECT counted for the first) */
+			char over[400];
+			if (j->rate && requests++ > 0 &&
+			    local_rate_request(j->rate, j->host, j->label, over, sizeof(over)) <
+				    0) {
+				free(x.head);
+				tls_answer(cl, 429, "Too Many Requests", over);
+				job_log(j, "https", true, over, NULL, 0, sbx_now_ms());
+				goto end;
+			}
 			const char *names[LOCAL_INJECT_MAX];
 			size_t nn = 0;
 			for (size_t i = 0; i < j->n && i < 64; i++)
 				if (x.injected & (1ull << i))
 					names[nn++] = j->s[i].name;
+			sent(j, 0, x.head_len);
 			int w = local_tls_write(up, x.head, x.head_len, WRITE_MS);
 			free(x.head);
 			if (w < 0)
@@ -306,7 +342,7 @@ static void relay(struct job *j, struct local_tls_conn *cl, struct local_tls_con
 			while (dl < BUF_DOWN &&
 			       (got = local_tls_read(up, db + dl, BUF_DOWN - dl)) > 0)
 				dl += (size_t)got;
-			if (dl && local_tls_write(cl, db, dl, WRITE_MS) < 0)
+			if (dl && (sent(j, 1, dl), local_tls_write(cl, db, dl, WRITE_MS) < 0))
 				goto end;
 			j->down += (long long)dl;
 			if (dl)
@@ -350,6 +386,7 @@ end:
 	close(j->ufd);
 	secrets_free(j->s, j->n);
 	free(j->command);
+	free(j->label);
 	free(j->out);
 	free(j);
 	atomic_fetch_sub(&running, 1);
@@ -398,6 +435,8 @@ void local_tls_start(struct local_conn *c)
 	j->n = sc->n;
 	j->tls = sc->tls;
 	j->eg = n->eg;
+	j->rate = n->rate;
+	j->label = xstrdup(n->s->label);
 	j->t0 = c->t0;
 	snprintf(j->reason, sizeof(j->reason), "allowed; TLS ended by the proxy for its secrets");
 	/* the thread owns the two sockets from now on */
@@ -424,6 +463,7 @@ void local_tls_start(struct local_conn *c)
 		close(j->ufd);
 		secrets_free(j->s, j->n);
 		free(j->command);
+		free(j->label);
 		free(j->out);
 		free(j);
 		atomic_fetch_sub(&running, 1);

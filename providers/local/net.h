@@ -233,6 +233,9 @@ struct local_conn;
 size_t local_rate_room(struct local_conn *c, int d, size_t want);
 /* ... and moved these */
 void local_rate_spent(struct local_conn *c, int d, size_t bytes);
+/* bytes to host (d: 0 up, 1 down) taken from the byte limits, waiting (in a thread of its own:
+ * a connection with secrets) until they let them through; the ms it waited */
+long long local_rate_take(struct local_rate *r, const char *host, int d, size_t bytes);
 
 /* --- net-egress.c: policy, log, credentials (the supervisor) -------------------- */
 
@@ -561,6 +564,8 @@ int local_secrets_load(struct local_net *n, char *msg, size_t len);
 bool local_tls_intercepts(struct local_net *n, const char *host);
 /* the name of a secret whose placeholder buf[0..len) holds (a plain-HTTP head), or NULL */
 const char *local_secret_in(struct local_net *n, const char *buf, size_t len);
+/* the bytes connections with secrets have moved, up and down (sbx stats) */
+void local_tls_moved(long long *up, long long *down);
 /* the connection to such a host is made: a thread of its own takes both sockets over */
 void local_tls_start(struct local_conn *c);
 

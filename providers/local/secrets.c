@@ -1,7 +1,8 @@
 /* --secret, the CLI's side: at create, the sandbox's CA (secrets/ca.key, ca.crt) and the
  * values (secrets/values.json), in a directory only the caller can read, never in the
- * record; the CA bundle the sandbox reads (/run/sbx/ca-bundle.crt: the host's CAs and the
- * sandbox's); the variables every exec gets. The supervisor's side is net-tls.c. */
+ * record; the variables every exec gets. init makes the CA trusted at every boot (the bundle
+ * /run/sbx/ca-bundle.crt, bound over the system's: init.c trust_ca); the supervisor's side
+ * is net-tls.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +13,6 @@
 #include "providers/local/local.h"
 #include "providers/local/tls.h"
 
-#define HOST_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define SANDBOX_BUNDLE "/run/sbx/ca-bundle.crt"
 
 /* writes data to dir/name, the caller's alone (0600), replacing it */
@@ -100,26 +100,6 @@ int local_secrets_write(const struct sbx_record *rec, const struct sbx_config *c
 	explicit_bzero(text, strlen(text));
 	free(text);
 	return r;
-}
-
-int local_secrets_bundle(const char *root, const struct local_setup *s, struct sbx_err *err)
-{
-	if (!s->config || !s->config->n_secrets)
-		return 0;
-	_cleanup_free_ char *cap = xasprintf("%s/secrets/ca.crt", s->dir);
-	_cleanup_free_ char *ca = sbx_read_file(cap, 1 << 16, NULL);
-	if (!ca)
-		return sbx_err_errno(err, "cannot read '%s'", cap);
-	_cleanup_free_ char *host = sbx_read_file(HOST_BUNDLE, 16 << 20, NULL);
-	_cleanup_free_ char *all = xasprintf(
-		"%s%s%s", host ? host : "",
-		host && *host && host[strlen(host) - 1] != '\n' ? "\n" : "", ca);
-	_cleanup_free_ char *p = xasprintf("%s%s", root, SANDBOX_BUNDLE);
-	if (sbx_write_atomic(p, all, strlen(all), false, err) < 0)
-		return -1;
-	if (chmod(p, 0644) < 0 || (s->map_range && lchown(p, s->uid, s->gid) < 0))
-		return sbx_err_errno(err, "cannot write '%s'", p);
-	return 0;
 }
 
 void local_secrets_env(const struct sbx_record *rec, void (*set)(void *, const char *), void *env)
