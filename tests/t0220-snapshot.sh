@@ -235,7 +235,7 @@ elif [ "$ROOT" = 1 ] && command -v mkfs.xfs >/dev/null && [ -e /dev/loop-control
 	test_atexit 'for d in "$TRASH"/xfs/h/sandboxes/*/; do SBX_HOME=$TRASH/xfs/h "$SBX" rm -f "$(basename "$d")"; done; umount "$TRASH/xfs"'
 else
 	test_skip '20 forks on XFS share their blocks with the snapshot (reflinks)' \
-		'needs root, a loop device and mkfs.xfs (this filesystem has no reflinks: forks copy)'
+		'needs root, a loop device and mkfs.xfs'
 fi
 
 test_expect_success 'an image sandbox: its layer (whiteouts, opaque directories) snapshotted, forked, restored' '

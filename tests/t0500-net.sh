@@ -81,6 +81,10 @@ WEB=web.test:$HTTP_PORT
 ADD=(--add-host "web.test:$WEB_ADDR" --add-host "a.zone.test:$WEB_ADDR"
 	--add-host "zone.test:$WEB_ADDR" --add-host "bad.test:$WEB_ADDR")
 CURL=(curl -sS --max-time 10)
+# a command with curl's ALL_PROXY pointed at the SOCKS5 proxy (SBX_SOCKS_PROXY), and no
+# http_proxy, so that curl goes through SOCKS
+# shellcheck disable=SC2016 # expanded inside the sandbox
+VIA_SOCKS=(sh -c 'exec env -u http_proxy -u HTTP_PROXY -u all_proxy ALL_PROXY="$SBX_SOCKS_PROXY" "$@"' socks)
 
 # refused_403 FILE NAME HINT: FILE (curl -i output) is a 403, text/plain, one line of body
 # naming NAME, "refused" and HINT
@@ -169,8 +173,9 @@ test_expect_success 'allow: every exec gets the proxy variables with its own cre
 	for v in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy; do
 		test_grep -x "$v=http://$id1:$s1@127.0.0.1:3128" env1 || { echo "$v:"; cat env1; exit 1; }
 	done &&
-	test_grep -x "ALL_PROXY=socks5h://$id1:$s1@127.0.0.1:1080" env1 &&
-	test_grep -x "all_proxy=socks5h://$id1:$s1@127.0.0.1:1080" env1 &&
+	test_grep -x "ALL_PROXY=http://$id1:$s1@127.0.0.1:3128" env1 &&
+	test_grep -x "all_proxy=http://$id1:$s1@127.0.0.1:3128" env1 &&
+	test_grep -x "SBX_SOCKS_PROXY=socks5h://$id1:$s1@127.0.0.1:1080" env1 &&
 	test_grep -x "NO_PROXY=localhost,127.0.0.1" env1 && test_grep -x "no_proxy=localhost,127.0.0.1" env1 &&
 	test_grep -x "NODE_USE_ENV_PROXY=1" env1 &&
 	sbx exec main getent hosts web.test >h && test_eq "$WEB_ADDR" "$(awk "{ print \$1 }" h)" &&
@@ -287,8 +292,17 @@ test_expect_success 'allow: git clone over HTTP through the proxy' '
 	test_grep "^web GET /repo.git/info/refs" "$INET"
 '
 
+test_expect_success 'allow: Python requests and httpx (what the OpenAI and Anthropic SDKs use) take the variables as they are' '
+	sbx exec main /usr/bin/python3 -c "import requests, httpx
+print(requests.get(\"http://$WEB/hello?t=rq\", timeout=10).text.strip())
+with httpx.Client(timeout=10) as c:
+    print(c.get(\"http://$WEB/hello?t=hx\").text.strip())" >out &&
+	test_eq "hello from web|hello from web" "$(paste -sd "|" out)" &&
+	test_grep -x "web GET /hello?t=rq" "$INET" && test_grep -x "web GET /hello?t=hx" "$INET"
+'
+
 test_expect_success 'allow: SOCKS5 with the credential and without, curl and a raw TCP client' '
-	sbx exec main env -u http_proxy -u HTTP_PROXY "${CURL[@]}" "http://$WEB/hello?t=socks1" >out &&
+	sbx exec main "${VIA_SOCKS[@]}" "${CURL[@]}" "http://$WEB/hello?t=socks1" >out &&
 	test_eq "hello from web" "$(cat out)" &&
 	sbx exec main "${CURL[@]}" --socks5-hostname 127.0.0.1:1080 "http://$WEB/hello?t=socks2" >out &&
 	test_eq "hello from web" "$(cat out)" &&
@@ -305,7 +319,7 @@ test_expect_success 'a name not allowed (though --add-host maps it): 403 with th
 	expect_code 56 sbx exec main "${CURL[@]}" --cacert /workspace/ca.pem \
 		"https://bad.test:$HTTPS_PORT/hello?t=bad2" 2>err &&
 	test_grep "403" err &&
-	expect_code 97 sbx exec main env -u http_proxy -u HTTP_PROXY "${CURL[@]}" \
+	expect_code 97 sbx exec main "${VIA_SOCKS[@]}" "${CURL[@]}" \
 		"http://bad.test:$HTTP_PORT/hello?t=bad3" &&
 	expect_code 2 sbx exec main /usr/bin/python3 /workspace/socks.py bad.test "$TCP_PORT" x 2>err &&
 	test_grep -x "socks: reply 0x02" err &&
@@ -344,7 +358,7 @@ test_expect_success 'an allowed name on a loopback address without --add-host: r
 	sbx exec lo env -u NO_PROXY -u no_proxy "${CURL[@]}" -i "http://localhost:$HP1/hello?t=lo1" >resp &&
 	refused_403 resp localhost "--host-port" && test_grep -E "(127\.0\.0\.1|::1), a loopback address" resp.body &&
 	expect_code 56 sbx exec lo env -u NO_PROXY -u no_proxy "${CURL[@]}" -k "https://localhost:$HP1/" &&
-	expect_code 97 sbx exec lo env -u NO_PROXY -u no_proxy -u http_proxy -u HTTP_PROXY \
+	expect_code 97 sbx exec lo "${VIA_SOCKS[@]}" env -u NO_PROXY -u no_proxy \
 		"${CURL[@]}" "http://localhost:$HP1/hello?t=lo2" &&
 	test_eq "$hp" "$(count_lines "^hp1 conn" "$HOSTLOG")" && test_grep ! "t=lo" "$HOSTLOG"
 '
@@ -388,11 +402,11 @@ test_expect_success 'the egress log: each connection with its exec id and comman
 	sbx cp ca.pem log:/workspace/ca.pem &&
 	allow="echo \$SBX_EXEC_ID && curl -sS --max-time 10 -o /dev/null http://$WEB/hello?t=log1 &&
 curl -sS --max-time 10 -o /dev/null --cacert /workspace/ca.pem https://web.test:$HTTPS_PORT/hello &&
-env -u http_proxy -u HTTP_PROXY curl -sS --max-time 10 -o /dev/null http://$WEB/hello?t=log2" &&
+env -u http_proxy -u HTTP_PROXY -u all_proxy ALL_PROXY=\$SBX_SOCKS_PROXY curl -sS --max-time 10 -o /dev/null http://$WEB/hello?t=log2" &&
 	sbx exec log sh -c "$allow" >id1 && id1=$(cat id1) &&
 	deny="echo \$SBX_EXEC_ID; curl -sS --max-time 10 -o /dev/null http://bad.test:$HTTP_PORT/;
 curl -sS --max-time 10 -o /dev/null -k https://bad.test:$HTTPS_PORT/;
-env -u http_proxy -u HTTP_PROXY curl -sS --max-time 10 -o /dev/null http://bad.test:$HTTP_PORT/; true" &&
+env -u http_proxy -u HTTP_PROXY -u all_proxy ALL_PROXY=\$SBX_SOCKS_PROXY curl -sS --max-time 10 -o /dev/null http://bad.test:$HTTP_PORT/; true" &&
 	sbx exec log sh -c "$deny" >id2 2>/dev/null && id2=$(cat id2) &&
 	cmd3="curl -sS --max-time 10 -o /dev/null http://$WEB/hello?t=log3" &&
 	sbx exec log $cmd3 &&

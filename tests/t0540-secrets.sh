@@ -172,13 +172,16 @@ ok api 10" "$(cat out)" &&
 	test_grep -F "hello-body" recv.log
 '
 
-test_expect_success 'python urllib, node fetch and git reach it with the placeholder' '
+test_expect_success 'python urllib, requests and httpx, node fetch and git reach it with the placeholder' '
 	: >recv.log &&
-	sbx exec sec python3 -c "import os, urllib.request as u
-r = u.Request(\"https://api.test:8443/py\", headers={\"Authorization\": \"Bearer \" + os.environ[\"API_KEY\"]})
-print(u.urlopen(r, timeout=20).read().decode().strip())" >out &&
-	test_eq "ok api" "$(cat out)" &&
-	test_eq "Bearer $VALUE" "$(received Authorization)" &&
+	sbx exec sec /usr/bin/python3 -c "import os, urllib.request as u, requests, httpx
+h = {\"Authorization\": \"Bearer \" + os.environ[\"API_KEY\"]}
+r = u.Request(\"https://api.test:8443/py\", headers=h)
+print(u.urlopen(r, timeout=20).read().decode().strip())
+print(requests.get(\"https://api.test:8443/rq\", headers=h, timeout=20).text.strip())
+print(httpx.get(\"https://api.test:8443/hx\", headers=h, timeout=20).text.strip())" >out &&
+	test_eq "ok api|ok api|ok api" "$(paste -sd "|" out)" &&
+	test_eq "Bearer $VALUE|Bearer $VALUE|Bearer $VALUE" "$(received Authorization | paste -sd "|")" &&
 	if [ -x /usr/bin/node ]; then
 		: >recv.log &&
 		sbx exec sec /usr/bin/node -e "$(cat get.js)" >out &&

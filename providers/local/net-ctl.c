@@ -121,10 +121,17 @@ int local_net_exec_env(const struct sbx_record *rec, char *const *argv,
 			 LOCAL_PROXY_HTTP_PORT);
 		set(env, kv);
 	}
-	snprintf(kv, sizeof(kv), "ALL_PROXY=socks5h://%s127.0.0.1:%d", cred,
-		 LOCAL_PROXY_SOCKS_PORT);
-	set(env, kv);
-	snprintf(kv, sizeof(kv), "all_proxy=socks5h://%s127.0.0.1:%d", cred,
+	/* ALL_PROXY is the HTTP proxy too: a client that reads it for every scheme and knows no
+	 * SOCKS (Python's httpx, under the OpenAI and Anthropic SDKs, refuses to start at all
+	 * with a socks5h:// one) works; the SOCKS5 proxy's URL is in a variable of sbx's own,
+	 * for what is pointed at it by hand */
+	static const char *const all[] = { "ALL_PROXY", "all_proxy" };
+	for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
+		snprintf(kv, sizeof(kv), "%s=http://%s127.0.0.1:%d", all[i], cred,
+			 LOCAL_PROXY_HTTP_PORT);
+		set(env, kv);
+	}
+	snprintf(kv, sizeof(kv), "SBX_SOCKS_PROXY=socks5h://%s127.0.0.1:%d", cred,
 		 LOCAL_PROXY_SOCKS_PORT);
 	set(env, kv);
 	set(env, "NO_PROXY=localhost,127.0.0.1");

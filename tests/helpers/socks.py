@@ -2,7 +2,7 @@
 """A SOCKS5 client (RFC 1928, RFC 1929) that sends a line through a tunnel and checks the echo.
 
 Usage: socks.py [--proxy URL] [--no-auth] HOST PORT MESSAGE
-URL defaults to $ALL_PROXY (socks5h://USER:PASS@HOST:PORT); its user and password are sent
+URL defaults to $SBX_SOCKS_PROXY (socks5h://USER:PASS@HOST:PORT); its user and password are sent
 with the username/password method unless --no-auth, which offers "no authentication" only.
 HOST is sent as a domain name (the proxy resolves it). Prints "reply 0xNN" on stderr when
 the proxy refuses. Exit: 0 the echo came back, 1 it did not, 2 the proxy refused (method
@@ -28,7 +28,7 @@ def recv_exact(sock, n):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--proxy", default=os.environ.get("ALL_PROXY", ""))
+    ap.add_argument("--proxy", default=os.environ.get("SBX_SOCKS_PROXY", ""))
     ap.add_argument("--no-auth", action="store_true")
     ap.add_argument("--timeout", type=float, default=10)
     ap.add_argument("host")
