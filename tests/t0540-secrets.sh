@@ -163,6 +163,15 @@ test_expect_success 'curl: the server receives the value in Authorization and th
 	test_grep ! -F "sbx-secret-" recv.log
 '
 
+test_expect_success 'a placeholder as a password (Basic credentials, as git and pip send a URL'"'"'s): the value put in' '
+	: >recv.log &&
+	sbx exec sec sh -c "curl -sS --max-time 20 -u \"x-access-token:\$API_KEY\" https://api.test:8443/basic" >out 2>err &&
+	test_eq "ok api" "$(cat out)" &&
+	test_eq "Basic $(printf "x-access-token:%s" "$VALUE" | base64 -w0)" "$(received Authorization)" &&
+	expect_code 22 sbx exec sec sh -c "curl -sSf --max-time 20 -u \"u:\$API_KEY\" https://other.test:8444/basic" 2>err &&
+	test_grep "403" err && test_eq 1 "$(received Authorization | wc -l)"
+'
+
 test_expect_success 'keep-alive and bodies: two requests on one connection, a POST body relayed as it is' '
 	: >recv.log &&
 	sbx exec sec sh -c "curl -sS --max-time 20 -H \"x-api-key: \$API_KEY\" https://api.test:8443/a --next -H \"x-api-key: \$API_KEY\" -d hello-body https://api.test:8443/b" >out 2>err &&

@@ -27,6 +27,7 @@ void test_options(void);
 void test_lazy(void);
 void test_net(void);
 void test_net_http(void);
+void test_net_inject(void);
 void test_config(void);
 void test_registry(void);
 void test_term(void);

@@ -14,6 +14,7 @@ int main(void)
 	test_lazy();
 	test_net();
 	test_net_http();
+	test_net_inject();
 	test_config();
 	test_registry();
 	test_term();

@@ -304,3 +304,45 @@ void test_net_http(void)
 	      o);
 	free(o);
 }
+
+/* Basic credentials (base64 of user:password) carry placeholders too: put in for the secret's
+ * hosts, refused for another */
+void test_net_inject(void)
+{
+	char *hosts[] = { "api.test", NULL };
+	struct local_secret s = { .name = "TOKEN",
+				  .placeholder = "sbx-secret-PLACEHOLDER",
+				  .value = "real-value",
+				  .hosts = hosts };
+	_cleanup_free_ char *cred = sbx_base64_encode("x-access-token:sbx-secret-PLACEHOLDER", 37);
+	_cleanup_free_ char *want = sbx_base64_encode("x-access-token:real-value", 25);
+	_cleanup_free_ char *req = xasprintf(
+		"GET /repo.git/info/refs HTTP/1.1\r\nHost: api.test\r\n"
+		"authorization:  Basic %s\r\nX-Key: sbx-secret-PLACEHOLDER\r\n\r\n",
+		cred);
+	struct local_inject x;
+
+	CHECK(local_inject_request(req, strlen(req), "api.test", &s, 1, &x) == LOCAL_INJECT_OK,
+	      "a Basic credential with a placeholder is taken");
+	CHECK(x.head && strstr(x.head, want) && !strstr(x.head, cred) &&
+		      strstr(x.head, "X-Key: real-value\r\n") && !strstr(x.head, "PLACEHOLDER") &&
+		      x.consumed == strlen(req) && (x.injected & 1),
+	      "the credential and the header carry the value: %s", x.head ? x.head : "(null)");
+	free(x.head);
+	_cleanup_free_ char *other = xasprintf("GET / HTTP/1.1\r\nHost: other.test\r\n"
+					       "Authorization: Basic %s\r\n\r\n",
+					       cred);
+	CHECK(local_inject_request(other, strlen(other), "other.test", &s, 1, &x) ==
+			      LOCAL_INJECT_REFUSE &&
+		      x.exfil == 0 && x.code == 403,
+	      "a Basic credential with a placeholder to another host is refused");
+	_cleanup_free_ char *plain = sbx_base64_encode("user:password", 13);
+	_cleanup_free_ char *req2 = xasprintf("GET / HTTP/1.1\r\nHost: other.test\r\n"
+					      "Authorization: Basic %s\r\n\r\n",
+					      plain);
+	CHECK(local_inject_request(req2, strlen(req2), "other.test", &s, 1, &x) ==
+			      LOCAL_INJECT_OK &&
+		      x.injected == 0 && x.head && strstr(x.head, plain),
+	      "a Basic credential without one goes as it is");
+	free(x.head);
+}
