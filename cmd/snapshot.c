@@ -196,6 +196,34 @@ int cmd_snapshot(int argc, char **argv, struct sbx_ctx *ctx)
 
 /* sbx fork: SRC is a sandbox (its files now, through a snapshot removed after) or a
  * snapshot */
+/* src names sandbox id itself (its name or whole id), not by a prefix of its id */
+static bool by_name_or_id(struct sbx_ctx *ctx, const char *src, const char *id)
+{
+	struct sbx_record *rec = NULL;
+	struct sbx_err e = { 0 };
+
+	if (streq(src, id))
+		return true;
+	bool named = sbx_store_load(&ctx->store, id, &rec, &e) == 0 && rec->name &&
+		     streq(rec->name, src);
+	sbx_record_free(rec);
+	return named;
+}
+
+/* src is a snapshot's name or whole id */
+static bool snapshot_exactly(struct sbx_ctx *ctx, const char *src)
+{
+	_cleanup_free_ char *id = NULL, *tree = NULL;
+	_cleanup_json_ json_t *info = NULL;
+	struct sbx_err e = { 0 };
+
+	if (sbx_snapshot_resolve(&ctx->store, src, &id, &e) < 0 ||
+	    sbx_snapshot_find(&ctx->store, id, &info, &tree, &e) < 0)
+		return false;
+	const char *name = sbx_json_str(info, "name");
+	return streq(id, src) || (name && streq(name, src));
+}
+
 int cmd_fork(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option own[] = {
@@ -254,8 +282,16 @@ int cmd_fork(int argc, char **argv, struct sbx_ctx *ctx)
 	_cleanup_free_ char *sb_id = NULL;
 	_cleanup_json_ json_t *implicit = NULL;
 	_cleanup_close_ int hold = -1;
-	/* a sandbox by that name first; then a snapshot */
-	if (sbx_store_resolve(&ctx->store, src, &sb_id, &err) == 0) {
+	/* a sandbox by that name first; then a snapshot (one named so exactly before a sandbox
+	 * whose id merely begins so) */
+	int found = sbx_store_resolve(&ctx->store, src, &sb_id, &err);
+	if (((found == 0 && !by_name_or_id(ctx, src, sb_id)) ||
+	     (found < 0 && err.kind != SBX_E_NOTFOUND)) &&
+	    snapshot_exactly(ctx, src)) {
+		found = -1;
+		sbx_err_set(&err, SBX_E_NOTFOUND, "'%s' is a snapshot's name", src);
+	}
+	if (found == 0) {
 		if (sbx_snapshot_create(ctx, sb_id, NULL, true, &implicit, &hold, &err) < 0) {
 			create_args_release(&a);
 			return cmd_report(&err);

@@ -196,6 +196,17 @@ test_expect_success 'fork of a sandbox: its files now, through a snapshot that g
 	fi
 '
 
+test_expect_success 'fork NAME: a snapshot named so exactly, before a sandbox whose id begins so (control: the id prefix alone forks the sandbox)' '
+	sid=$(sbx inspect src | python3 -c "import json, sys; print(json.load(sys.stdin)[\"id\"])") &&
+	p=$(printf %s "$sid" | cut -c1-11) &&
+	sbx snapshot create f1 --name "$p" >/dev/null &&
+	sbx fork "$p" --name byname >/dev/null && sbx exec byname cat /workspace/mark >c &&
+	test_eq from-f1 "$(cat c)" &&
+	sbx rm -f byname >/dev/null && sbx snapshot rm "$p" >/dev/null &&
+	sbx fork "$p" --name byid >/dev/null && expect_code 1 sbx exec byid cat /workspace/mark &&
+	sbx rm -f byid >/dev/null
+'
+
 test_expect_success 'create --from SNAP is a fork' '
 	sbx create --from s1 --name viacreate >/dev/null &&
 	manifest viacreate >m && test_file_eq "$TRASH/m.src" m &&
