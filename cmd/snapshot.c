@@ -205,7 +205,7 @@ static bool by_name_or_id(struct sbx_ctx *ctx, const char *src, const char *id)
 	if (streq(src, id))
 		return true;
 	bool named = sbx_store_load(&ctx->store, id, &rec, &e) == 0 && rec->name &&
-		     streq(rec->name, src);
+		streq(rec->name, src);
 	sbx_record_free(rec);
 	return named;
 }
