@@ -52,7 +52,15 @@ http.request({ host: p.hostname, port: p.port, method: "CONNECT", path: "api.tes
 	s.on("error", (e) => { console.error(e.message); process.exit(1); });
 }).end();
 EOF
-mkdir -p www
+mkdir -p www www/apt
+# a flat apt repository with no packages: apt-get update over HTTPS reads Release and Packages
+: >www/apt/Packages
+{
+	printf "%s\n" "Origin: sbx-test" "Label: sbx-test" "Suite: test" "Codename: test" \
+		"Date: Thu, 01 Jan 2026 00:00:00 UTC" "Architectures: amd64 all" "MD5Sum:" \
+		" $(md5sum <www/apt/Packages | cut -d" " -f1) 0 Packages" "SHA256:" \
+		" $(sha256sum <www/apt/Packages | cut -d" " -f1) 0 Packages"
+} >www/apt/Release
 {
 	git init -q -b main src && echo "cloned with a secret" >src/README &&
 		git -C src add README &&
@@ -170,6 +178,19 @@ test_expect_success 'a placeholder as a password (Basic credentials, as git and 
 	test_eq "Basic $(printf "x-access-token:%s" "$VALUE" | base64 -w0)" "$(received Authorization)" &&
 	expect_code 22 sbx exec sec sh -c "curl -sSf --max-time 20 -u \"u:\$API_KEY\" https://other.test:8444/basic" 2>err &&
 	test_grep "403" err && test_eq 1 "$(received Authorization | wc -l)"
+'
+
+test_expect_success 'apt over HTTPS, unchanged: it trusts the CA by its default bundle, its auth.conf password is the placeholder' '
+	: >recv.log &&
+	sbx exec sec sh -c "set -e; d=/tmp/apt; mkdir -p \$d/lists/partial \$d/cache/archives/partial
+echo \"deb [trusted=yes] https://api.test:8443/apt ./\" >\$d/sources.list
+printf \"machine api.test\nlogin apt\npassword %s\n\" \"\$API_KEY\" >\$d/auth.conf
+apt-get -q -o Dir::Etc::SourceList=\$d/sources.list -o Dir::Etc::SourceParts=/nonexistent \
+ -o Dir::Etc::netrc=\$d/auth.conf -o Dir::State::Lists=\$d/lists -o Dir::Cache=\$d/cache \
+ -o Debug::NoLocking=1 -o APT::Sandbox::User=root update" >out 2>err || { cat out err; exit 1; } &&
+	test_grep "api.test:8443/apt ./ Release" out &&
+	test_grep -F "\"path\": \"/apt/./Release\"" recv.log &&
+	test_eq "Basic $(printf "apt:%s" "$VALUE" | base64 -w0)" "$(received Authorization | sort -u)"
 '
 
 test_expect_success 'keep-alive and bodies: two requests on one connection, a POST body relayed as it is' '
@@ -294,13 +315,13 @@ assert len(d) == 1, d" &&
 
 test_expect_success '--net-rate byte limits and sbx stats count what a connection with secrets moves' '
 	sbx create --name bsec "${NET[@]}" --net-rate 256k/s --secret API_KEY@api.test >/dev/null &&
-	sbx exec bsec sh -c "curl -sS --max-time 60 -H \"x-api-key: \$API_KEY\" https://api.test:8443/big/1048576 | wc -c" >n &&
-	test_eq 1048576 "$(cat n)" &&
+	sbx exec bsec sh -c "curl -sS --max-time 60 -H \"x-api-key: \$API_KEY\" https://api.test:8443/big/524288 | wc -c" >n &&
+	test_eq 524288 "$(cat n)" &&
 	sbx logs --egress --json bsec >log &&
 	jsonl_assert log "d = [x for x in r if x.get(\"proto\") == \"connect\" and x[\"verdict\"] == \"allow\"]
-assert len(d) == 1 and d[0][\"bytes_down\"] >= 1048576 and d[0].get(\"throttled_ms\", 0) > 0, d" &&
+assert len(d) == 1 and d[0][\"bytes_down\"] >= 524288 and d[0].get(\"throttled_ms\", 0) > 0, d" &&
 	sbx stats --json bsec >st &&
-	json_assert st "s = r[0]; assert s[\"net_rx_bytes\"] >= 1048576 and s[\"net_tx_bytes\"] > 0, s" &&
+	json_assert st "s = r[0]; assert s[\"net_rx_bytes\"] >= 524288 and s[\"net_tx_bytes\"] > 0, s" &&
 	sbx rm -f bsec >/dev/null
 '
 

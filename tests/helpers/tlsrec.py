@@ -62,7 +62,7 @@ def handler_for(name, port):
                 if os.path.isfile(p):
                     with open(p, "rb") as f:
                         return self.answer(f.read(), "application/octet-stream")
-                if "/repo.git/" in path:
+                if "/repo.git/" in path or path.startswith("/apt/"):
                     self.send_response(404)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
