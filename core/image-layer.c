@@ -234,10 +234,11 @@ int img_add_ref(struct sbx_store *st, const char *name, const char *manifest, co
 /* --- names of the image's users and groups (COPY --chown) ------------------------------- */
 
 /* the text of path in the top layer of blobs that has an entry there, read beneath the layer's
- * directory without following a link (a layer is content a registry chose); NULL if none has,
- * or the top one's is no regular file (a whiteout, a link) */
-static char *layer_file(const struct sbx_store *st, char *const *blobs, size_t n, const char *path,
-			struct sbx_err *err)
+ * directory without following a link (a layer is content a registry chose), into *ret: NULL if
+ * none has, or the top one's is no regular file (a whiteout, a link); -1 when a layer cannot be
+ * unpacked or opened */
+static int layer_file(const struct sbx_store *st, char *const *blobs, size_t n, const char *path,
+		      char **ret, struct sbx_err *err)
 {
 	struct open_how how = { .flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
 				.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
@@ -249,24 +250,24 @@ static char *layer_file(const struct sbx_store *st, char *const *blobs, size_t n
 		struct img_unpack_job j;
 		if (img_layer_start(st, blobs, keys, i, &j, err) < 0 ||
 		    img_unpack_finish(&j, err) < 0)
-			return NULL;
+			return -1;
 	}
+	*ret = NULL;
 	for (size_t i = n; i-- > 0;) {
 		_cleanup_free_ char *d = sbx_image_layer_dir(st, keys[i]);
 		_cleanup_close_ int dir = open(d, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		if (dir < 0) {
-			sbx_err_errno(err, "cannot open layer %.19s", blobs[i]);
-			return NULL;
-		}
+		if (dir < 0)
+			return sbx_err_errno(err, "cannot open layer %.19s", blobs[i]);
 		_cleanup_close_ int fd = (int)syscall(SYS_openat2, dir, path, &how, sizeof(how));
 		struct stat st_;
 		if (fd < 0 && errno == ENOENT)
 			continue;
-		if (fd < 0 || fstat(fd, &st_) < 0 || !S_ISREG(st_.st_mode))
-			return NULL;
-		return sbx_read_fd(fd, 4 << 20, NULL);
+		if (fd >= 0 && fstat(fd, &st_) == 0 && S_ISREG(st_.st_mode) &&
+		    !(*ret = sbx_read_fd(fd, 4 << 20, NULL)))
+			return sbx_err_errno(err, "cannot read %s in layer %.19s", path, blobs[i]);
+		return 0;
 	}
-	return NULL;
+	return 0;
 }
 
 /* the id (the third field) of name in a passwd or group text */
@@ -291,45 +292,44 @@ static bool db_id(const char *text, const char *name, long *ret)
 	return false;
 }
 
+/* name (a number, or a name in the image's file: "etc/passwd", "etc/group") -> its id */
+static int one_id(const struct sbx_store *st, char *const *blobs, size_t n, const char *name,
+		  const char *file, const char *what, long *ret, struct sbx_err *err)
+{
+	long long x;
+
+	if (sbx_parse_int(name, 0, 0x7fffffff, &x) == 0) {
+		*ret = (long)x;
+		return 0;
+	}
+	_cleanup_free_ char *text = NULL;
+	if (layer_file(st, blobs, n, file, &text, err) < 0)
+		return -1;
+	if (text && db_id(text, name, ret))
+		return 0;
+	if (!streq(name, "root"))
+		return sbx_err_set(err, SBX_E_USAGE, "no %s '%s' in the image's /%s", what, name,
+				   file);
+	*ret = 0;
+	return 0;
+}
+
 int sbx_image_chown_ids(const struct sbx_store *st, char *const *blobs, size_t n, const char *spec,
 			long *uid, long *gid, struct sbx_err *err)
 {
 	_cleanup_free_ char *u = xstrdup(spec);
 	char *g = strchr(u, ':');
-	long long x;
 
 	if (g)
 		*g++ = 0;
 	if (!*u || (g && !*g))
 		return sbx_err_set(err, SBX_E_USAGE, "give USER[:GROUP]");
 	/* numbers are ids as they are; a user without a group gives its uid as the gid too */
-	if (sbx_parse_int(u, 0, 0x7fffffff, &x) == 0) {
-		*uid = (long)x;
-	} else {
-		_cleanup_free_ char *pw = layer_file(st, blobs, n, "etc/passwd", err);
-		if (!pw && err->msg[0])
-			return -1;
-		if (!pw || !db_id(pw, u, uid)) {
-			if (!streq(u, "root"))
-				return sbx_err_set(err, SBX_E_USAGE,
-						   "no user '%s' in the image's /etc/passwd", u);
-			*uid = 0;
-		}
-	}
-	if (!g) {
+	if (one_id(st, blobs, n, u, "etc/passwd", "user", uid, err) < 0)
+		return -1;
+	if (!g)
 		*gid = *uid;
-	} else if (sbx_parse_int(g, 0, 0x7fffffff, &x) == 0) {
-		*gid = (long)x;
-	} else {
-		_cleanup_free_ char *gr = layer_file(st, blobs, n, "etc/group", err);
-		if (!gr && err->msg[0])
-			return -1;
-		if (!gr || !db_id(gr, g, gid)) {
-			if (!streq(g, "root"))
-				return sbx_err_set(err, SBX_E_USAGE,
-						   "no group '%s' in the image's /etc/group", g);
-			*gid = 0;
-		}
-	}
+	else if (one_id(st, blobs, n, g, "etc/group", "group", gid, err) < 0)
+		return -1;
 	return 0;
 }

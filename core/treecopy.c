@@ -389,7 +389,11 @@ static int copy_entry(struct walk *w, int sfd, int dfd, const char *name, int de
 	return 0;
 }
 
-static int copy_dir(struct walk *w, int sfd, int dfd, int depth)
+/* fn(arg, sfd, dfd, name, depth) for each entry of the directory sfd, with w->path naming it
+ * meanwhile; the first failure ends the walk */
+static int each_entry(struct walk *w, int sfd, int dfd, int depth,
+		      int (*fn)(void *arg, int sfd, int dfd, const char *name, int depth),
+		      void *arg)
 {
 	int fd = openat(sfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
@@ -414,7 +418,7 @@ static int copy_dir(struct walk *w, int sfd, int dfd, int depth)
 			r = fail(w, "copy a name in");
 			break;
 		}
-		r = copy_entry(w, sfd, dfd, de->d_name, depth);
+		r = fn(arg, sfd, dfd, de->d_name, depth);
 		w->path[len] = 0;
 		errno = 0;
 	}
@@ -422,6 +426,16 @@ static int copy_dir(struct walk *w, int sfd, int dfd, int depth)
 		r = fail(w, "read");
 	closedir(d);
 	return r;
+}
+
+static int copy_one(void *arg, int sfd, int dfd, const char *name, int depth)
+{
+	return copy_entry(arg, sfd, dfd, name, depth);
+}
+
+static int copy_dir(struct walk *w, int sfd, int dfd, int depth)
+{
+	return each_entry(w, sfd, dfd, depth, copy_one, w);
 }
 
 int sbx_tree_copy(int src_fd, int dst_fd, bool own, struct sbx_treecopy_stats *stats,
@@ -542,40 +556,14 @@ static int merge_entry(struct merge *m, int ufd, int dfd, const char *name, int 
 	return copy_entry(w, ufd, dfd, name, depth);
 }
 
+static int merge_one(void *arg, int ufd, int dfd, const char *name, int depth)
+{
+	return merge_entry(arg, ufd, dfd, name, depth);
+}
+
 static int merge_dir(struct merge *m, int ufd, int dfd, int depth)
 {
-	struct walk *w = m->w;
-	int fd = openat(ufd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return fail(w, "open");
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return fail(w, "open");
-	}
-	size_t len = strlen(w->path);
-	struct dirent *de;
-	int r = 0;
-	errno = 0;
-	while (r == 0 && (de = readdir(d))) {
-		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-			continue;
-		int k = snprintf(w->path + len, sizeof(w->path) - len, "%s%s", len ? "/" : "",
-				 de->d_name);
-		if (k < 0 || (size_t)k >= sizeof(w->path) - len) {
-			w->path[len] = 0;
-			errno = ENAMETOOLONG;
-			r = fail(w, "copy a name in");
-			break;
-		}
-		r = merge_entry(m, ufd, dfd, de->d_name, depth);
-		w->path[len] = 0;
-		errno = 0;
-	}
-	if (r == 0 && errno)
-		r = fail(w, "read");
-	closedir(d);
-	return r;
+	return each_entry(m->w, ufd, dfd, depth, merge_one, m);
 }
 
 int sbx_tree_merge(int upper_fd, int dst_fd, bool own, bool whiteouts, const int *below,

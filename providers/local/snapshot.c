@@ -709,7 +709,7 @@ static int empty_tree(struct sbx_ctx *ctx, const char *path, const struct local_
 	struct sbx_jail jail = { .trees = &tree,
 				 .n_trees = 1,
 				 .store_root = ctx->store.root,
-				 .what = "removing a sandbox's old files",
+				 .what = "removing a sandbox's or a snapshot's files",
 				 .maps = jail_maps,
 				 .maps_arg = (void *)m };
 	return sbx_jail_run(&jail, rm_in_jail, &j, err);
@@ -733,15 +733,7 @@ static int remove_tree(struct sbx_ctx *ctx, const char *path, const struct local
 		    sbx_subvol_root(at, slash + 1, &st) && sbx_subvol_destroy(at, slash + 1) == 0)
 			return 0;
 	}
-	struct sbx_jail_tree tree = { .path = path, .ro = false };
-	struct rm_job j = { .path = path };
-	struct sbx_jail jail = { .trees = &tree,
-				 .n_trees = 1,
-				 .store_root = ctx->store.root,
-				 .what = "removing a snapshot's files",
-				 .maps = jail_maps,
-				 .maps_arg = (void *)m };
-	if (sbx_jail_run(&jail, rm_in_jail, &j, err) < 0)
+	if (empty_tree(ctx, path, m, err) < 0)
 		return -1;
 	return rmdir(path) < 0 && errno != ENOENT ? sbx_err_errno(err, "cannot remove '%s'", path)
 						  : 0;
