@@ -290,6 +290,27 @@ PARSER(opt_net_rate)
 	return 0;
 }
 
+PARSER(opt_port)
+{
+	char msg[300];
+	if (sbx_port_arg(CFG, arg, msg, sizeof(msg)) < 0)
+		return USAGE("%s", msg);
+	return 0;
+}
+
+PARSER(opt_runtime)
+{
+	if (!*arg || strlen(arg) > 64 ||
+	    strspn(arg,
+		   "abcdefghijklmnopqrstuvwxyz"
+		   "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(arg))
+		return USAGE("invalid --runtime '%s': a runtime's name, letters, digits, '_', '.' "
+			     "and '-'",
+			     arg);
+	set_str(&CFG->runtime, arg);
+	return 0;
+}
+
 PARSER(opt_image)
 {
 	set_str(&CFG->image.ref, arg);
@@ -363,6 +384,14 @@ static const struct create_option {
 	  opt_add_host },
 	{ "host-port", ARG, 0,
 	  "PORT[:INSIDE]\tthe host's 127.0.0.1:PORT at 127.0.0.1:INSIDE inside", opt_host_port },
+	{ "port", ARG, 'p',
+	  "PORT\ta port inside to publish for previews (where ports are\n"
+	  "fixed at create, as on Docker); repeatable",
+	  opt_port },
+	{ "runtime", ARG, 0,
+	  "NAME\twhat runs it: the provider's runtime NAME (local: gvisor;\n"
+	  "docker: a runtime the daemon has, such as runsc)",
+	  opt_runtime },
 	{ "image", ARG, 0,
 	  "REF\tan OCI image's files as the root (pulled when missing);\n"
 	  "its Env, WorkingDir and User are the defaults",

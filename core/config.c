@@ -3,10 +3,14 @@
 #define _GNU_SOURCE
 #include "core/config.h"
 
+#include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "core/json.h"
 #include "core/net.h"
+#include "core/strbuf.h"
 #include "core/util.h"
 
 const char *const sbx_cap_names[] = {
@@ -38,6 +42,7 @@ static const struct field {
 	{ "user", F_STR, offsetof(struct sbx_config, user) },
 	{ "hostname", F_STR, offsetof(struct sbx_config, hostname) },
 	{ "from", F_STR, offsetof(struct sbx_config, from) },
+	{ "runtime", F_STR, offsetof(struct sbx_config, runtime) },
 	{ "memory", F_LL, offsetof(struct sbx_config, memory) },
 	{ "cpu_millis", F_LL, offsetof(struct sbx_config, cpu_millis) },
 	{ "pids_limit", F_LL, offsetof(struct sbx_config, pids_limit) },
@@ -293,6 +298,12 @@ json_t *sbx_config_to_json(const struct sbx_config *c)
 		json_object_set_new(j, "image", image_json(&c->image));
 	if (c->n_secrets)
 		json_object_set_new(j, "secrets", sbx_secrets_json(c));
+	if (c->n_ports) {
+		json_t *ports = json_array();
+		for (size_t i = 0; i < c->n_ports; i++)
+			json_array_append_new(ports, json_integer(c->ports[i]));
+		json_object_set_new(j, "ports", ports);
+	}
 	return j;
 }
 
@@ -346,7 +357,65 @@ int sbx_config_from_json(const json_t *j, struct sbx_config *c, struct sbx_err *
 	net_from_json(json_object_get(j, "net"), &c->net);
 	image_from_json(json_object_get(j, "image"), &c->image);
 	secrets_from_json(json_object_get(j, "secrets"), c);
+	json_array_foreach (json_object_get(j, "ports"), i, v)
+		if (json_is_integer(v) && json_integer_value(v) > 0 &&
+		    json_integer_value(v) <= 65535 &&
+		    !sbx_config_has_port(c, (int)json_integer_value(v))) {
+			c->ports = xrealloc(c->ports, (c->n_ports + 1) * sizeof(*c->ports));
+			c->ports[c->n_ports++] = (int)json_integer_value(v);
+		}
 	return 0;
+}
+
+int sbx_port_arg(struct sbx_config *c, const char *arg, char *msg, size_t len)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || v < 1 || v > 65535) {
+		snprintf(msg, len, "invalid --port '%s': a port inside the sandbox, 1 to 65535",
+			 arg);
+		return -1;
+	}
+	if (c->n_ports && sbx_config_has_port(c, (int)v))
+		return 0;
+	c->ports = xrealloc(c->ports, (c->n_ports + 1) * sizeof(*c->ports));
+	c->ports[c->n_ports++] = (int)v;
+	return 0;
+}
+
+bool sbx_config_has_port(const struct sbx_config *c, int port)
+{
+	for (size_t i = 0; i < c->n_ports; i++)
+		if (c->ports[i] == port)
+			return true;
+	return false;
+}
+
+int sbx_config_runtime_ok(const struct sbx_config *c, const char *const *runtimes,
+			  const char *provider, struct sbx_err *err)
+{
+	if (!c->runtime)
+		return 0;
+	struct strbuf names = STRBUF_INIT;
+	for (size_t i = 0; runtimes && runtimes[i]; i++) {
+		if (streq(runtimes[i], "*") || streq(runtimes[i], c->runtime)) {
+			strbuf_release(&names);
+			return 0;
+		}
+		strbuf_addf(&names, "%s%s", names.len ? ", " : "", runtimes[i]);
+	}
+	if (!names.len)
+		sbx_err_set(err, SBX_E_UNSUPPORTED,
+			    "provider '%s' has no runtime but its own: --runtime %s is not "
+			    "supported",
+			    provider, c->runtime);
+	else
+		sbx_err_set(err, SBX_E_UNSUPPORTED,
+			    "provider '%s' has no runtime '%s' (it has: %s)", provider, c->runtime,
+			    names.buf);
+	strbuf_release(&names);
+	return -1;
 }
 
 void sbx_config_init(struct sbx_config *c)
@@ -382,6 +451,8 @@ void sbx_config_release(struct sbx_config *c)
 		free(n->rates[i].pattern);
 	free(n->rates);
 	free(c->from);
+	free(c->runtime);
+	free(c->ports);
 	free(c->image.ref);
 	free(c->image.name);
 	free(c->image.id);

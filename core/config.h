@@ -141,6 +141,12 @@ struct sbx_config {
 	struct sbx_net_config net;
 	struct sbx_image_config image;
 	char *from; /* --from: the id of the snapshot whose files it started with */
+	/* --runtime: what runs the sandbox, one of the provider's runtimes (NULL: its default) */
+	char *runtime;
+	/* --port: ports inside, published at create where a provider must fix them then (Docker);
+	 * elsewhere any port can be previewed and these are only recorded */
+	int *ports;
+	size_t n_ports;
 	struct sbx_secret *secrets;
 	size_t n_secrets;
 };
@@ -173,6 +179,14 @@ const char *sbx_secret_value(const struct sbx_secret *s);
 /* every secret's hosts are reached through the egress proxy: --net open, or allow= with a rule
  * for each host; -1 with a usage message in msg */
 int sbx_secrets_validate(const struct sbx_config *c, char *msg, size_t len);
+/* --port's argument: a port 1..65535, added once; -1 with a usage message in msg */
+int sbx_port_arg(struct sbx_config *c, const char *arg, char *msg, size_t len);
+/* whether --port published port (or no --port was given: nothing is published then) */
+bool sbx_config_has_port(const struct sbx_config *c, int port);
+/* SBX_E_UNSUPPORTED unless runtimes (NULL-terminated; an entry "*": any name) lists
+ * c->runtime, naming those there are */
+int sbx_config_runtime_ok(const struct sbx_config *c, const char *const *runtimes,
+			  const char *provider, struct sbx_err *err);
 /* what goes together (--net and its companions); a usage message in msg */
 int sbx_config_validate(const struct sbx_config *c, char *msg, size_t len);
 

@@ -140,7 +140,8 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	    sbx_secrets_validate(&o->config, msg, sizeof(msg)) < 0)
 		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
 	/* what the provider cannot do, or cannot do now, is said before anything exists */
-	if (sbx_config_supported(&o->config, p->caps, p->name, err) < 0)
+	if (sbx_config_supported(&o->config, p->caps, p->name, err) < 0 ||
+	    sbx_config_runtime_ok(&o->config, p->runtimes, p->name, err) < 0)
 		return -1;
 	if (o->config.image.ref && !(p->caps & SBX_CAP_IMAGE) &&
 	    hosted_local_image(ctx, p, o->config.image.ref, err) < 0)
@@ -229,6 +230,10 @@ json_t *sbx_sandbox_providers(void)
 		json_object_set_new(o, "key_variable",
 				    p->key_var ? json_string(p->key_var) : json_null());
 		json_object_set_new(o, "api_url", url ? json_string(url) : json_null());
+		json_t *rt = json_array();
+		for (size_t i = 0; p->runtimes && p->runtimes[i]; i++)
+			json_array_append_new(rt, json_string(p->runtimes[i]));
+		json_object_set_new(o, "runtimes", rt);
 		if (!ok)
 			json_object_set_new(o, "not_ready", json_string(err.msg));
 		json_array_append_new(a, o);

@@ -19,6 +19,9 @@ struct sbx_provider {
 	const char *key_var; /* the variable holding the API key (NULL: none needed) */
 	unsigned caps;	     /* enum sbx_cap: what it can honour (core checks first) */
 	const char *default_workdir; /* recorded when create has no -w (NULL: the provider's) */
+	/* the names --runtime takes (NULL-terminated; "*": any the engine knows), or NULL: none
+	 * but its default */
+	const char *const *runtimes;
 	/* whether it can be used as things stand, and if not why (NULL: always); asked before
 	 * anything is created */
 	int (*ready)(struct sbx_err *);
