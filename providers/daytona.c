@@ -492,13 +492,14 @@ int daytona_decode_exec(const json_t *resp, struct strbuf *out, struct strbuf *e
 				   "cannot run a command in the Daytona sandbox: "
 				   "Daytona could not start it (exit code %lld)",
 				   (long long)json_integer_value(code));
-	const char *so = sbx_json_str(resp, "stdout"), *se = sbx_json_str(resp, "stderr");
-	if (!so && !se)
-		so = sbx_json_str(resp, "output");
-	if (so)
-		strbuf_addstr(out, so);
-	if (se)
-		strbuf_addstr(errout, se);
+	/* the output as sent, NUL bytes and all */
+	json_t *so = json_object_get(resp, "stdout"), *se = json_object_get(resp, "stderr");
+	if (!json_is_string(so) && !json_is_string(se))
+		so = json_object_get(resp, "output");
+	if (json_is_string(so))
+		strbuf_add(out, json_string_value(so), json_string_length(so));
+	if (json_is_string(se))
+		strbuf_add(errout, json_string_value(se), json_string_length(se));
 	*ret_status = (int)(json_integer_value(code) & 0xff);
 	return 0;
 }
@@ -533,6 +534,7 @@ static int session_run(struct tb *t, const char *line, long long timeout_ms, boo
 	struct remote_call x = { .method = "POST",
 				 .url = exec_url,
 				 .body = body,
+				 .flags = REMOTE_ALLOW_NUL,
 				 .timeout_ms = timeout_ms > 0 ? timeout_ms + 30000 : LONG_MS,
 				 .what = "run a command in the Daytona sandbox" };
 	long st = -1;

@@ -258,7 +258,9 @@ long remote_do(const struct remote *r, const struct remote_call *c, json_t **ret
 			*ret_json = NULL;
 		if (ret_json && st >= 200 && st < 300 && resp.body.len) {
 			json_error_t je;
-			json_t *j = json_loadb(resp.body.buf, resp.body.len, 0, &je);
+			json_t *j = json_loadb(resp.body.buf, resp.body.len,
+					       c->flags & REMOTE_ALLOW_NUL ? JSON_ALLOW_NUL : 0,
+					       &je);
 			if (!j) {
 				sbx_err_set(err, SBX_E_REMOTE,
 					    "cannot %s: %s sent a malformed answer "

@@ -24,6 +24,7 @@ int remote_init(struct remote *r, const char *label, const char *key_var,
 void remote_release(struct remote *r);
 
 #define REMOTE_IDEMPOTENT 1u /* 5xx and dropped connections are retried */
+#define REMOTE_ALLOW_NUL 2u  /* the answer's strings may hold NUL ("\u0000": a command's output) */
 
 struct remote_call {
 	const char *method;

@@ -108,7 +108,8 @@ test_expect_success 'exec: death by a signal is 128+N, a missing command 127' '
 	expect_code 127 sbx exec box no-such-command-here 2>e
 '
 
-# E2B runs a command through a shell: a missing one is the shell's 127, a result object
+# envd fails the start of a command it cannot find (Go's "executable file not found"): 127 and
+# an error object, as the local provider answers it
 test_expect_success 'exec --json: the result object; a signal named, a timeout, errors as JSON' '
 	expect_code 3 sbx exec --json box sh -c "echo out; printf \"\\377\" >&2; exit 3" >o 2>e &&
 	test_eq "" "$(cat e)" &&
@@ -119,8 +120,8 @@ assert r[\"cpu_ms\"] is None and r[\"peak_memory_bytes\"] is None" &&
 	json_assert o "assert r[\"exit_code\"] == 137 and r[\"signal\"] == \"SIGKILL\"" &&
 	expect_code 124 sbx exec --json --timeout 1s box sleep 30 >o &&
 	json_assert o "assert r[\"exit_code\"] == 124 and r[\"timed_out\"]" &&
-	expect_code 127 sbx exec --json box no-such-command-here >o 2>e &&
-	json_assert o "assert r[\"exit_code\"] == 127" &&
+	expect_code 127 sbx exec --json box no-such-command-here >o 2>e && test ! -s o &&
+	json_assert e "assert r[\"error\"][\"code\"] == \"command_not_found\"" &&
 	expect_code 125 sbx exec --json no-such-box true >o 2>e &&
 	test_eq "" "$(cat o)" && json_assert e "assert r[\"error\"][\"code\"] == \"not_found\""
 '

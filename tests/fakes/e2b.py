@@ -930,13 +930,24 @@ class E2BFake(fakelib.Provider):
         q = p.subscribe()
         threading.Thread(target=p.pump, daemon=True).start()
         ev = q.get()
+        pending = []
+        if ev[0] == "start":
+            # a command that cannot be executed fails its start, as envd's does: the
+            # wrapper's exec fails just after it said start
+            try:
+                pending.append(q.get(timeout=0.05))
+            except queue.Empty:
+                pass
+            if pending and pending[0][0] == "end" and pending[0][1].error:
+                ev = pending.pop()
         if ev[0] == "end":
             info = ev[1]
             if info.error and "cannot change to directory" in info.error:
                 raise ConnectError("invalid_argument", "cwd '%s' does not exist" % cwd)
             raise ConnectError("invalid_argument", "error starting process '%s': %s"
                                % (" ".join([cmd] + list(args)), info.error or info.go_status()))
-        return self._serve_events(req, p, q, ev, deadline, kill_on_deadline=True)
+        return self._serve_events(req, p, q, ev, deadline, kill_on_deadline=True,
+                                  pending=pending)
 
     def p_connect(self, req, b, msg):
         deadline = self._deadline(req)
@@ -946,7 +957,8 @@ class E2BFake(fakelib.Provider):
             raise ConnectError("not_found", "process with pid %s not found" % p.pid)
         return self._serve_events(req, p, q, ("start", p.pid), deadline, kill_on_deadline=False)
 
-    def _serve_events(self, req, p, q, first, deadline, kill_on_deadline):
+    def _serve_events(self, req, p, q, first, deadline, kill_on_deadline, pending=()):
+        pending = list(pending)
         ka = self._keepalive(req)
         st = req.stream(200, "application/connect+json", framing="connect")
         try:
@@ -964,7 +976,7 @@ class E2BFake(fakelib.Provider):
                 if deadline is not None:
                     wait = min(wait, deadline - now)
                 try:
-                    kind, val = q.get(timeout=max(wait, 0.01))
+                    kind, val = pending.pop(0) if pending else q.get(timeout=max(wait, 0.01))
                 except queue.Empty:
                     if time.monotonic() - last >= ka:
                         st.send(json_bytes({"event": {"keepalive": {}}}))

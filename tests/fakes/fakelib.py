@@ -286,6 +286,20 @@ class SbxError(Exception):
         self.rc = rc
 
 
+def go_exec_error(eno, text):
+    """The start error Go's os/exec gives for errno eno ("PATH: strerror" from the wrapper)."""
+    path = text.rpartition(": ")[0] or text
+    if eno == "2":
+        if "/" not in path:
+            return 'exec: "%s": executable file not found in $PATH' % path
+        return "fork/exec %s: no such file or directory" % path
+    if eno == "13":
+        return "fork/exec %s: permission denied" % path
+    if eno == "8":
+        return "fork/exec %s: exec format error" % path
+    return text or "exec failed"
+
+
 class ExitInfo:
     def __init__(self, rc, exited=False, code=None, sig=None, core=False, timed_out=False,
                  error=None):
@@ -729,8 +743,11 @@ class Exec:
         marks = self._marks
         pre = b"".join(self._pre).decode("utf-8", "replace").strip()
         if "execfail" in marks:
-            _, _, text = marks["execfail"].partition(" ")
-            info = ExitInfo(rc, exited=True, code=127, error=text or "exec failed")
+            eno, _, text = marks["execfail"].partition(" ")
+            # as a shell says it: a file it cannot execute 126 (EACCES, ENOEXEC), else 127;
+            # the error as Go's os/exec words it (what the real agents answer)
+            code = 126 if eno in ("13", "8") else 127
+            info = ExitInfo(rc, exited=True, code=code, error=go_exec_error(eno, text))
         elif "exit" in marks:
             info = ExitInfo(rc, exited=True, code=int(marks["exit"]))
         elif "signal" in marks:
