@@ -89,8 +89,8 @@ json_t *mcp_run_json(struct call *c, struct av *a)
 
 static int t_create(struct call *c)
 {
-	static const char *const str[] = { "image", "name",    "net",	   "memory", "ttl",
-					   "disk",  "workdir", "provider", NULL };
+	static const char *const str[] = { "image", "name",    "net",	   "memory",  "ttl",
+					   "disk",  "workdir", "provider", "runtime", NULL };
 	struct av a = { 0 };
 	const char *k;
 	json_t *v;
@@ -390,6 +390,7 @@ static const struct tool tools[] = {
 	  ",\"pids_limit\":{\"type\":\"integer\",\"minimum\":1}"
 	  ",\"workdir\":" D("string", "default working directory")
 	  ",\"provider\":" D("string", "local (default), e2b, daytona")
+	  ",\"runtime\":" D("string", "the provider's runtime (local: gvisor), as sbx provider ls lists them")
 	  ",\"labels\":" STRMAP ",\"description\":\"labels K: V\"}"
 	  ",\"env\":" STRMAP ",\"description\":\"variables of every exec\"}",
 	  "",
