@@ -1091,6 +1091,7 @@ class Kube(fakelib.Provider):
 
     # --- pods/exec over WebSocket
     def exec(self, req, ns, name):
+        pod, rt = self.running_pod(ns, name)
         if "websocket" not in (req.headers.get("Upgrade") or "").lower():
             raise K8sError(400, "Upgrade request required: this fake apiserver speaks "
                            "WebSocket only (no SPDY)")
@@ -1104,7 +1105,6 @@ class Kube(fakelib.Provider):
         argv = req.query.get("command") or []
         if not argv:
             raise K8sError(400, "you must specify at least 1 command")
-        pod, rt = self.running_pod(ns, name)
         container = req.arg("container")
         names = [c["name"] for c in pod["spec"]["containers"]]
         if container and container not in names:
