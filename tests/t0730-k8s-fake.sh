@@ -279,7 +279,10 @@ test_expect_success 'kubectl get pods: the Table, -o json, label selectors' '
 	"${K[@]}" get pods -l pod=sbx-1 -o name >sel.out &&
 	test_eq "pod/sbx-1" "$(cat sel.out)" &&
 	"${K[@]}" get pods -l pod=nothing-here -o name >none.out 2>&1 &&
-	test_grep ! sbx-1 none.out
+	test_grep ! sbx-1 none.out &&
+	api GET "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1&fieldSelector=metadata.name%3Dsbx-1" \
+		-o watch.out &&
+	jsonl_assert watch.out "assert [(e[\"type\"], e[\"object\"][\"metadata\"][\"name\"]) for e in r] == [(\"ADDED\", \"sbx-1\")], r"
 '
 
 test_expect_success 'kubectl exec: exit codes 0, 3 and 137, stdout and stderr apart, env and cwd' '
@@ -340,10 +343,25 @@ test_expect_success 'kubectl get --raw of the pod proxy reaches a server inside 
 	api GET "/api/v1/namespaces/default/pods/sbx-1:$HTTP_PORT/proxy/nothing-here" \
 		-o /dev/null -w "%{http_code}" >code &&
 	test_eq 404 "$(cat code)" &&
+	# the method goes through too (http.server has no POST: 501 from it)
+	api POST "/api/v1/namespaces/default/pods/sbx-1:$HTTP_PORT/proxy/index.html" -d x=1 \
+		-o /dev/null -w "%{http_code}" >code &&
+	test_eq 501 "$(cat code)" &&
 	# control: a port where nothing listens is a 503 Status
 	api GET "/api/v1/namespaces/default/pods/sbx-1:1/proxy/" -o down.json -w "%{http_code}" >code &&
 	test_eq 503 "$(cat code)" &&
 	jassert down.json "assert r[\"kind\"] == \"Status\" and r[\"reason\"] == \"ServiceUnavailable\", r"
+'
+
+test_expect_success 'a pod whose command ends is Succeeded or Failed, its output in kubectl logs' '
+	new_pod once "{\"restartPolicy\": \"Never\", \"containers\": [{\"name\": \"sandbox\", \"image\": \"busybox\", \"command\": [\"sh\", \"-c\", \"echo from-main\"]}]}" &&
+	new_pod fails "{\"restartPolicy\": \"Never\", \"containers\": [{\"name\": \"sandbox\", \"image\": \"busybox\", \"command\": [\"sh\", \"-c\", \"exit 4\"]}]}" &&
+	wait_until 30 is_phase once Succeeded &&
+	wait_until 30 is_phase fails Failed &&
+	"${K[@]}" logs once >once.log &&
+	test_eq from-main "$(cat once.log)" &&
+	jp_is pod fails "{.status.containerStatuses[0].state.terminated.exitCode}" 4 &&
+	"${K[@]}" delete pod once fails >/dev/null
 '
 
 test_expect_success 'a pod whose nodeSelector matches no node stays Pending, Unschedulable' '

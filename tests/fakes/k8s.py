@@ -44,8 +44,9 @@ API served (JSON only; no protobuf, no openapi: `kubectl create/apply` need --va
       v5 `ff 00` closes stdin, 4 resize {"Width","Height"} (tty), 3 the Status: Success, or
       Failure NonZeroExitCode with details.causes [{reason ExitCode, message N}] (128+signal
       for a signal death), or InternalError for a command that cannot be run; then a close
-      frame 1000. Pings are answered. SPDY is refused (400). A client that goes away ends the
-      command (a real kubelet lets it run).
+      frame 1000, and up to 2 s for the client's close frame (or EOF). Pings are answered.
+      SPDY is refused (400), as is a pod not Running (400, before any upgrade). A client that
+      goes away ends the command (a real kubelet lets it run).
   pods/proxy            GET POST PUT PATCH DELETE .../pods/NAME[:PORT]/proxy/PATH: the request is
       made to 127.0.0.1:PORT (default 80) inside the sandbox, through `$SBX exec` (no
       published port needed); 503 Status when nothing listens there
