@@ -1144,7 +1144,7 @@ class Kube(fakelib.Provider):
                     raise fakelib.ClientGone("fault ws_close")
             if cut is not None:
                 raise fakelib.ClientGone("fault ws_close")
-            ws.send_binary(b"\x03" + fakelib.json_bytes(self.exec_status(info, fault)))
+            ws.send_binary(b"\x03" + fakelib.json_bytes(self.exec_status(info, fault, argv[0])))
             ws.close(1000)
             reader.join(2)   # the client's close, briefly
         except fakelib.ClientGone:
@@ -1154,16 +1154,24 @@ class Kube(fakelib.Provider):
                 ex.terminate()
 
     @staticmethod
-    def exec_status(info, fault):
+    def exec_status(info, fault, argv0):
         if fault is not None and fault["kind"] == "no_exit_code":
             return {"metadata": {}, "status": "Failure",
                     "message": "command terminated with non-zero exit code",
                     "reason": "NonZeroExitCode"}
-        if info.error:
-            msg = ('Internal error occurred: error executing command in container: failed to '
-                   'exec in container: failed to start exec: OCI runtime exec failed: exec '
-                   'failed: unable to start container process: exec: %s: executable file not '
-                   'found in $PATH: unknown' % json.dumps(info.error.split(":")[0].strip()))
+        if info.error:   # as runc words it
+            e = info.error.lower()
+            if "no such file" in e or "not found" in e:
+                why = ("stat %s: no such file or directory" % argv0 if "/" in argv0
+                       else "executable file not found in $PATH")
+            elif "permission denied" in e:
+                why = "permission denied"
+            else:
+                why = info.error
+            msg = ("Internal error occurred: error executing command in container: failed to "
+                   "exec in container: failed to start exec: OCI runtime exec failed: exec "
+                   "failed: unable to start container process: exec: %s: %s: unknown" %
+                   (json.dumps(argv0), why))
             return {"metadata": {}, "status": "Failure", "message": msg,
                     "reason": "InternalError", "details": {"causes": [{"message": msg}]},
                     "code": 500}
