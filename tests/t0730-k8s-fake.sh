@@ -384,6 +384,21 @@ test_expect_success 'the schedulable switch: Pending while off, Running once on'
 	"${K[@]}" delete pod later >/dev/null
 '
 
+test_expect_success 'the pod-phase control ends a pod as an eviction would, its sandbox gone' '
+	new_pod evicted &&
+	wait_until 30 is_phase evicted Running &&
+	"${CURL[@]}" "$(url /_fake/state)" >ev.json &&
+	sid=$(jassert ev.json "print(r[\"pods\"][\"default/evicted\"][\"sandbox\"])") &&
+	fake_ids >ids && test_grep -x "$sid" ids &&
+	control pod-phase "{\"name\": \"evicted\", \"phase\": \"Failed\", \"reason\": \"Evicted\", \"message\": \"low on memory\"}" &&
+	test_eq Failed "$(phase evicted)" &&
+	jp_is pod evicted "{.status.reason}" Evicted &&
+	fake_ids >ids && test_grep ! -x "$sid" ids &&
+	expect_code 1 "${K[@]}" exec evicted -- true 2>ev.err &&
+	test_grep "completed pod" ev.err &&
+	"${K[@]}" delete pod evicted >/dev/null
+'
+
 test_expect_success 'Status errors: 404 NotFound, 409 AlreadyExists, 422 Invalid' '
 	expect_code 1 "${K[@]}" get pod no-such-pod 2>nf.err &&
 	test_grep "pods \"no-such-pod\" not found" nf.err &&

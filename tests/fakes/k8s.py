@@ -600,7 +600,8 @@ class Kube(fakelib.Provider):
         meta["resourceVersion"] = self._bump()
         for k in ("deletionTimestamp", "selfLink"):
             meta.pop(k, None)
-        obj.setdefault("spec", {}) if res != "namespaces" else None
+        if res != "namespaces":
+            obj.setdefault("spec", {})
         self.init_status(res, obj)
         self.objs[(res, ns, name)] = obj
         self._event("ADDED", res, obj)
@@ -1437,6 +1438,8 @@ class Kube(fakelib.Provider):
         raise HTTPError(404, "no control route %s %s" % (req.method, req.path))
 
     def state(self):
+        with self.sbx.lock:
+            backing = sorted(self.sbx.created)
         with self.lock:
             def names(res):
                 return sorted("%s/%s" % (k[1], k[2]) for k in self.objs if k[0] == res)
@@ -1448,7 +1451,7 @@ class Kube(fakelib.Provider):
                                                   "sandbox": rt.get("sid")}
             return {"pods": pods, "pvcs": names("persistentvolumeclaims"),
                     "sandboxes": names("sandboxes"), "claims": names("sandboxclaims"),
-                    "backing": sorted(self.sbx.created)}
+                    "backing": backing}
 
     def close(self):
         with self.lock:
