@@ -128,7 +128,8 @@ new_pod() {
 
 phase() { "${K[@]}" get pod "$1" -o 'jsonpath={.status.phase}' 2>/dev/null; }
 is_phase() { [ "$(phase "$1")" = "$2" ]; }
-gone() { "${K[@]}" get pod "$1" >/dev/null 2>&1 && return 1; return 0; }
+gone() { absent pod "$1"; }
+absent() { "${K[@]}" get "$1" "$2" >/dev/null 2>&1 && return 1; return 0; }
 # jp_is KIND NAME JSONPATH VALUE: one field of an object is VALUE
 jp_is() { [ "$("${K[@]}" get "$1" "$2" -o "jsonpath=$3" 2>/dev/null)" = "$4" ]; }
 # the fake's backing sandboxes
@@ -397,6 +398,27 @@ test_expect_success 'the pod-phase control ends a pod as an eviction would, its 
 	expect_code 1 "${K[@]}" exec evicted -- true 2>ev.err &&
 	test_grep "completed pod" ev.err &&
 	"${K[@]}" delete pod evicted >/dev/null
+'
+
+test_expect_success 'a PVC in use stays Terminating until its pod goes; one not in use goes at once' '
+	for n in data free; do
+		printf "{\"apiVersion\": \"v1\", \"kind\": \"PersistentVolumeClaim\", \"metadata\": {\"name\": \"%s\"}, \"spec\": {\"accessModes\": [\"ReadWriteOnce\"], \"resources\": {\"requests\": {\"storage\": \"1Gi\"}}}}" \
+			"$n" >"pvc-$n.json" &&
+			"${K[@]}" create --validate=false -f "pvc-$n.json" >/dev/null || return 1
+	done &&
+	jp_is pvc data "{.status.phase}" Bound &&
+	new_pod user "{\"volumes\": [{\"name\": \"d\", \"persistentVolumeClaim\": {\"claimName\": \"data\"}}], \"containers\": [{\"name\": \"sandbox\", \"image\": \"busybox\", \"command\": [\"sleep\", \"infinity\"], \"volumeMounts\": [{\"name\": \"d\", \"mountPath\": \"/data\"}]}]}" &&
+	wait_until 30 is_phase user Running &&
+	"${K[@]}" exec user -- sh -c "echo on-the-volume >/data/f" &&
+	"${K[@]}" delete pvc data --wait=false >/dev/null &&
+	"${K[@]}" get pvc data >pvc.out &&
+	test_grep -E "^data +Terminating " pvc.out &&
+	"${K[@]}" exec user -- cat /data/f >f.out &&
+	test_eq on-the-volume "$(cat f.out)" &&
+	"${K[@]}" delete pod user >/dev/null &&
+	wait_until 20 absent pvc data &&
+	"${K[@]}" delete pvc free >/dev/null &&
+	absent pvc free
 '
 
 test_expect_success 'Status errors: 404 NotFound, 409 AlreadyExists, 422 Invalid' '

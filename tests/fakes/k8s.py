@@ -51,7 +51,9 @@ API served (JSON only; no protobuf, no openapi: `kubectl create/apply` need --va
       made to 127.0.0.1:PORT (default 80) inside the sandbox, through `$SBX exec` (no
       published port needed); 503 Status when nothing listens there
   pods/log              the main process's output (last 1 MiB)
-  persistentvolumeclaims  create get list delete; Bound at once (a directory of the fake's)
+  persistentvolumeclaims  create get list delete; Bound at once (a directory of the fake's);
+      deleting one a pod uses leaves it Terminating (deletionTimestamp, finalizer
+      kubernetes.io/pvc-protection) until no pod uses it
   agents.x-k8s.io/v1alpha1 sandboxes, extensions.agents.x-k8s.io/v1alpha1 sandboxtemplates and
       sandboxclaims: create get list delete, PUT and PATCH (merge, strategic-merge, JSON patch)
       of spec. The controller (every 0.2 s): a Sandbox with replicas 1 (default) has a pod of
@@ -344,7 +346,7 @@ class Kube(fakelib.Provider):
         os.makedirs(self.volumes, exist_ok=True)
         for ns in ("default", "kube-system", "kube-public"):
             self._create("namespaces", "", {"metadata": {"name": ns}})
-        server.add_ticker(0.2, self.reconcile)
+        server.add_ticker(0.2, self.tick)
 
     # --- errors and auth
     def error_body(self, status, message):
@@ -678,14 +680,29 @@ class Kube(fakelib.Provider):
                 raise not_found(res, name)
             self._delete(res, ns, name)
             obj = copy.deepcopy(obj)
-        obj["metadata"]["deletionTimestamp"] = now_iso()
+        obj["metadata"].setdefault("deletionTimestamp", now_iso())
         obj["metadata"]["deletionGracePeriodSeconds"] = 0
         return obj
 
+    def pvc_users(self, ns, name):
+        return [o["metadata"]["name"] for (r, n, _), o in self.objs.items()
+                if r == "pods" and n == ns and any(
+                    (v.get("persistentVolumeClaim") or {}).get("claimName") == name
+                    for v in (o.get("spec") or {}).get("volumes") or [] if isinstance(v, dict))]
+
     def _delete(self, res, ns, name):
-        obj = self.objs.pop((res, ns, name), None)
+        obj = self.objs.get((res, ns, name))
         if obj is None:
             return
+        if res == "persistentvolumeclaims" and self.pvc_users(ns, name):
+            # kubernetes.io/pvc-protection: Terminating until no pod uses it (tick)
+            if "deletionTimestamp" not in obj["metadata"]:
+                obj["metadata"]["deletionTimestamp"] = now_iso()
+                obj["metadata"]["deletionGracePeriodSeconds"] = 0
+                obj["metadata"]["finalizers"] = ["kubernetes.io/pvc-protection"]
+                self._save(res, obj)
+            return
+        del self.objs[(res, ns, name)]
         obj["metadata"]["resourceVersion"] = self._bump()
         self._event("DELETED", res, obj)
         uid = obj["metadata"]["uid"]
@@ -832,7 +849,8 @@ class Kube(fakelib.Provider):
                          (o.get("spec") or {}).get("nodeName", "<none>")]
             elif res == "persistentvolumeclaims":
                 sp = o.get("spec") or {}
-                cells = [meta["name"], st.get("phase", ""), sp.get("volumeName", ""),
+                cells = [meta["name"], "Terminating" if "deletionTimestamp" in meta else
+                         st.get("phase", ""), sp.get("volumeName", ""),
                          (st.get("capacity") or {}).get("storage", ""),
                          ",".join({"ReadWriteOnce": "RWO", "ReadOnlyMany": "ROX",
                                    "ReadWriteMany": "RWX"}.get(m, m)
@@ -912,9 +930,12 @@ class Kube(fakelib.Provider):
         with self.lock:
             for v in (pod.get("spec") or {}).get("volumes") or []:
                 claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
-                if claim and ("persistentvolumeclaims", pod["metadata"]["namespace"],
-                              claim) not in self.objs:
+                pvc = self.objs.get(("persistentvolumeclaims", pod["metadata"]["namespace"],
+                                     claim)) if claim else None
+                if claim and pvc is None:
                     return 'persistentvolumeclaim "%s" not found' % claim
+                if pvc is not None and "deletionTimestamp" in pvc["metadata"]:
+                    return 'persistentvolumeclaim "%s" is being deleted' % claim
         return None
 
     def start_pod(self, ns, name, uid):
@@ -1009,11 +1030,6 @@ class Kube(fakelib.Provider):
         if rt is None:   # deleted meanwhile
             self.stop_pod({"sid": sid, "main": None, "dirs": dirs})
             return
-        argv = list(c0.get("command") or []) + list(c0.get("args") or [])
-        if argv:
-            rt["main"] = self.sbx.exec(sid, argv, env=None)
-            threading.Thread(target=self.run_main, args=(ns, name, uid, rt),
-                             daemon=True).start()
         t = now_iso()
 
         def running(p):
@@ -1027,7 +1043,17 @@ class Kube(fakelib.Provider):
             for cs in p["status"]["containerStatuses"]:
                 cs.update({"ready": True, "started": True, "containerID": "sbx://" + sid,
                            "state": {"running": {"startedAt": t}}})
-        self.pod_update(ns, name, uid, running)
+        if not self.pod_update(ns, name, uid, running):
+            return
+        # the main process, once the pod says Running (its end may follow at once)
+        argv = list(c0.get("command") or []) + list(c0.get("args") or [])
+        if argv:
+            with self.lock:
+                if rt["gone"]:
+                    return
+                rt["main"] = self.sbx.exec(sid, argv, env=None)
+            threading.Thread(target=self.run_main, args=(ns, name, uid, rt),
+                             daemon=True).start()
 
     def run_main(self, ns, name, uid, rt):
         ex = rt["main"]
@@ -1273,6 +1299,14 @@ class Kube(fakelib.Provider):
         req.send(200, data, "text/plain")
 
     # --- the agent-sandbox controller, and pods waiting to be scheduled
+    def tick(self):
+        with self.lock:
+            for (r, ns, name), o in list(self.objs.items()):
+                if r == "persistentvolumeclaims" and "deletionTimestamp" in o["metadata"] \
+                        and not self.pvc_users(ns, name):
+                    self._delete(r, ns, name)
+        self.reconcile()
+
     def reconcile(self):
         if not self.agents:
             return

@@ -270,8 +270,11 @@ if (agents) {
   await check('deleting the Sandbox deletes its pod and PVC', async () => {
     await custom.deleteNamespacedCustomObject({ ...sb, name: sandbox })
     await until('the pod gone', async () => (await phase(sandbox)) === null)
-    const pvcs = await core.listNamespacedPersistentVolumeClaim({ namespace: ns })
-    eq(pvcs.items.filter((p) => p.metadata.name === `work-${sandbox}`).length, 0, 'PVCs left')
+    // (a PVC stays Terminating while a pod uses it)
+    await until('the PVC gone', async () => {
+      const pvcs = await core.listNamespacedPersistentVolumeClaim({ namespace: ns })
+      return !pvcs.items.some((p) => p.metadata.name === `work-${sandbox}`)
+    })
   })
 }
 
