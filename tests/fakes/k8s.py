@@ -6,7 +6,11 @@ kubernetes provider; on tests/fakes/fakelib.py. kubectl and @kubernetes/client-n
 Every pod is a REAL local sbx sandbox, made with `$SBX create` in the fake's own SBX_HOME
 (--sbx, --sbx-home): the host-root sandbox (no --image: the pod's image is recorded, not
 pulled), so sh, tar, perl and python3 are there. exec runs `$SBX exec` with the argv given,
-so exit codes, signals, stdin EOF, a tty and kubectl cp (tar) behave for real.
+so exit codes, signals, stdin EOF, a tty and kubectl cp (tar) behave for real. Run by an
+unprivileged user, a pod has the ids sbx gives that user: without subordinate ids only uid 0,
+so a tar that keeps owners (kubectl cp into a pod) fails there. PVC and emptyDir directories
+live in SBX_HOME.k8s-volumes (removed at shutdown). resources, securityContext, probes and
+the image are recorded and ignored.
 
 Start (the test makes the CA and the certificate, with SAN IP:127.0.0.1):
     k8s.py --sbx SBX --sbx-home DIR --port-file F --tls-cert CERT --tls-key KEY --token T
@@ -37,7 +41,8 @@ API served (JSON only; no protobuf, no openapi: `kubectl create/apply` need --va
       workingDir come from the first container; volumes persistentVolumeClaim and emptyDir are
       directories bound in (sbx create -v) at the container's volumeMounts. All containers of a
       pod share its one sandbox. DELETE answers the pod and removes it at once (the sandbox goes
-      in the background). metadata.generateName works.
+      in the background). metadata.generateName works. PUT/PATCH change labels and
+      annotations; a change of spec is 422 Invalid.
   pods/exec             GET (or POST) WebSocket, protocols v5.channel.k8s.io (preferred) and
       v4.channel.k8s.io; query command= (repeated), stdin stdout stderr tty container. The
       empty "ready" frame on the lowest open output channel, 1 stdout, 2 stderr, 0 stdin,
