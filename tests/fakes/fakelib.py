@@ -26,14 +26,20 @@ Python 3 standard library only. A fake is a Provider subclass handed to run():
         def close(self):                         # shutdown: remove backing sandboxes
             pass
 
+        fault_kinds = ("my_kind",)               # optional: kinds of its own, left in req.fault
+        def control(self, req):                  # optional: /_fake/ routes of its own
+            raise fakelib.HTTPError(404, "no control route")
+
     if __name__ == "__main__":
         fakelib.run(MyFake)
 
 Command line (run() parses it): --sbx PATH (the sbx binary), --sbx-home DIR (a private
 SBX_HOME for the fake's own sandboxes), --port-file FILE (the port, written atomically once
-listening), [--verbose] (one line per request on stderr), plus the provider's options.
+listening), [--verbose] (one line per request on stderr), [--tls-cert PEM --tls-key PEM]
+(serve HTTPS with that certificate, control API included), plus the provider's options.
 The server listens on 127.0.0.1, ephemeral port, threaded HTTP/1.1 with keep-alive, and
-prints "NAME fake listening on http://127.0.0.1:PORT" on stdout once ready. SIGTERM or
+prints "NAME fake listening on http://127.0.0.1:PORT" (https:// with TLS) on stdout once
+ready. SIGTERM or
 SIGINT: stop serving, end stalls, call Provider.close(), then `sbx rm -f` every backing
 sandbox still left, exit 0.
 
@@ -58,6 +64,12 @@ Request (the `req` handed to handle()):
         stream.abort()         close the connection at once
       Streams use chunked transfer encoding. send/end raise ClientGone when the client went
       away or a fault closed the stream: handlers stop their work in a finally block.
+    req.websocket(protocol=None) -> WebSocket   answers 101 to an RFC 6455 upgrade (400
+                               HTTPError when the request is not one); the connection is the
+                               WebSocket's from then on:
+        ws.recv() -> (opcode, payload) of the next message (1 text, 2 binary, 8 close), None
+                     at EOF; pings are answered, fragments joined, messages bounded
+        ws.send_binary(data), ws.send_text(str), ws.close(code=1000) (once), ws.abort()
     Raising HTTPError(status, message, headers=None) from handle() sends req.send_error;
     any other exception is a 500.
 
@@ -106,6 +118,7 @@ Control API (no auth, identical in every fake; never logged, never faulted):
                              order ("query": the raw query string; "headers": name -> value)
     DELETE /_fake/requests   clears the log
     GET    /_fake/state      Provider.state()
+    any other /_fake/ path   Provider.control(req) (404 by default)
 Fault kinds (checked after the request is logged and before the provider sees it, i.e.
 before auth):
     status        answer "status" (int) with optional "headers" {name: value} and "body"
@@ -122,6 +135,8 @@ before auth):
                   close; a plain response: as invalid_json
 """
 import argparse
+import base64
+import hashlib
 import http.server
 import json
 import os
@@ -131,6 +146,7 @@ import secrets
 import signal
 import socket
 import socketserver
+import ssl
 import struct
 import subprocess
 import sys
@@ -140,7 +156,7 @@ import urllib.parse
 
 __all__ = [
     "ClientGone", "ExecResult", "ExitInfo", "Exec", "FakeServer", "HTTPError", "Provider",
-    "Request", "Sbx", "SbxError", "Stream", "connect_envelope", "go_signal_name",
+    "Request", "Sbx", "SbxError", "Stream", "WebSocket", "connect_envelope", "go_signal_name",
     "json_bytes", "new_id", "parse_connect_envelopes", "parse_multipart", "run", "utc_iso",
 ]
 
@@ -1009,11 +1025,130 @@ class Request:
         self.h.wfile.flush()
         return Stream(self, framing)
 
+    def websocket(self, protocol=None):
+        if "websocket" not in (self.headers.get("Upgrade") or "").lower() or \
+                not self.headers.get("Sec-WebSocket-Key"):
+            raise HTTPError(400, "not a WebSocket upgrade request")
+        accept = base64.b64encode(hashlib.sha1(
+            (self.headers["Sec-WebSocket-Key"].strip() + WebSocket.GUID).encode()).digest())
+        self.fault = None
+        self._head(101, {"Upgrade": "websocket", "Connection": "Upgrade",
+                         "Sec-WebSocket-Accept": accept.decode()})
+        if protocol:
+            self.h.send_header("Sec-WebSocket-Protocol", protocol)
+        self.h.end_headers()
+        self.h.wfile.flush()
+        self.h.close_connection = True
+        self.h._body_read = True
+        return WebSocket(self.h)
+
+
+class WebSocket:
+    """The server's side of an upgraded connection (Request.websocket)."""
+    GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+    MAX_MESSAGE = 16 << 20
+
+    def __init__(self, handler):
+        self.h = handler
+        self.wlock = threading.Lock()
+        self.close_sent = False
+        self.gone = False
+
+    def _read(self, n):
+        b = self.h.rfile.read(n) if n else b""
+        if len(b) < n:
+            raise EOFError("connection closed")
+        return b
+
+    def _frame(self):
+        b1, b2 = self._read(2)
+        n = b2 & 0x7F
+        if n == 126:
+            n = struct.unpack("!H", self._read(2))[0]
+        elif n == 127:
+            n = struct.unpack("!Q", self._read(8))[0]
+        if n > self.MAX_MESSAGE:
+            raise ValueError("frame of %d bytes" % n)
+        mask = self._read(4) if b2 & 0x80 else None
+        data = self._read(n)
+        if mask:
+            m = (mask * (n // 4 + 1))[:n]
+            data = (int.from_bytes(data, "big") ^ int.from_bytes(m, "big")).to_bytes(n, "big")
+        return b1 & 0x80, b1 & 0x0F, data
+
+    def recv(self):
+        """(opcode, payload) of the next message; None when the connection ended."""
+        msg, op = b"", None
+        try:
+            while True:
+                fin, opcode, data = self._frame()
+                if opcode == 9:
+                    self._send(10, data)
+                    continue
+                if opcode == 10:
+                    continue
+                if opcode == 8:
+                    self.close(struct.unpack("!H", data[:2])[0] if len(data) >= 2 else 1000)
+                    return 8, data
+                if opcode != 0:
+                    op, msg = opcode, data
+                else:
+                    msg += data
+                if len(msg) > self.MAX_MESSAGE:
+                    raise ValueError("message over %d bytes" % self.MAX_MESSAGE)
+                if fin and op is not None:
+                    return op, msg
+        except (OSError, EOFError, ValueError, ClientGone):
+            self.gone = True
+            return None
+
+    def _send(self, opcode, data):
+        n = len(data)
+        head = bytes([0x80 | opcode])
+        if n < 126:
+            head += bytes([n])
+        elif n < 65536:
+            head += bytes([126]) + struct.pack("!H", n)
+        else:
+            head += bytes([127]) + struct.pack("!Q", n)
+        with self.wlock:
+            if self.gone or (self.close_sent and opcode != 8):
+                raise ClientGone("the WebSocket is closed")
+            try:
+                self.h.wfile.write(head + data)
+                self.h.wfile.flush()
+            except (OSError, ValueError) as e:
+                self.gone = True
+                raise ClientGone(str(e))
+
+    def send_binary(self, data):
+        self._send(2, bytes(data))
+
+    def send_text(self, text):
+        self._send(1, text.encode())
+
+    def close(self, code=1000):
+        if self.close_sent:
+            return
+        try:
+            self._send(8, struct.pack("!H", code))
+        except ClientGone:
+            pass
+        self.close_sent = True
+
+    def abort(self):
+        self.gone = True
+        try:
+            self.h.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
 
 class Provider:
     """Base of a fake; see the module docstring."""
     name = "fake"
     invalid_json_body = b'{"id": '
+    fault_kinds = ()
 
     def __init__(self, args, sbx, server):
         self.args, self.sbx, self.server = args, sbx, server
@@ -1034,6 +1169,9 @@ class Provider:
     def close(self):
         pass
 
+    def control(self, req):
+        raise HTTPError(404, "no control route %s %s" % (req.method, req.path))
+
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -1048,6 +1186,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             sys.stderr.flush()
 
     def handle(self):
+        if isinstance(self.connection, ssl.SSLSocket):
+            try:
+                self.connection.settimeout(30)
+                self.connection.do_handshake()
+                self.connection.settimeout(None)
+            except (OSError, ValueError):
+                return
         try:
             super().handle()
         except (OSError, ValueError):
@@ -1154,6 +1299,13 @@ class FakeServer:
         self.httpd = _ThreadingServer(("127.0.0.1", 0), _Handler)
         self.httpd.fake = self
         self.port = self.httpd.server_address[1]
+        self.scheme = "http"
+        if getattr(args, "tls_cert", None):
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(args.tls_cert, args.tls_key)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True,
+                                                do_handshake_on_connect=False)
+            self.scheme = "https"
         self.sbx = Sbx(args.sbx, args.sbx_home, verbose=args.verbose)
         self.provider = provider_cls(args, self.sbx, self)
 
@@ -1192,7 +1344,8 @@ class FakeServer:
     def _add_fault(self, f):
         if not isinstance(f, dict) or "match" not in f or "kind" not in f:
             raise HTTPError(400, "a fault needs match and kind")
-        if f["kind"] not in ("status", "invalid_json", "truncate", "bad_frame", "stall"):
+        if f["kind"] not in ("status", "invalid_json", "truncate", "bad_frame", "stall") + \
+                tuple(self.provider.fault_kinds):
             raise HTTPError(400, "unknown fault kind %r" % f["kind"])
         meth, _, rx = str(f["match"]).strip().partition(" ")
         try:
@@ -1234,6 +1387,8 @@ class FakeServer:
                 return req.send_json(200, {"ok": True})
         elif p == "/_fake/state" and m == "GET":
             return req.send_json(200, self.provider.state())
+        else:
+            return self.provider.control(req)
         raise HTTPError(404, "no control route %s %s" % (m, p))
 
     def serve(self):
@@ -1265,8 +1420,12 @@ def run(provider_cls, argv=None):
     ap.add_argument("--sbx-home", required=True, help="SBX_HOME for the backing sandboxes")
     ap.add_argument("--port-file", help="write the port here once listening")
     ap.add_argument("--verbose", action="store_true", help="log requests on stderr")
+    ap.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (chain)")
+    ap.add_argument("--tls-key", help="the PEM key of --tls-cert")
     provider_cls.add_arguments(ap)
     args = ap.parse_args(argv)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        ap.error("--tls-cert and --tls-key go together")
     fake = FakeServer(provider_cls, args)
 
     def on_signal(signum, frame):
@@ -1278,7 +1437,8 @@ def run(provider_cls, argv=None):
     t.start()
     if args.port_file:
         _write_port_file(args.port_file, fake.port)
-    print("%s fake listening on http://127.0.0.1:%d" % (provider_cls.name, fake.port), flush=True)
+    print("%s fake listening on %s://127.0.0.1:%d" % (provider_cls.name, fake.scheme, fake.port),
+          flush=True)
     while t.is_alive():
         t.join(0.5)
     fake.cleanup()
