@@ -1,0 +1,801 @@
+/* The Docker provider's exec: an exec instance started over a hijacked connection (raw stdin
+ * up, 8-byte-framed stdout and stderr down, or one raw stream with a tty), its end read from
+ * the exec's inspect; --timeout and kill through a second exec; cp through exec and the
+ * archive endpoints (remote_cp_in/out's rules). */
+#define _GNU_SOURCE
+#include "providers/docker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "providers/remote.h"
+
+#define HEAD_MAX 16384
+#define HELD_MAX 4096
+/* how the runtime says a command could not start (on stdout, with exec's Pid 0) */
+#define RUNTIME_FAILED "OCI runtime exec failed"
+
+struct sink {
+	int fd;		    /* -1: buf (or dropped) */
+	struct strbuf *buf; /* NULL with fd -1: dropped */
+};
+
+struct run {
+	char *const *argv;
+	char *const *env;
+	const char *cwd, *user;
+	bool tty, stdin_open;
+	long long timeout_ms;
+	struct sink out, err;
+	struct sbx_exec_result *res;
+};
+
+static int sink_put(const struct sink *s, const char *p, size_t n)
+{
+	if (s->fd >= 0)
+		return sbx_write_all(s->fd, p, n);
+	if (s->buf && s->buf->len < (64u << 20))
+		strbuf_add(s->buf, p, n);
+	return 0;
+}
+
+/* --- the hijacked connection ---------------------------------------------------------------- */
+
+struct conn {
+	CURL *h;
+	int fd;
+	char in[65536];
+	size_t in_len;
+};
+
+static void conn_close(struct conn *c)
+{
+	if (c->h)
+		sbx_curl.easy_cleanup(c->h);
+	c->h = NULL;
+}
+
+static int wait_fd(int fd, short ev, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = ev };
+	int r;
+	do
+		r = poll(&p, 1, ms);
+	while (r < 0 && errno == EINTR && !remote_got_signal);
+	return r;
+}
+
+static int conn_send(struct conn *c, const char *p, size_t n, struct sbx_err *err)
+{
+	while (n) {
+		size_t sent = 0;
+		CURLcode r = sbx_curl.easy_send(c->h, p, n, &sent);
+		if (r == CURLE_AGAIN) {
+			if (wait_fd(c->fd, POLLOUT, 30000) <= 0)
+				return sbx_err_set(err, SBX_E_NETWORK,
+						   "the Docker daemon stopped reading");
+			continue;
+		}
+		if (r != CURLE_OK)
+			return sbx_err_set(err, SBX_E_NETWORK,
+					   "the connection to the Docker daemon broke: %s",
+					   sbx_curl.easy_strerror(r));
+		p += sent;
+		n -= sent;
+	}
+	return 0;
+}
+
+/* what is there now: >0 bytes, 0 at the end, -2 nothing yet, -1 a broken connection */
+static ssize_t conn_recv(struct conn *c, char *buf, size_t n)
+{
+	size_t got = 0;
+	CURLcode r = sbx_curl.easy_recv(c->h, buf, n, &got);
+	if (r == CURLE_AGAIN)
+		return -2;
+	if (r != CURLE_OK)
+		return -1;
+	return (ssize_t)got;
+}
+
+/* POST path with body over a new connection, upgraded to the raw stream: 0 with the bytes
+ * after the answer's head in c->in; -1 with the daemon's refusal or a transport failure */
+static int conn_open(const struct docker *d, const char *path, const char *body, const char *what,
+		     struct conn *c, struct sbx_err *err)
+{
+	_cleanup_free_ char *url = docker_url(d, path);
+	_cleanup_free_ char *host = d->sock ? xstrdup("docker") : sbx_url_host(d->root);
+	struct sbx_http_req q;
+
+	docker_req_init(d, &q, url);
+	memset(c, 0, sizeof(*c));
+	if (sbx_http_connect(&q, &c->h, &c->fd, "Docker", err) < 0)
+		return docker_unreachable(d, err);
+	_cleanup_free_ char *req = xasprintf("POST /v%s%s HTTP/1.1\r\nHost: %s\r\n"
+					     "User-Agent: sbx\r\nContent-Type: application/json\r\n"
+					     "Connection: Upgrade\r\nUpgrade: tcp\r\n"
+					     "Content-Length: %zu\r\n\r\n%s",
+					     d->version, path, host, strlen(body), body);
+	if (conn_send(c, req, strlen(req), err) < 0)
+		return -1;
+	struct strbuf head = STRBUF_INIT;
+	char *end = NULL;
+	while (!end) {
+		char buf[4096];
+		ssize_t n = conn_recv(c, buf, sizeof(buf));
+		if (n == -2) {
+			if (wait_fd(c->fd, POLLIN, 30000) <= 0)
+				break;
+			continue;
+		}
+		if (n <= 0)
+			break;
+		strbuf_add(&head, buf, (size_t)n);
+		end = strstr(head.buf, "\r\n\r\n");
+		if (!end && head.len > HEAD_MAX)
+			break;
+	}
+	if (!end) {
+		strbuf_release(&head);
+		return sbx_err_set(err, SBX_E_REMOTE,
+				   "cannot %s: the Docker daemon's answer ended "
+				   "early or was too long",
+				   what);
+	}
+	size_t hl = (size_t)(end + 4 - head.buf);
+	long st = 0;
+	(void)sscanf(head.buf, "HTTP/%*d.%*d %ld", &st);
+	if (st == 101 || st == 200) {
+		c->in_len = head.len - hl;
+		memcpy(c->in, head.buf + hl, c->in_len);
+		strbuf_release(&head);
+		return 0;
+	}
+	/* a refusal: its JSON body, as long as it says (it is short) */
+	const char *cl = strcasestr(head.buf, "\r\ncontent-length:");
+	size_t want = cl ? (size_t)strtoul(cl + 17, NULL, 10) : 0;
+	if (want > HEAD_MAX)
+		want = HEAD_MAX;
+	while (head.len - hl < want) {
+		char buf[4096];
+		ssize_t n = conn_recv(c, buf, sizeof(buf));
+		if (n == -2 && wait_fd(c->fd, POLLIN, 5000) > 0)
+			continue;
+		if (n <= 0)
+			break;
+		strbuf_add(&head, buf, (size_t)n);
+	}
+	struct strbuf b = STRBUF_INIT;
+	strbuf_add(&b, head.buf + hl, head.len - hl);
+	strbuf_release(&head);
+	docker_status_error(what, st, &b, err);
+	strbuf_release(&b);
+	return -1;
+}
+
+/* --- the stream ------------------------------------------------------------------------------ */
+
+struct demux {
+	const struct run *r;
+	bool raw; /* a tty: one stream, no frames */
+	unsigned char hdr[8];
+	size_t hdr_len;
+	size_t left; /* of the current frame */
+	int stream;
+	/* the start of stdout while it reads like the runtime's failure */
+	struct strbuf held;
+	bool passed;
+	int werr;
+};
+
+static void out_put(struct demux *m, int stream, const char *p, size_t n)
+{
+	const struct sink *s = stream == 2 ? &m->r->err : &m->r->out;
+
+	if (stream != 2 && !m->passed) {
+		size_t k = m->held.len + n < sizeof(RUNTIME_FAILED) - 1
+			? m->held.len + n
+			: sizeof(RUNTIME_FAILED) - 1;
+		strbuf_add(&m->held, p, n);
+		if (m->held.len <= HELD_MAX && !memcmp(m->held.buf, RUNTIME_FAILED, k))
+			return;
+		m->passed = true;
+		p = m->held.buf;
+		n = m->held.len;
+	}
+	if (n && sink_put(s, p, n) < 0 && !m->werr)
+		m->werr = errno;
+	if (p == m->held.buf)
+		strbuf_reset(&m->held);
+}
+
+static void demux_feed(struct demux *m, const char *p, size_t n)
+{
+	if (m->raw) {
+		out_put(m, 1, p, n);
+		return;
+	}
+	while (n) {
+		if (m->left == 0) {
+			size_t k = 8 - m->hdr_len < n ? 8 - m->hdr_len : n;
+			memcpy(m->hdr + m->hdr_len, p, k);
+			m->hdr_len += k;
+			p += k;
+			n -= k;
+			if (m->hdr_len < 8)
+				return;
+			m->hdr_len = 0;
+			m->stream = m->hdr[0];
+			m->left = (size_t)m->hdr[4] << 24 | (size_t)m->hdr[5] << 16 |
+				(size_t)m->hdr[6] << 8 | m->hdr[7];
+			continue;
+		}
+		size_t k = m->left < n ? m->left : n;
+		out_put(m, m->stream == 2 ? 2 : 1, p, k);
+		m->left -= k;
+		p += k;
+		n -= k;
+	}
+}
+
+/* --- exec instances --------------------------------------------------------------------------- */
+
+static char *exec_create(const struct docker *d, const struct sbx_record *rec, const struct run *r,
+			 bool attach, struct sbx_err *err)
+{
+	json_t *cmd = json_array(), *env = json_array();
+	_cleanup_json_ json_t *resp = NULL;
+
+	for (char *const *a = r->argv; *a; a++)
+		json_array_append_new(cmd, json_string(*a));
+	for (char *const *e = r->env; e && *e; e++) {
+		if (strchr(*e, '=')) {
+			json_array_append_new(env, json_string(*e));
+		} else if (getenv(*e)) {
+			_cleanup_free_ char *kv = xasprintf("%s=%s", *e, getenv(*e));
+			json_array_append_new(env, json_string(kv));
+		}
+	}
+	_cleanup_json_ json_t *body = json_pack("{s:o, s:o, s:b, s:b, s:b, s:b}", "Cmd", cmd, "Env",
+						env, "AttachStdin", r->stdin_open, "AttachStdout",
+						attach, "AttachStderr", attach, "Tty", r->tty);
+	if (r->cwd)
+		json_object_set_new(body, "WorkingDir", json_string(r->cwd));
+	if (r->user)
+		json_object_set_new(body, "User", json_string(r->user));
+	_cleanup_free_ char *path = xasprintf("/containers/%s/exec", rec->provider_id);
+	struct docker_call c = {
+		.method = "POST", .path = path, .body = body, .what = "start the command"
+	};
+	if (docker_do(d, &c, &resp, err) < 0) {
+		if (err->kind == SBX_E_STATE && strstr(err->msg, "paused"))
+			return sbx_err_set(err, SBX_E_STATE,
+					   "sandbox '%s' is paused; run 'sbx resume %s' (or 'sbx "
+					   "exec --resume')",
+					   remote_label(rec), remote_label(rec)),
+			       NULL;
+		return NULL;
+	}
+	const char *id = sbx_json_str(resp, "Id");
+	if (!id || strlen(id) != 64 || strspn(id, "0123456789abcdef") != 64) {
+		sbx_err_set(err, SBX_E_REMOTE,
+			    "cannot start the command: Docker's answer has no "
+			    "valid Id");
+		return NULL;
+	}
+	return xstrdup(id);
+}
+
+/* GET /exec/ID/json: running, exit code, pid (the daemon host's) */
+static int exec_state(const struct docker *d, const char *id, bool *running, long long *code,
+		      long long *pid, struct sbx_err *err)
+{
+	_cleanup_json_ json_t *resp = NULL;
+	_cleanup_free_ char *path = xasprintf("/exec/%s/json", id);
+	struct docker_call c = { .path = path, .what = "read the command's end" };
+
+	if (docker_do(d, &c, &resp, err) < 0)
+		return -1;
+	*running = json_is_true(json_object_get(resp, "Running"));
+	*code = sbx_json_int(resp, "ExitCode", -1);
+	*pid = sbx_json_int(resp, "Pid", 0);
+	return 0;
+}
+
+/* the processes of exec token tok get signal sig (a second exec: the API has no exec kill) */
+static int kill_token(const struct docker *d, const struct sbx_record *rec, const char *tok,
+		      int sig, struct sbx_err *err)
+{
+	_cleanup_free_ char *sigs = xasprintf("%d", sig);
+	char *argv[] = {
+		"/bin/sh",
+		"-c",
+		"for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = $$ ] && continue; "
+		"tr '\\000' '\\n' <$p/environ 2>/dev/null | grep -qx \"SBX_EXEC_ID=$1\" && "
+		"kill -$2 ${p#/proc/} 2>/dev/null; done; exit 0",
+		"sh",
+		(char *)tok,
+		sigs,
+		NULL
+	};
+	struct run r = {
+		.argv = argv, .cwd = "/", .user = "0", .out = { -1, NULL }, .err = { -1, NULL }
+	};
+	_cleanup_free_ char *id = exec_create(d, rec, &r, false, err);
+	if (!id)
+		return -1;
+	_cleanup_free_ char *path = xasprintf("/exec/%s/start", id);
+	_cleanup_json_ json_t *body = json_pack("{s:b, s:b}", "Detach", 1, "Tty", 0);
+	struct docker_call c = {
+		.method = "POST", .path = path, .body = body, .what = "stop the command"
+	};
+	if (docker_do(d, &c, NULL, err) < 0)
+		return -1;
+	for (int i = 0; i < 100; i++) {
+		bool running;
+		long long code, pid;
+		if (exec_state(d, id, &running, &code, &pid, err) < 0)
+			return -1;
+		if (!running && pid)
+			return 0;
+		usleep(20000);
+	}
+	return 0;
+}
+
+/* --- the caller's terminal (-t) --------------------------------------------------------------- */
+
+static int winch_pipe[2] = { -1, -1 };
+
+static void on_winch(int sig)
+{
+	int e = errno;
+	(void)sig;
+	if (write(winch_pipe[1], "w", 1) < 0) {
+	}
+	errno = e;
+}
+
+static void resize(const struct docker *d, const char *id)
+{
+	struct winsize ws;
+	struct sbx_err e = { 0 };
+
+	if (ioctl(1, TIOCGWINSZ, &ws) < 0 && ioctl(0, TIOCGWINSZ, &ws) < 0)
+		return;
+	if (!ws.ws_row || !ws.ws_col)
+		return;
+	_cleanup_free_ char *path = xasprintf("/exec/%s/resize?h=%u&w=%u", id, ws.ws_row,
+					      ws.ws_col);
+	struct docker_call c = { .method = "POST", .path = path, .what = "resize the terminal" };
+	(void)docker_do(d, &c, NULL, &e);
+}
+
+/* --- one command -------------------------------------------------------------------------------
+ */
+
+/* runs r to its end: *ret_status its status (128+N for a signal, 124 after --timeout) */
+static int run(const struct docker *d, const struct sbx_record *rec, struct run *r, int *ret_status,
+	       struct sbx_err *err)
+{
+	char tok[17];
+	remote_random_hex(tok, 16);
+	/* the command's processes carry the token: what --timeout ends */
+	size_t ne = 0;
+	while (r->env && r->env[ne])
+		ne++;
+	char **env = xcalloc(ne + 2, sizeof(*env));
+	for (size_t i = 0; i < ne; i++)
+		env[i] = r->env[i];
+	env[ne] = xasprintf("SBX_EXEC_ID=%s", tok);
+	char *const *old_env = r->env;
+	r->env = env;
+	char *id = exec_create(d, rec, r, true, err);
+	r->env = old_env;
+	free(env[ne]);
+	free(env);
+	if (!id)
+		return -1;
+	_cleanup_free_ char *idp = id;
+	_cleanup_free_ char *path = xasprintf("/exec/%s/start", id);
+	_cleanup_free_ char *body = xasprintf("{\"Detach\":false,\"Tty\":%s}",
+					      r->tty ? "true" : "false");
+	struct conn c;
+	struct demux m = { .r = r, .raw = r->tty, .held = STRBUF_INIT };
+	struct termios saved;
+	bool restore_tty = false;
+	struct sigaction old_winch;
+	int res = -1;
+
+	if (conn_open(d, path, body, "start the command", &c, err) < 0) {
+		conn_close(&c);
+		return -1;
+	}
+	if (r->tty) {
+		if (isatty(0) && tcgetattr(0, &saved) == 0) {
+			struct termios raw = saved;
+			cfmakeraw(&raw);
+			restore_tty = tcsetattr(0, TCSANOW, &raw) == 0;
+		}
+		if (pipe2(winch_pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+			struct sigaction sa = { .sa_handler = on_winch, .sa_flags = SA_RESTART };
+			(void)sigaction(SIGWINCH, &sa, &old_winch);
+		}
+		resize(d, id);
+	}
+	if (c.in_len)
+		demux_feed(&m, c.in, c.in_len);
+	long long deadline = r->timeout_ms > 0 ? sbx_now_ms() + r->timeout_ms : 0;
+	bool in_open = r->stdin_open, timed_out = false, broken = false, killed_sig = false;
+	if (!in_open && !r->tty)
+		(void)shutdown(c.fd, SHUT_WR);
+	for (;;) {
+		struct pollfd p[3] = { { .fd = c.fd, .events = POLLIN },
+				       { .fd = in_open ? 0 : -1, .events = POLLIN },
+				       { .fd = r->tty ? winch_pipe[0] : -1, .events = POLLIN } };
+		int ms = -1;
+		if (deadline && !timed_out) {
+			long long left = deadline - sbx_now_ms();
+			ms = left < 0 ? 0 : left > 1000 ? 1000 : (int)left;
+		} else if (remote_got_signal || !deadline) {
+			ms = 1000;
+		}
+		int n = poll(p, 3, ms);
+		if (n < 0 && errno != EINTR) {
+			sbx_err_errno(err, "cannot wait for the command");
+			goto out;
+		}
+		if (remote_got_signal && !killed_sig) {
+			/* the caller was interrupted: so is the command */
+			killed_sig = true;
+			struct sbx_err e = { 0 };
+			(void)kill_token(d, rec, tok, SIGKILL, &e);
+		}
+		if (deadline && !timed_out && sbx_now_ms() >= deadline) {
+			timed_out = true;
+			if (kill_token(d, rec, tok, SIGKILL, err) < 0)
+				goto out;
+		}
+		if (n > 0 && p[2].revents) {
+			char b[64];
+			while (read(winch_pipe[0], b, sizeof(b)) > 0)
+				;
+			resize(d, id);
+		}
+		if (n > 0 && p[1].revents) {
+			char b[65536];
+			ssize_t k = read(0, b, sizeof(b));
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k > 0) {
+				if (conn_send(&c, b, (size_t)k, err) < 0)
+					goto out;
+			} else {
+				in_open = false;
+				if (!r->tty)
+					(void)shutdown(c.fd, SHUT_WR);
+			}
+		}
+		if (n > 0 && p[0].revents) {
+			bool end = false;
+			for (;;) {
+				ssize_t k = conn_recv(&c, c.in, sizeof(c.in));
+				if (k == -2)
+					break;
+				if (k <= 0) {
+					broken = k < 0;
+					end = true;
+					break;
+				}
+				demux_feed(&m, c.in, (size_t)k);
+			}
+			if (end)
+				break;
+		}
+	}
+	/* the end: the exec's inspect says how (and whether the daemon is still there) */
+	bool running = true;
+	long long code = -1, pid = 0;
+	for (int i = 0; i < 50 && running; i++) {
+		if (exec_state(d, id, &running, &code, &pid, err) < 0) {
+			sbx_err_prefix(err, "the command's end is unknown");
+			goto out;
+		}
+		if (running)
+			usleep(20000);
+	}
+	if (running) {
+		sbx_err_set(err, SBX_E_REMOTE,
+			    broken ? "the connection to the Docker daemon broke during the command"
+				   : "the Docker daemon ended the command's output early");
+		goto out;
+	}
+	if (pid == 0 && (code == 126 || code == 127)) {
+		/* it never started: the runtime's words go to stderr */
+		const char *msg = strbuf_str(&m.held);
+		bool nf = strstr(msg, "executable file not found") ||
+			strstr(msg, "no such file or directory");
+		sbx_err_set(err, nf ? SBX_E_CMD_NOTFOUND : SBX_E_CMD_NOEXEC,
+			    nf ? "'%s': command not found in sandbox '%s'"
+			       : "'%s': cannot execute in sandbox '%s': permission denied",
+			    r->argv[0], remote_label(rec));
+		goto out;
+	}
+	if (m.held.len)
+		(void)sink_put(&r->out, m.held.buf, m.held.len);
+	if (m.werr) {
+		errno = m.werr;
+		sbx_err_errno(err, "cannot write the command's output");
+		goto out;
+	}
+	*ret_status = timed_out ? SBX_EXIT_TIMEOUT : (int)code;
+	if (r->res) {
+		r->res->timed_out = timed_out;
+		if (code > 128 && code < 160 && !timed_out)
+			r->res->signal = (int)(code - 128);
+	}
+	res = 0;
+out:
+	if (restore_tty)
+		(void)tcsetattr(0, TCSANOW, &saved);
+	if (r->tty && winch_pipe[0] >= 0) {
+		(void)sigaction(SIGWINCH, &old_winch, NULL);
+		close(winch_pipe[0]);
+		close(winch_pipe[1]);
+		winch_pipe[0] = winch_pipe[1] = -1;
+	}
+	strbuf_release(&m.held);
+	conn_close(&c);
+	return res;
+}
+
+int docker_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
+		int *ret_status, struct sbx_err *err)
+{
+	_cleanup_(docker_release) struct docker d = { 0 };
+	struct remote_sigs sigs;
+
+	if (remote_check_running("Docker", rec, err) < 0 || docker_init(&d, rec, err) < 0)
+		return -1;
+	struct run r = { .argv = o->argv,
+			 .env = o->env,
+			 .cwd = o->workdir ? o->workdir : rec->config.workdir,
+			 .user = o->user,
+			 .tty = o->tty,
+			 .stdin_open = o->interactive,
+			 .timeout_ms = o->timeout_ms,
+			 .out = { o->result ? o->result->out_fd : 1, NULL },
+			 .err = { o->result ? o->result->err_fd : 2, NULL },
+			 .res = o->result };
+	if (o->detach) {
+		r.stdin_open = false;
+		_cleanup_free_ char *id = exec_create(&d, rec, &r, false, err);
+		if (!id)
+			return -1;
+		_cleanup_free_ char *path = xasprintf("/exec/%s/start", id);
+		_cleanup_json_ json_t *body = json_pack("{s:b, s:b}", "Detach", 1, "Tty", o->tty);
+		struct docker_call c = {
+			.method = "POST", .path = path, .body = body, .what = "start the command"
+		};
+		if (docker_do(&d, &c, NULL, err) < 0)
+			return -1;
+		*ret_status = 0;
+		return 0;
+	}
+	remote_sigs_catch(&sigs);
+	int rc = run(&d, rec, &r, ret_status, err);
+	remote_sigs_restore(&sigs);
+	return rc;
+}
+
+/* --- cp: tar in the container, moved through the archive endpoints ------------------------- */
+
+static int files_sh(void *arg, const char *script, const char *const *args, struct strbuf *out,
+		    struct strbuf *errout, int *ret_status, struct sbx_err *err)
+{
+	const struct sbx_record *rec = arg;
+	_cleanup_(docker_release) struct docker d = { 0 };
+	const char *argv[10] = { "/bin/sh", "-c", script, "sh" };
+	size_t n = 4;
+
+	for (; *args && n < ARRAY_SIZE(argv) - 1; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	if (docker_init(&d, rec, err) < 0)
+		return -1;
+	struct run r = { .argv = (char *const *)argv,
+			 .cwd = "/",
+			 .user = "0",
+			 .out = { -1, out },
+			 .err = { -1, errout } };
+	return run(&d, rec, &r, ret_status, err);
+}
+
+/* a ustar header for one regular file */
+static void tar_header(char h[512], const char *name, long long size)
+{
+	memset(h, 0, 512);
+	snprintf(h, 100, "%s", name);
+	snprintf(h + 100, 8, "%07o", 0600);
+	snprintf(h + 108, 8, "%07o", 0);
+	snprintf(h + 116, 8, "%07o", 0);
+	snprintf(h + 124, 12, "%011llo", size);
+	snprintf(h + 136, 12, "%011o", 0);
+	memset(h + 148, ' ', 8);
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	unsigned sum = 0;
+	for (int i = 0; i < 512; i++)
+		sum += (unsigned char)h[i];
+	snprintf(h + 148, 7, "%06o", sum);
+}
+
+static int copy_all(int from, int to, long long size)
+{
+	char buf[65536];
+
+	while (size > 0) {
+		ssize_t n = read(from, buf,
+				 size < (long long)sizeof(buf) ? (size_t)size : sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = EIO;
+			return -1;
+		}
+		if (sbx_write_all(to, buf, (size_t)n) < 0)
+			return -1;
+		size -= n;
+	}
+	return 0;
+}
+
+struct untar {
+	int fd;
+	char hdr[512];
+	size_t hdr_len;
+	long long left;
+	bool done, bad;
+};
+
+/* the first entry's data of a tar (the one file asked for) to fd */
+static bool untar_data(const char *p, size_t n, void *arg)
+{
+	struct untar *u = arg;
+
+	while (n && !u->done) {
+		if (u->hdr_len < 512) {
+			size_t k = 512 - u->hdr_len < n ? 512 - u->hdr_len : n;
+			memcpy(u->hdr + u->hdr_len, p, k);
+			u->hdr_len += k;
+			p += k;
+			n -= k;
+			if (u->hdr_len < 512)
+				return true;
+			char sz[13] = { 0 };
+			memcpy(sz, u->hdr + 124, 12);
+			u->left = strtoll(sz, NULL, 8);
+			if (u->hdr[156] != '0' && u->hdr[156] != 0) {
+				u->bad = true;
+				return false;
+			}
+			u->done = u->left == 0;
+			continue;
+		}
+		size_t k = (long long)n < u->left ? n : (size_t)u->left;
+		if (sbx_write_all(u->fd, p, k) < 0)
+			return false;
+		u->left -= (long long)k;
+		p += k;
+		n -= k;
+		u->done = u->left == 0;
+	}
+	return true;
+}
+
+static int files_transfer(void *arg, const char *path, int in_fd, long long size, int out_fd,
+			  const char *what, struct sbx_err *err)
+{
+	const struct sbx_record *rec = arg;
+	_cleanup_(docker_release) struct docker d = { 0 };
+	_cleanup_close_ int spool = -1;
+	struct strbuf p = STRBUF_INIT;
+	struct untar u = { .fd = out_fd };
+	struct sbx_http_req q;
+	struct sbx_http_resp resp;
+
+	if (docker_init(&d, rec, err) < 0)
+		return -1;
+	const char *slash = strrchr(path, '/');
+	strbuf_addf(&p, "/containers/%s/archive?path=", rec->provider_id);
+	if (in_fd >= 0) {
+		/* the file as a one-entry tar, unpacked by the daemon in its directory */
+		_cleanup_free_ char *dir = xstrndup(
+			path, slash && slash != path ? (size_t)(slash - path) : 1);
+		sbx_url_escape(&p, dir);
+		char h[1024] = { 0 };
+		tar_header(h, slash ? slash + 1 : path, size);
+		int tfd;
+		long long tsize;
+		/* header + data + padding + the end: spooled once more */
+		const char *tmp = getenv("TMPDIR");
+		spool = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		if (spool < 0) {
+			strbuf_release(&p);
+			return sbx_err_errno(err, "cannot create a temporary file");
+		}
+		if (sbx_write_all(spool, h, 512) < 0 || copy_all(in_fd, spool, size) < 0 ||
+		    sbx_write_all(spool, h + 512, (size_t)((512 - size % 512) % 512)) < 0 ||
+		    sbx_write_all(spool, h + 512, 512) < 0 ||
+		    sbx_write_all(spool, h + 512, 512) < 0 ||
+		    (tsize = lseek(spool, 0, SEEK_CUR)) < 0 || lseek(spool, 0, SEEK_SET) < 0) {
+			strbuf_release(&p);
+			return sbx_err_errno(err, "cannot write a temporary file");
+		}
+		tfd = spool;
+		docker_req_init(&d, &q, NULL);
+		_cleanup_free_ char *url = docker_url(&d, p.buf);
+		q.url = url;
+		q.method = "PUT";
+		const char *hdrs[] = { "Content-Type: application/x-tar", NULL };
+		q.headers = hdrs;
+		q.body_fd = tfd;
+		q.body_size = tsize;
+		q.stall_s = 60;
+		int r = sbx_http_perform(&q, &resp, "Docker", err);
+		strbuf_release(&p);
+		if (r < 0)
+			r = docker_unreachable(&d, err);
+		else if (resp.status < 200 || resp.status >= 300)
+			r = docker_status_error(what, resp.status, &resp.body, err);
+		sbx_http_resp_release(&resp);
+		return r;
+	}
+	sbx_url_escape(&p, path);
+	_cleanup_free_ char *url = docker_url(&d, p.buf);
+	strbuf_release(&p);
+	docker_req_init(&d, &q, url);
+	q.on_data = untar_data;
+	q.arg = &u;
+	q.stall_s = 60;
+	int r = sbx_http_perform(&q, &resp, "Docker", err);
+	if (r < 0)
+		r = docker_unreachable(&d, err);
+	else if (u.bad || resp.aborted)
+		r = sbx_err_set(err, SBX_E_REMOTE, "cannot %s: not the file asked for", what);
+	else if (resp.status < 200 || resp.status >= 300)
+		r = docker_status_error(what, resp.status, &resp.body, err);
+	else if (!u.done)
+		r = sbx_err_set(err, SBX_E_REMOTE, "cannot %s: the archive ended early", what);
+	sbx_http_resp_release(&resp);
+	return r;
+}
+
+int docker_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
+		 const struct sbx_cp_opts *o, struct sbx_err *err)
+{
+	struct remote_files f = { .arg = (void *)rec, .sh = files_sh, .transfer = files_transfer };
+
+	if (remote_check_running("Docker", rec, err) < 0)
+		return -1;
+	return remote_cp_in(&f, tar_fd, dest, o, err);
+}
+
+int docker_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
+		  const struct sbx_cp_opts *o, struct sbx_err *err)
+{
+	struct remote_files f = { .arg = (void *)rec, .sh = files_sh, .transfer = files_transfer };
+
+	if (remote_check_running("Docker", rec, err) < 0)
+		return -1;
+	return remote_cp_out(&f, src, tar_fd, o, err);
+}
