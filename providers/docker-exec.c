@@ -14,6 +14,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "core/archive.h"
 #include "core/log.h"
 #include "providers/remote.h"
 
@@ -780,6 +781,39 @@ static int files_transfer(void *arg, const char *path, int in_fd, long long size
 	return r;
 }
 
+/* GET archive?path=PATH to fd: the entries start with PATH's last name */
+static int archive_get(const struct sbx_record *rec, const char *path, int fd,
+		       struct sbx_err *err)
+{
+	_cleanup_(docker_release) struct docker d = { 0 };
+	struct strbuf p = STRBUF_INIT;
+	struct sbx_http_req q;
+	struct sbx_http_resp resp;
+
+	if (docker_need_id(rec, err) < 0 || docker_init(&d, rec, err) < 0)
+		return -1;
+	strbuf_addf(&p, "/containers/%s/archive?path=", rec->provider_id);
+	sbx_url_escape(&p, path);
+	_cleanup_free_ char *url = docker_url(&d, p.buf);
+	strbuf_release(&p);
+	docker_req_init(&d, &q, url);
+	q.out_fd = fd;
+	q.stall_s = 60;
+	int r = sbx_http_perform(&q, &resp, "Docker", err);
+	if (r < 0) {
+		if (err->kind == SBX_E_NETWORK)
+			r = docker_unreachable(&d, err);
+	} else if (resp.status == 404) {
+		r = sbx_err_set(err, SBX_E_NOTFOUND, "'%s' does not exist in sandbox '%s'", path,
+				remote_label(rec));
+	} else if (resp.status < 200 || resp.status >= 300) {
+		_cleanup_free_ char *what = xasprintf("copy '%s' out of the container", path);
+		r = docker_status_error(what, resp.status, &resp.body, err);
+	}
+	sbx_http_resp_release(&resp);
+	return r;
+}
+
 int docker_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
 		 const struct sbx_cp_opts *o, struct sbx_err *err)
 {
@@ -794,7 +828,16 @@ int docker_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char 
 		  const struct sbx_cp_opts *o, struct sbx_err *err)
 {
 	struct remote_files f = { .arg = (void *)rec, .sh = files_sh, .transfer = files_transfer };
+	struct sbx_cp_src s;
 
+	/* a path as it is (no -L, no "dir/." or "dir/"): the daemon's own tar of it, whatever
+	 * the state (paused, released) */
+	sbx_cp_src_parse(src, &s);
+	bool native = !o->follow_links && !s.want_dir && !streq(s.top, ".") && !streq(s.path, "/");
+	int r = native ? archive_get(rec, s.path, tar_fd, err) : 1;
+	sbx_cp_src_release(&s);
+	if (r <= 0)
+		return r;
 	if (remote_check_running("Docker", rec, err) < 0)
 		return -1;
 	return remote_cp_out(&f, src, tar_fd, o, err);
