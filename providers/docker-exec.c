@@ -782,8 +782,7 @@ static int files_transfer(void *arg, const char *path, int in_fd, long long size
 }
 
 /* GET archive?path=PATH to fd: the entries start with PATH's last name */
-static int archive_get(const struct sbx_record *rec, const char *path, int fd,
-		       struct sbx_err *err)
+static int archive_get(const struct sbx_record *rec, const char *path, int fd, struct sbx_err *err)
 {
 	_cleanup_(docker_release) struct docker d = { 0 };
 	struct strbuf p = STRBUF_INIT;
