@@ -22,6 +22,7 @@
 #define HELD_MAX 4096
 /* how the runtime says a command could not start (on stdout, with exec's Pid 0) */
 #define RUNTIME_FAILED "OCI runtime exec failed"
+#define RUNTIME_FAILED_PODMAN "Error: "
 
 struct sink {
 	int fd;		    /* -1: buf (or dropped) */
@@ -185,36 +186,60 @@ static int conn_open(const struct docker *d, const char *path, const char *body,
 
 struct demux {
 	const struct run *r;
-	bool raw; /* a tty: one stream, no frames */
+	const struct docker *d;
+	const char *id; /* the exec's */
+	bool raw;	/* a tty: one stream, no frames */
 	unsigned char hdr[8];
 	size_t hdr_len;
 	size_t left; /* of the current frame */
 	int stream;
-	/* the start of stdout while it reads like the runtime's failure */
-	struct strbuf held;
-	bool passed;
+	/* the start of each stream while it reads like a runtime's failure to start the command
+	 * (Docker's on stdout, Podman's on stderr), until the command is seen started */
+	struct strbuf held[2];
+	bool passed[2];
+	bool started;
+	long long checked; /* when the exec was last looked at */
 	int werr;
 };
 
+static int exec_state(const struct docker *d, const char *id, bool *running, long long *code,
+		      long long *pid, struct sbx_err *err);
+
+/* the command started (the exec has a pid): what was held is its own output */
+static bool seen_started(struct demux *m)
+{
+	bool running;
+	long long code, pid;
+	struct sbx_err e = { 0 };
+
+	if (!m->started && sbx_now_ms() - m->checked >= 100) {
+		m->checked = sbx_now_ms();
+		m->started = exec_state(m->d, m->id, &running, &code, &pid, &e) == 0 && pid != 0;
+	}
+	return m->started;
+}
+
 static void out_put(struct demux *m, int stream, const char *p, size_t n)
 {
-	const struct sink *s = stream == 2 ? &m->r->err : &m->r->out;
+	static const char *const prefix[2] = { RUNTIME_FAILED, RUNTIME_FAILED_PODMAN };
+	int i = stream == 2 ? 1 : 0;
+	const struct sink *s = i ? &m->r->err : &m->r->out;
+	struct strbuf *h = &m->held[i];
 
-	if (stream != 2 && !m->passed) {
-		size_t k = m->held.len + n < sizeof(RUNTIME_FAILED) - 1
-			? m->held.len + n
-			: sizeof(RUNTIME_FAILED) - 1;
-		strbuf_add(&m->held, p, n);
-		if (m->held.len <= HELD_MAX && !memcmp(m->held.buf, RUNTIME_FAILED, k))
+	if (!m->passed[i]) {
+		size_t pl = strlen(prefix[i]);
+		strbuf_add(h, p, n);
+		size_t k = h->len < pl ? h->len : pl;
+		if (h->len <= HELD_MAX && !memcmp(h->buf, prefix[i], k) && !seen_started(m))
 			return;
-		m->passed = true;
-		p = m->held.buf;
-		n = m->held.len;
+		m->passed[i] = true;
+		p = h->buf;
+		n = h->len;
 	}
 	if (n && sink_put(s, p, n) < 0 && !m->werr)
 		m->werr = errno;
-	if (p == m->held.buf)
-		strbuf_reset(&m->held);
+	if (p == h->buf)
+		strbuf_reset(h);
 }
 
 static void demux_feed(struct demux *m, const char *p, size_t n)
@@ -409,7 +434,9 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 	_cleanup_free_ char *body = xasprintf("{\"Detach\":false,\"Tty\":%s}",
 					      r->tty ? "true" : "false");
 	struct conn c;
-	struct demux m = { .r = r, .raw = r->tty, .held = STRBUF_INIT };
+	struct demux m = {
+		.r = r, .d = d, .id = id, .raw = r->tty, .held = { STRBUF_INIT, STRBUF_INIT }
+	};
 	struct termios saved;
 	bool restore_tty = false;
 	struct sigaction old_winch;
@@ -520,17 +547,21 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 	}
 	if (pid == 0 && (code == 126 || code == 127)) {
 		/* it never started: the runtime's words go to stderr */
-		const char *msg = strbuf_str(&m.held);
-		bool nf = strstr(msg, "executable file not found") ||
-			strstr(msg, "no such file or directory");
+		const char *o = strbuf_str(&m.held[0]), *e = strbuf_str(&m.held[1]);
+		bool nf = strstr(o, "executable file not found") ||
+			strstr(o, "no such file or directory") ||
+			strstr(e, "executable file not found") ||
+			strstr(e, "no such file or directory");
 		sbx_err_set(err, nf ? SBX_E_CMD_NOTFOUND : SBX_E_CMD_NOEXEC,
 			    nf ? "'%s': command not found in sandbox '%s'"
 			       : "'%s': cannot execute in sandbox '%s': permission denied",
 			    r->argv[0], remote_label(rec));
 		goto out;
 	}
-	if (m.held.len)
-		(void)sink_put(&r->out, m.held.buf, m.held.len);
+	if (m.held[0].len && sink_put(&r->out, m.held[0].buf, m.held[0].len) < 0 && !m.werr)
+		m.werr = errno;
+	if (m.held[1].len && sink_put(&r->err, m.held[1].buf, m.held[1].len) < 0 && !m.werr)
+		m.werr = errno;
 	if (m.werr) {
 		errno = m.werr;
 		sbx_err_errno(err, "cannot write the command's output");
@@ -552,7 +583,8 @@ out:
 		close(winch_pipe[1]);
 		winch_pipe[0] = winch_pipe[1] = -1;
 	}
-	strbuf_release(&m.held);
+	strbuf_release(&m.held[0]);
+	strbuf_release(&m.held[1]);
 	conn_close(&c);
 	return res;
 }
@@ -587,6 +619,9 @@ int docker_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct 
 		};
 		if (docker_do(&d, &c, NULL, err) < 0)
 			return -1;
+		/* Docker's exec id (docker keeps no output of it: no sbx logs, wait or kill) */
+		if (o->ret_exec_id)
+			snprintf(o->ret_exec_id, SBX_EXEC_ID_MAX, "%s", id);
 		*ret_status = 0;
 		return 0;
 	}

@@ -208,7 +208,7 @@ static int negotiate(struct docker *d, struct sbx_err *err)
 	struct sbx_http_resp resp;
 
 	docker_req_init(d, &q, url);
-	q.timeout_ms = 10000;
+	q.timeout_ms = 5000;
 	if (sbx_http_perform(&q, &resp, "Docker", err) < 0) {
 		sbx_http_resp_release(&resp);
 		return docker_unreachable(d, err);
@@ -553,38 +553,6 @@ static int docker_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sb
 	return 0;
 }
 
-static int docker_list(struct sbx_ctx *ctx, json_t **ret, struct sbx_err *err)
-{
-	_cleanup_(docker_release) struct docker d = { 0 };
-	_cleanup_json_ json_t *resp = NULL;
-
-	if (docker_init(&d, NULL, err) < 0)
-		return -1;
-	struct docker_call c = { .path = "/containers/json?all=1&filters=%7B%22label%22%3A%5B%22"
-					 "sbx.id%22%5D%7D",
-				 .timeout_ms = 5000,
-				 .what = "list the containers" };
-	if (docker_do(&d, &c, &resp, err) < 0)
-		return -1;
-	if (!json_is_array(resp))
-		return sbx_err_set(err, SBX_E_REMOTE,
-				   "cannot list the containers: Docker's answer is not a list");
-	json_t *all = json_object(), *v;
-	size_t i;
-	json_array_foreach (resp, i, v) {
-		const char *id = sbx_json_str(v, "Id"), *st = sbx_json_str(v, "State");
-		const char *status = sbx_json_str(v, "Status");
-		/* "Exited (0) 3 seconds ago" */
-		long long code = -1;
-		if (status && !strncmp(status, "Exited (", 8))
-			code = strtoll(status + 8, NULL, 10);
-		if (id)
-			json_object_set_new(all, id, json_integer(state_of(st, code)));
-	}
-	*ret = all;
-	return 0;
-}
-
 static int docker_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struct sbx_err *err)
 {
 	_cleanup_(docker_release) struct docker d = { 0 };
@@ -715,5 +683,4 @@ const struct sbx_provider sbx_provider_docker = {
 	.resume = docker_resume,
 	.preview = docker_preview,
 	.inspect = docker_inspect,
-	.list = docker_list,
 };
