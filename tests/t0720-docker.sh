@@ -193,7 +193,10 @@ podman_start() {
 	local d=$1 i
 	PODMAN=(/usr/bin/podman --root "$d/root" --runroot "$d/run" --storage-driver vfs
 		--cgroup-manager cgroupfs --events-backend file)
-	[ -x /usr/bin/podman ] && [ -x /usr/sbin/runc ] || { PODMAN_WHY="podman or runc is missing"; return 1; }
+	if [ ! -x /usr/bin/podman ] || [ ! -x /usr/sbin/runc ]; then
+		PODMAN_WHY="podman or runc is missing (scripts/install-deps installs them)"
+		return 1
+	fi
 	mkdir -p "$d" &&
 		printf '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n' >"$d/containers.conf" || return 1
 	export CONTAINERS_CONF=$d/containers.conf
