@@ -1,7 +1,6 @@
 /* The Docker provider's exec: an exec instance started over a hijacked connection (raw stdin
  * up, 8-byte-framed stdout and stderr down, or one raw stream with a tty), its end read from
- * the exec's inspect; --timeout and kill through a second exec; cp through exec and the
- * archive endpoints (remote_cp_in/out's rules). */
+ * the exec's inspect; --timeout and kill through a second exec. */
 #define _GNU_SOURCE
 #include "providers/docker.h"
 
@@ -14,7 +13,6 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "core/archive.h"
 #include "core/log.h"
 #include "providers/remote.h"
 
@@ -462,18 +460,21 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 		demux_feed(&m, c.in, c.in_len);
 	long long deadline = r->timeout_ms > 0 ? sbx_now_ms() + r->timeout_ms : 0;
 	bool in_open = r->stdin_open, timed_out = false, broken = false, killed_sig = false;
+	/* stdin read but not sent yet: sent as the connection takes it, while the output is
+	 * read on (a daemon that stops reading until its output is taken must not stall us) */
+	char pend[65536];
+	size_t pend_off = 0, pend_len = 0;
+	bool in_eof = false;
 	if (!in_open && !r->tty)
 		(void)shutdown(c.fd, SHUT_WR);
 	for (;;) {
-		struct pollfd p[3] = { { .fd = c.fd, .events = POLLIN },
-				       { .fd = in_open ? 0 : -1, .events = POLLIN },
+		struct pollfd p[3] = { { .fd = c.fd, .events = POLLIN | (pend_len ? POLLOUT : 0) },
+				       { .fd = in_open && !pend_len ? 0 : -1, .events = POLLIN },
 				       { .fd = r->tty ? winch_pipe[0] : -1, .events = POLLIN } };
-		int ms = -1;
+		int ms = 1000; /* a signal, or the deadline, is looked at once a second at least */
 		if (deadline && !timed_out) {
 			long long left = deadline - sbx_now_ms();
 			ms = left < 0 ? 0 : left > 1000 ? 1000 : (int)left;
-		} else if (remote_got_signal || !deadline) {
-			ms = 1000;
 		}
 		int n = poll(p, 3, ms);
 		if (n < 0 && errno != EINTR) {
@@ -498,20 +499,38 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 			resize(d, id);
 		}
 		if (n > 0 && p[1].revents) {
-			char b[65536];
-			ssize_t k = read(0, b, sizeof(b));
-			if (k < 0 && errno == EINTR)
-				continue;
+			ssize_t k = read(0, pend, sizeof(pend));
+			if (k < 0 && errno != EINTR && errno != EAGAIN) {
+				sbx_err_errno(err, "cannot read standard input");
+				goto out;
+			}
 			if (k > 0) {
-				if (conn_send(&c, b, (size_t)k, err) < 0)
-					goto out;
-			} else {
+				pend_off = 0;
+				pend_len = (size_t)k;
+			} else if (k == 0) {
 				in_open = false;
-				if (!r->tty)
-					(void)shutdown(c.fd, SHUT_WR);
+				in_eof = true;
 			}
 		}
-		if (n > 0 && p[0].revents) {
+		if (n > 0 && (p[0].revents & POLLOUT) && pend_len) {
+			size_t sent = 0;
+			CURLcode rc = sbx_curl.easy_send(c.h, pend + pend_off, pend_len, &sent);
+			if (rc != CURLE_OK && rc != CURLE_AGAIN) {
+				sbx_err_set(err, SBX_E_NETWORK,
+					    "the connection to the Docker daemon broke: %s",
+					    sbx_curl.easy_strerror(rc));
+				goto out;
+			}
+			pend_off += sent;
+			pend_len -= sent;
+		}
+		if (in_eof && !pend_len) {
+			/* the end of stdin: the end of what the connection carries up */
+			in_eof = false;
+			if (!r->tty)
+				(void)shutdown(c.fd, SHUT_WR);
+		}
+		if (n > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
 			bool end = false;
 			for (;;) {
 				ssize_t k = conn_recv(&c, c.in, sizeof(c.in));
@@ -631,12 +650,9 @@ int docker_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct 
 	return rc;
 }
 
-/* --- cp: tar in the container, moved through the archive endpoints ------------------------- */
-
-static int files_sh(void *arg, const char *script, const char *const *args, struct strbuf *out,
-		    struct strbuf *errout, int *ret_status, struct sbx_err *err)
+int docker_sh(const struct sbx_record *rec, const char *script, const char *const *args,
+	      struct strbuf *out, struct strbuf *errout, int *ret_status, struct sbx_err *err)
 {
-	const struct sbx_record *rec = arg;
 	_cleanup_(docker_release) struct docker d = { 0 };
 	const char *argv[10] = { "/bin/sh", "-c", script, "sh" };
 	size_t n = 4;
@@ -652,227 +668,4 @@ static int files_sh(void *arg, const char *script, const char *const *args, stru
 			 .out = { -1, out },
 			 .err = { -1, errout } };
 	return run(&d, rec, &r, ret_status, err);
-}
-
-/* a ustar header for one regular file */
-static void tar_header(char h[512], const char *name, long long size)
-{
-	memset(h, 0, 512);
-	snprintf(h, 100, "%s", name);
-	snprintf(h + 100, 8, "%07o", 0600);
-	snprintf(h + 108, 8, "%07o", 0);
-	snprintf(h + 116, 8, "%07o", 0);
-	snprintf(h + 124, 12, "%011llo", size);
-	snprintf(h + 136, 12, "%011o", 0);
-	memset(h + 148, ' ', 8);
-	h[156] = '0';
-	memcpy(h + 257, "ustar", 6);
-	memcpy(h + 263, "00", 2);
-	unsigned sum = 0;
-	for (int i = 0; i < 512; i++)
-		sum += (unsigned char)h[i];
-	snprintf(h + 148, 7, "%06o", sum);
-}
-
-static int copy_all(int from, int to, long long size)
-{
-	char buf[65536];
-
-	while (size > 0) {
-		ssize_t n = read(from, buf,
-				 size < (long long)sizeof(buf) ? (size_t)size : sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			if (n == 0)
-				errno = EIO;
-			return -1;
-		}
-		if (sbx_write_all(to, buf, (size_t)n) < 0)
-			return -1;
-		size -= n;
-	}
-	return 0;
-}
-
-struct untar {
-	int fd;
-	char hdr[512];
-	size_t hdr_len;
-	long long left;
-	bool done, bad;
-};
-
-/* the first entry's data of a tar (the one file asked for) to fd */
-static bool untar_data(const char *p, size_t n, void *arg)
-{
-	struct untar *u = arg;
-
-	while (n && !u->done) {
-		if (u->hdr_len < 512) {
-			size_t k = 512 - u->hdr_len < n ? 512 - u->hdr_len : n;
-			memcpy(u->hdr + u->hdr_len, p, k);
-			u->hdr_len += k;
-			p += k;
-			n -= k;
-			if (u->hdr_len < 512)
-				return true;
-			char sz[13] = { 0 };
-			memcpy(sz, u->hdr + 124, 12);
-			u->left = strtoll(sz, NULL, 8);
-			if (u->hdr[156] != '0' && u->hdr[156] != 0) {
-				u->bad = true;
-				return false;
-			}
-			u->done = u->left == 0;
-			continue;
-		}
-		size_t k = (long long)n < u->left ? n : (size_t)u->left;
-		if (sbx_write_all(u->fd, p, k) < 0)
-			return false;
-		u->left -= (long long)k;
-		p += k;
-		n -= k;
-		u->done = u->left == 0;
-	}
-	return true;
-}
-
-static int files_transfer(void *arg, const char *path, int in_fd, long long size, int out_fd,
-			  const char *what, struct sbx_err *err)
-{
-	const struct sbx_record *rec = arg;
-	_cleanup_(docker_release) struct docker d = { 0 };
-	_cleanup_close_ int spool = -1;
-	struct strbuf p = STRBUF_INIT;
-	struct untar u = { .fd = out_fd };
-	struct sbx_http_req q;
-	struct sbx_http_resp resp;
-
-	if (docker_init(&d, rec, err) < 0)
-		return -1;
-	const char *slash = strrchr(path, '/');
-	strbuf_addf(&p, "/containers/%s/archive?path=", rec->provider_id);
-	if (in_fd >= 0) {
-		/* the file as a one-entry tar, unpacked by the daemon in its directory */
-		_cleanup_free_ char *dir = xstrndup(
-			path, slash && slash != path ? (size_t)(slash - path) : 1);
-		sbx_url_escape(&p, dir);
-		char h[1024] = { 0 };
-		tar_header(h, slash ? slash + 1 : path, size);
-		int tfd;
-		long long tsize;
-		/* header + data + padding + the end: spooled once more */
-		const char *tmp = getenv("TMPDIR");
-		spool = open(tmp && *tmp ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-		if (spool < 0) {
-			strbuf_release(&p);
-			return sbx_err_errno(err, "cannot create a temporary file");
-		}
-		if (sbx_write_all(spool, h, 512) < 0 || copy_all(in_fd, spool, size) < 0 ||
-		    sbx_write_all(spool, h + 512, (size_t)((512 - size % 512) % 512)) < 0 ||
-		    sbx_write_all(spool, h + 512, 512) < 0 ||
-		    sbx_write_all(spool, h + 512, 512) < 0 ||
-		    (tsize = lseek(spool, 0, SEEK_CUR)) < 0 || lseek(spool, 0, SEEK_SET) < 0) {
-			strbuf_release(&p);
-			return sbx_err_errno(err, "cannot write a temporary file");
-		}
-		tfd = spool;
-		docker_req_init(&d, &q, NULL);
-		_cleanup_free_ char *url = docker_url(&d, p.buf);
-		q.url = url;
-		q.method = "PUT";
-		const char *hdrs[] = { "Content-Type: application/x-tar", NULL };
-		q.headers = hdrs;
-		q.body_fd = tfd;
-		q.body_size = tsize;
-		q.stall_s = 60;
-		int r = sbx_http_perform(&q, &resp, "Docker", err);
-		strbuf_release(&p);
-		if (r < 0)
-			r = docker_unreachable(&d, err);
-		else if (resp.status < 200 || resp.status >= 300)
-			r = docker_status_error(what, resp.status, &resp.body, err);
-		sbx_http_resp_release(&resp);
-		return r;
-	}
-	sbx_url_escape(&p, path);
-	_cleanup_free_ char *url = docker_url(&d, p.buf);
-	strbuf_release(&p);
-	docker_req_init(&d, &q, url);
-	q.on_data = untar_data;
-	q.arg = &u;
-	q.stall_s = 60;
-	int r = sbx_http_perform(&q, &resp, "Docker", err);
-	if (r < 0)
-		r = docker_unreachable(&d, err);
-	else if (u.bad || resp.aborted)
-		r = sbx_err_set(err, SBX_E_REMOTE, "cannot %s: not the file asked for", what);
-	else if (resp.status < 200 || resp.status >= 300)
-		r = docker_status_error(what, resp.status, &resp.body, err);
-	else if (!u.done)
-		r = sbx_err_set(err, SBX_E_REMOTE, "cannot %s: the archive ended early", what);
-	sbx_http_resp_release(&resp);
-	return r;
-}
-
-/* GET archive?path=PATH to fd: the entries start with PATH's last name */
-static int archive_get(const struct sbx_record *rec, const char *path, int fd, struct sbx_err *err)
-{
-	_cleanup_(docker_release) struct docker d = { 0 };
-	struct strbuf p = STRBUF_INIT;
-	struct sbx_http_req q;
-	struct sbx_http_resp resp;
-
-	if (docker_need_id(rec, err) < 0 || docker_init(&d, rec, err) < 0)
-		return -1;
-	strbuf_addf(&p, "/containers/%s/archive?path=", rec->provider_id);
-	sbx_url_escape(&p, path);
-	_cleanup_free_ char *url = docker_url(&d, p.buf);
-	strbuf_release(&p);
-	docker_req_init(&d, &q, url);
-	q.out_fd = fd;
-	q.stall_s = 60;
-	int r = sbx_http_perform(&q, &resp, "Docker", err);
-	if (r < 0) {
-		if (err->kind == SBX_E_NETWORK)
-			r = docker_unreachable(&d, err);
-	} else if (resp.status == 404) {
-		r = sbx_err_set(err, SBX_E_NOTFOUND, "'%s' does not exist in sandbox '%s'", path,
-				remote_label(rec));
-	} else if (resp.status < 200 || resp.status >= 300) {
-		_cleanup_free_ char *what = xasprintf("copy '%s' out of the container", path);
-		r = docker_status_error(what, resp.status, &resp.body, err);
-	}
-	sbx_http_resp_release(&resp);
-	return r;
-}
-
-int docker_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
-		 const struct sbx_cp_opts *o, struct sbx_err *err)
-{
-	struct remote_files f = { .arg = (void *)rec, .sh = files_sh, .transfer = files_transfer };
-
-	if (remote_check_running("Docker", rec, err) < 0)
-		return -1;
-	return remote_cp_in(&f, tar_fd, dest, o, err);
-}
-
-int docker_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
-		  const struct sbx_cp_opts *o, struct sbx_err *err)
-{
-	struct remote_files f = { .arg = (void *)rec, .sh = files_sh, .transfer = files_transfer };
-	struct sbx_cp_src s;
-
-	/* a path as it is (no -L, no "dir/." or "dir/"): the daemon's own tar of it, whatever
-	 * the state (paused, released) */
-	sbx_cp_src_parse(src, &s);
-	bool native = !o->follow_links && !s.want_dir && !streq(s.top, ".") && !streq(s.path, "/");
-	int r = native ? archive_get(rec, s.path, tar_fd, err) : 1;
-	sbx_cp_src_release(&s);
-	if (r <= 0)
-		return r;
-	if (remote_check_running("Docker", rec, err) < 0)
-		return -1;
-	return remote_cp_out(&f, src, tar_fd, o, err);
 }

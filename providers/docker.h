@@ -1,7 +1,8 @@
 /* The Docker provider: a Docker Engine (or Podman's compatible service) through its HTTP API.
  * Every file runs in the sbx CLI process: docker.c (the daemon's address, calls, create,
- * states, pause, preview, rm), docker-exec.c (exec through the hijacked stream, cp through
- * exec and the archive endpoints). docker-exec.c calls down into docker.c, never back. */
+ * states, pause, preview, rm), docker-exec.c (exec through the hijacked stream), docker-cp.c
+ * (cp through exec and the archive endpoints). Calls go down that list's reverse only:
+ * docker-cp.c uses docker-exec.c and docker.c, docker-exec.c uses docker.c. */
 #ifndef SBX_PROVIDERS_DOCKER_H
 #define SBX_PROVIDERS_DOCKER_H
 
@@ -54,20 +55,16 @@ int docker_unreachable(const struct docker *d, struct sbx_err *err);
 /* the record's container id, or SBX_E_STATE */
 int docker_need_id(const struct sbx_record *rec, struct sbx_err *err);
 
-/* docker-exec.c */
+/* docker-exec.c: "/bin/sh -c SCRIPT sh ARGS..." as root in the container, cwd "/", its
+ * output collected */
+int docker_sh(const struct sbx_record *rec, const char *script, const char *const *args,
+	      struct strbuf *out, struct strbuf *errout, int *ret_status, struct sbx_err *err);
 int docker_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 		int *ret_status, struct sbx_err *err);
+/* docker-cp.c */
 int docker_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
 		 const struct sbx_cp_opts *o, struct sbx_err *err);
 int docker_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
 		  const struct sbx_cp_opts *o, struct sbx_err *err);
-int docker_job_get(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, json_t **ret,
-		   struct sbx_err *err);
-int docker_jobs_list(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
-		     struct sbx_err *err);
-int docker_job_kill(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, int sig,
-		    struct sbx_err *err);
-int docker_job_logs(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, bool follow,
-		    int fd, struct sbx_err *err);
 
 #endif

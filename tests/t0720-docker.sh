@@ -134,12 +134,18 @@ test_expect_success 'exec -t: a terminal inside, of the caller window size' '
 	test_grep "^sized" tty.out && test_grep "/dev/pts/" tty.out && test_grep "status 7" tty.out
 '
 
-test_expect_success 'DOCKER_HOST=tcp://127.0.0.1:PORT (plain): a sandbox made and used through it' '
-	port=$(free_port) || exit 1
-	"$TEST_PYTHON" - "$port" "${DOCKER_HOST#unix://}" >fwd.log 2>&1 <<-\EOF &
-	import socket, sys, threading
+# fwd_start NAME PORT [CERT KEY CA]: 127.0.0.1:PORT forwarded to the daemon's socket, plain or
+# TLS that requires a client certificate CA signed (its pid in NAME.pid)
+fwd_start() {
+	"$TEST_PYTHON" - "$2" "${DOCKER_HOST#unix://}" "${@:3}" >"$1.log" 2>&1 <<-\EOF &
+	import socket, ssl, sys, threading
 	ls = socket.socket(); ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 	ls.bind(("127.0.0.1", int(sys.argv[1]))); ls.listen(16)
+	ctx = None
+	if len(sys.argv) > 3:
+	    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+	    ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+	    ctx.load_verify_locations(sys.argv[5]); ctx.verify_mode = ssl.CERT_REQUIRED
 	def pipe(a, b):
 	    try:
 	        while True:
@@ -148,24 +154,77 @@ test_expect_success 'DOCKER_HOST=tcp://127.0.0.1:PORT (plain): a sandbox made an
 	                break
 	            b.sendall(d)
 	        b.shutdown(socket.SHUT_WR)
-	    except OSError:
+	    except (OSError, ssl.SSLError):
 	        pass
-	while True:
-	    c, _ = ls.accept()
+	def serve(c):
+	    try:
+	        if ctx:
+	            c = ctx.wrap_socket(c, server_side=True)
+	    except (OSError, ssl.SSLError):
+	        c.close()
+	        return
 	    u = socket.socket(socket.AF_UNIX); u.connect(sys.argv[2])
 	    threading.Thread(target=pipe, args=(c, u), daemon=True).start()
-	    threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+	    pipe(u, c)
+	while True:
+	    c, _ = ls.accept()
+	    threading.Thread(target=serve, args=(c,), daemon=True).start()
 	EOF
-	fwd=$! && echo "$fwd" >fwd.pid &&
-	wait_until 20 "$TEST_PYTHON" -c "import socket; socket.create_connection((\"127.0.0.1\", $port))" &&
-	DOCKER_HOST=tcp://127.0.0.1:$port "$SBX" create --provider docker --image base:1 --name viatcp >/dev/null &&
-	sbx inspect viatcp >j && json_assert j "assert r[\"extra\"][\"docker_host\"] == \"tcp://127.0.0.1:$port\", r" &&
+	echo $! >"$1.pid"
+	test_atexit "stop_pid $!"
+	wait_until 20 "$TEST_PYTHON" -c "import socket; socket.create_connection((\"127.0.0.1\", $2))"
+}
+
+if [ -z "$TEST_SKIP_ALL" ]; then
+	FWD_PORT=$(free_port) && fwd_start "$TRASH/fwd" "$FWD_PORT"
+	TLS_PORT=$(free_port)
+	(
+		cd "$TRASH" && mkdir certs && cd certs &&
+			k=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes) &&
+			openssl req -x509 "${k[@]}" -keyout ca.key -out ca.pem -days 2 -subj /CN=sbx-test-ca \
+				-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign &&
+			openssl req -new "${k[@]}" -keyout srv.key -out srv.csr -subj /CN=dockerd &&
+			printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >srv.ext &&
+			openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+				-out srv.pem -extfile srv.ext &&
+			openssl req -new "${k[@]}" -keyout key.pem -out cli.csr -subj /CN=client &&
+			printf 'extendedKeyUsage=clientAuth\n' >cli.ext &&
+			openssl x509 -req -in cli.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+				-out cert.pem -extfile cli.ext
+	) >"$TRASH/openssl.log" 2>&1 &&
+		fwd_start "$TRASH/tls" "$TLS_PORT" "$TRASH/certs/srv.pem" "$TRASH/certs/srv.key" \
+			"$TRASH/certs/ca.pem"
+fi
+
+test_expect_success 'DOCKER_HOST=tcp://127.0.0.1:PORT (plain): a sandbox made and used through it' '
+	DOCKER_HOST=tcp://127.0.0.1:$FWD_PORT "$SBX" create --provider docker --image base:1 --name viatcp >/dev/null &&
+	sbx inspect viatcp >j && json_assert j "assert r[\"extra\"][\"docker_host\"] == \"tcp://127.0.0.1:$FWD_PORT\", r" &&
 	printf abc | sbx exec -i viatcp sh -c "cat; echo; echo e >&2" >out 2>err &&
 	test_eq abc "$(cat out)" && test_eq e "$(cat err)" &&
-	sbx rm -f viatcp >/dev/null &&
-	stop_pid "$fwd"
+	sbx rm -f viatcp >/dev/null
 '
-test_atexit '[ ! -s "$TRASH/fwd.pid" ] || stop_pid "$(cat "$TRASH/fwd.pid")"'
+
+test_expect_success 'DOCKER_HOST=tcp:// with DOCKER_TLS_VERIFY: the CA and client certificate of DOCKER_CERT_PATH' '
+	export DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$TRASH/certs &&
+	DOCKER_HOST=tcp://127.0.0.1:$TLS_PORT "$SBX" create --provider docker --image base:1 --name viatls >/dev/null &&
+	sbx exec viatls sh -c "echo o; echo e >&2; exit 4" >out 2>err; test_eq 4 $? &&
+	test_eq o "$(cat out)" && test_eq e "$(cat err)" &&
+	sbx cp viatls:/etc/passwd pw && test_grep ^root: pw &&
+	mkdir nokey && cp certs/ca.pem certs/cert.pem nokey/ &&
+	expect_code 125 env DOCKER_CERT_PATH=$TRASH/nokey DOCKER_HOST=tcp://127.0.0.1:$TLS_PORT \
+		"$SBX" create --provider docker --image base:1 2>err &&
+	expect_one_error_line err "Docker daemon at tcp://127.0.0.1:$TLS_PORT" &&
+	mkdir otherca && (cd otherca && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+		-nodes -keyout k -out ca.pem -days 2 -subj /CN=other) >/dev/null 2>&1 &&
+	cp certs/cert.pem certs/key.pem otherca/ &&
+	expect_code 125 env DOCKER_CERT_PATH=$TRASH/otherca DOCKER_HOST=tcp://127.0.0.1:$TLS_PORT \
+		"$SBX" create --provider docker --image base:1 2>err &&
+	expect_one_error_line err "tcp://127.0.0.1:$TLS_PORT" &&
+	test_eq "lim
+open
+viatls" "$(names)" &&
+	sbx rm -f viatls >/dev/null
+'
 
 test_expect_success 'ls and inspect: states as the daemon has them; a container removed behind sbx is missing' '
 	sbx create --provider docker --image base:1 --name gone >/dev/null &&
