@@ -273,9 +273,10 @@ static bool pull_line(const char *p, size_t n, void *arg)
 		if (pl->show && st && !json_object_get(j, "progressDetail")) {
 			_cleanup_free_ char *s = xasprintf("%s%s%s", id ? id : "", id ? ": " : "",
 							   st);
+			/* the registry's words: printable ASCII only reach the terminal */
 			for (char *c = s; *c; c++)
-				if ((unsigned char)*c < ' ' || *c == 0x7f)
-					*c = ' ';
+				if ((unsigned char)*c < ' ' || (unsigned char)*c > '~')
+					*c = '?';
 			fprintf(stderr, "%s\n", s);
 		}
 	}

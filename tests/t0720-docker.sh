@@ -210,6 +210,7 @@ test_expect_success 'DOCKER_HOST=tcp:// with DOCKER_TLS_VERIFY: the CA and clien
 	sbx exec viatls sh -c "echo o; echo e >&2; exit 4" >out 2>err; test_eq 4 $? &&
 	test_eq o "$(cat out)" && test_eq e "$(cat err)" &&
 	sbx cp viatls:/etc/passwd pw && test_grep ^root: pw &&
+	printf abc | sbx exec -i viatls cat >out && test_eq abc "$(cat out)" &&
 	mkdir nokey && cp certs/ca.pem certs/cert.pem nokey/ &&
 	expect_code 125 env DOCKER_CERT_PATH=$TRASH/nokey DOCKER_HOST=tcp://127.0.0.1:$TLS_PORT \
 		"$SBX" create --provider docker --image base:1 2>err &&
