@@ -237,8 +237,9 @@ assert s[\"gone\"] == \"missing\" and s[\"lim\"] == \"running\", s" &&
 	sbx rm -f gone >/dev/null
 '
 
-# the shared verb checks (tests/helpers/verbs.sh)
+# the shared verb checks (tests/helpers/verbs.sh); a stop sbx made shows released
 VERBS_SKIP=
+VERBS_RELEASED=released
 verbs_suite docker --provider docker --image base:1
 
 test_expect_success 'rm: the container is gone from the daemon too' '
