@@ -334,21 +334,24 @@ static int exec_state(const struct docker *d, const char *id, bool *running, lon
 }
 
 /* the processes of exec token tok get signal sig (a second exec: the API has no exec kill) */
-static int kill_token(const struct docker *d, const struct sbx_record *rec, const char *tok,
+int docker_kill_token(const struct docker *d, const struct sbx_record *rec, const char *tok,
 		      int sig, struct sbx_err *err)
 {
 	_cleanup_free_ char *sigs = xasprintf("%d", sig);
-	char *argv[] = {
+	char *by_token[] = {
 		"/bin/sh",
 		"-c",
 		"for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = $$ ] && continue; "
-		"tr '\\000' '\\n' <$p/environ 2>/dev/null | grep -qx \"SBX_EXEC_ID=$1\" && "
-		"kill -$2 ${p#/proc/} 2>/dev/null; done; exit 0",
+		"tr '\\000' '\\n' <$p/environ 2>/dev/null | grep -qx \"SBX_EXEC_ID=$2\" && "
+		"kill -$1 ${p#/proc/} 2>/dev/null; done; exit 0",
 		"sh",
-		(char *)tok,
 		sigs,
+		(char *)tok,
 		NULL
 	};
+	/* no token: every process but init (and this shell) */
+	char *every[] = { "/bin/sh", "-c", "kill -$1 -1 2>/dev/null; exit 0", "sh", sigs, NULL };
+	char **argv = tok ? by_token : every;
 	struct run r = {
 		.argv = argv, .cwd = "/", .user = "0", .out = { -1, NULL }, .err = { -1, NULL }
 	};
@@ -485,11 +488,11 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 			/* the caller was interrupted: so is the command */
 			killed_sig = true;
 			struct sbx_err e = { 0 };
-			(void)kill_token(d, rec, tok, SIGKILL, &e);
+			(void)docker_kill_token(d, rec, tok, SIGKILL, &e);
 		}
 		if (deadline && !timed_out && sbx_now_ms() >= deadline) {
 			timed_out = true;
-			if (kill_token(d, rec, tok, SIGKILL, err) < 0)
+			if (docker_kill_token(d, rec, tok, SIGKILL, err) < 0)
 				goto out;
 		}
 		if (n > 0 && p[2].revents) {
@@ -627,8 +630,24 @@ int docker_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct 
 			 .err = { o->result ? o->result->err_fd : 2, NULL },
 			 .res = o->result };
 	if (o->detach) {
+		/* its output to a log in the container, its processes marked (sbx logs, kill) */
+		char tok[17];
+		remote_random_hex(tok, 16);
+		char **argv = docker_job_argv(o->argv, tok);
+		size_t ne = 0;
+		while (o->env && o->env[ne])
+			ne++;
+		char **env = xcalloc(ne + 2, sizeof(*env));
+		for (size_t i = 0; i < ne; i++)
+			env[i] = o->env[i];
+		env[ne] = xasprintf("SBX_EXEC_ID=%s", tok);
+		r.argv = argv;
+		r.env = env;
 		r.stdin_open = false;
 		_cleanup_free_ char *id = exec_create(&d, rec, &r, false, err);
+		free(env[ne]);
+		free(env);
+		sbx_strv_free(argv);
 		if (!id)
 			return -1;
 		_cleanup_free_ char *path = xasprintf("/exec/%s/start", id);
@@ -638,7 +657,7 @@ int docker_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct 
 		};
 		if (docker_do(&d, &c, NULL, err) < 0)
 			return -1;
-		/* Docker's exec id (docker keeps no output of it: no sbx logs, wait or kill) */
+		/* Docker's exec id: sbx ps, logs, wait, kill */
 		if (o->ret_exec_id)
 			snprintf(o->ret_exec_id, SBX_EXEC_ID_MAX, "%s", id);
 		*ret_status = 0;

@@ -61,6 +61,20 @@ int docker_sh(const struct sbx_record *rec, const char *script, const char *cons
 	      struct strbuf *out, struct strbuf *errout, int *ret_status, struct sbx_err *err);
 int docker_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 		int *ret_status, struct sbx_err *err);
+/* the processes of an exec (those with SBX_EXEC_ID=tok; tok NULL: every one but init) get
+ * signal sig, through a second exec (the API has no exec kill) */
+int docker_kill_token(const struct docker *d, const struct sbx_record *rec, const char *tok,
+		      int sig, struct sbx_err *err);
+/* docker-jobs.c: what exec -d runs for argv, its output logged under token */
+char **docker_job_argv(char *const *argv, const char *token);
+int docker_job_get(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, json_t **ret,
+		   struct sbx_err *err);
+int docker_jobs_list(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,
+		     struct sbx_err *err);
+int docker_job_kill(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, int sig,
+		    struct sbx_err *err);
+int docker_job_logs(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, bool follow,
+		    int fd, struct sbx_err *err);
 /* docker-cp.c */
 int docker_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
 		 const struct sbx_cp_opts *o, struct sbx_err *err);

@@ -110,6 +110,20 @@ test_expect_success 'exec: the runtime message of a command that cannot start go
 	sbx exec lim echo control >out && test_eq control "$(cat out)"
 '
 
+test_expect_success 'exec -d: ps, logs, wait, kill by the exec id; another exec of the box untouched' '
+	id=$(sbx exec -d lim sh -c "echo hi; echo err >&2; sleep 1; exit 3") &&
+	test_match "^[0-9a-f]{64}$" "$id" &&
+	sbx ps lim >ps && test_grep "$id" ps &&
+	expect_code 3 sbx wait lim "$id" &&
+	sbx logs lim "$id" >log && test_eq "hi
+err" "$(cat log)" &&
+	id2=$(sbx exec -d lim sh -c "while :; do sleep 0.2; done") &&
+	sbx exec -d lim sh -c "sleep 30" >/dev/null &&
+	sbx kill lim "$id2" && expect_code 137 sbx wait lim "$id2" &&
+	sbx exec lim ps >ps && test_grep "sleep 30" ps &&
+	expect_code 125 sbx wait lim 0123 2>err && expect_one_error_line err "no exec .0123."
+'
+
 test_expect_success 'exec -t: a terminal inside, of the caller window size' '
 	"$TEST_PYTHON" - "$SBX" lim >tty.out <<-\EOF &&
 	import fcntl, os, pty, struct, sys, termios
