@@ -462,7 +462,8 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 	if (c.in_len)
 		demux_feed(&m, c.in, c.in_len);
 	long long deadline = r->timeout_ms > 0 ? sbx_now_ms() + r->timeout_ms : 0;
-	bool in_open = r->stdin_open, timed_out = false, broken = false, killed_sig = false;
+	bool in_open = r->stdin_open, timed_out = false, broken = false;
+	int killed_sig = 0;
 	/* stdin read but not sent yet: sent as the connection takes it, while the output is
 	 * read on (a daemon that stops reading until its output is taken must not stall us) */
 	char pend[65536];
@@ -484,11 +485,11 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 			sbx_err_errno(err, "cannot wait for the command");
 			goto out;
 		}
-		if (remote_got_signal && !killed_sig) {
-			/* the caller was interrupted: so is the command */
-			killed_sig = true;
+		if (remote_got_signal && remote_got_signal != killed_sig) {
+			/* the caller was interrupted: the command gets the same signal */
+			killed_sig = remote_got_signal;
 			struct sbx_err e = { 0 };
-			(void)docker_kill_token(d, rec, tok, SIGKILL, &e);
+			(void)docker_kill_token(d, rec, tok, killed_sig, &e);
 		}
 		if (deadline && !timed_out && sbx_now_ms() >= deadline) {
 			timed_out = true;

@@ -124,6 +124,15 @@ err" "$(cat log)" &&
 	expect_code 125 sbx wait lim 0123 2>err && expect_one_error_line err "no exec .0123."
 '
 
+test_expect_success 'an interrupted exec: the command gets the signal (130); control: it runs on otherwise' '
+	"$SBX" exec lim sh -c "echo started; sleep 31" >out 2>err &
+	pid=$! &&
+	wait_until 20 grep -q started out &&
+	sbx exec lim ps >ps && test_grep "sleep 31" ps &&
+	kill -INT "$pid" && { wait "$pid"; test_eq 130 $?; } &&
+	sbx exec lim ps >ps && test_grep ! "sleep 31" ps
+'
+
 test_expect_success 'exec -t: a terminal inside, of the caller window size' '
 	"$TEST_PYTHON" - "$SBX" lim >tty.out <<-\EOF &&
 	import fcntl, os, pty, struct, sys, termios
