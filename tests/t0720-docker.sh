@@ -227,6 +227,19 @@ test_expect_success 'DOCKER_HOST=tcp://127.0.0.1:PORT (plain): a sandbox made an
 	sbx rm -f viatcp >/dev/null
 '
 
+test_expect_success '--volume: a host path bound from a daemon on this host; refused through tcp://' '
+	mkdir vol && echo from-host >vol/f &&
+	expect_code 125 env DOCKER_HOST=tcp://127.0.0.1:$FWD_PORT "$SBX" create --provider docker \
+		--image base:1 -v "$TRASH/vol:/vol" 2>err &&
+	expect_one_error_line err "takes --volume only from a daemon on this host" &&
+	test_eq "lim
+open" "$(names)" &&
+	sbx create --provider docker --image base:1 --name withvol -v "$TRASH/vol:/vol:ro" >/dev/null &&
+	test_eq from-host "$(sbx exec withvol cat /vol/f)" &&
+	expect_code 1 sbx exec withvol sh -c "echo x >/vol/g" 2>/dev/null && test ! -e vol/g &&
+	sbx rm -f withvol >/dev/null
+'
+
 test_expect_success 'DOCKER_HOST=tcp:// with DOCKER_TLS_VERIFY: the CA and client certificate of DOCKER_CERT_PATH' '
 	export DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$TRASH/certs &&
 	DOCKER_HOST=tcp://127.0.0.1:$TLS_PORT "$SBX" create --provider docker --image base:1 --name viatls >/dev/null &&
