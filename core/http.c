@@ -429,6 +429,73 @@ static CURL *handle(const struct sbx_http_req *q)
 	return q->session->h;
 }
 
+/* plain http: to loopback, over a unix socket, or where the user asked for it */
+static bool plain_ok(const struct sbx_http_req *q)
+{
+	return q->insecure || q->unix_socket || sbx_url_is_loopback(q->url);
+}
+
+/* where and how a request connects: the URL, a unix socket, TLS files, the protocols allowed
+ * (what sbx_http_perform and sbx_http_connect share: a transport of another kind, a socket
+ * made by a callback, is set here once for both) */
+static int set_transport(CURL *h, const struct sbx_http_req *q)
+{
+	struct sbx_curl_fns *cu = &sbx_curl;
+
+	(void)cu->easy_setopt(h, CURLOPT_URL, q->url);
+	(void)cu->easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	(void)cu->easy_setopt(h, CURLOPT_USERAGENT, "sbx/" SBX_VERSION);
+	(void)cu->easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+	(void)cu->easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	if (q->unix_socket)
+		(void)cu->easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, q->unix_socket);
+	if (q->tls_ca)
+		(void)cu->easy_setopt(h, CURLOPT_CAINFO, q->tls_ca);
+	if (q->tls_cert)
+		(void)cu->easy_setopt(h, CURLOPT_SSLCERT, q->tls_cert);
+	if (q->tls_key)
+		(void)cu->easy_setopt(h, CURLOPT_SSLKEY, q->tls_key);
+	return sbx_curl_protocols(h, plain_ok(q));
+}
+
+int sbx_http_connect(const struct sbx_http_req *q, CURL **ret, int *ret_fd, const char *what,
+		     struct sbx_err *err)
+{
+	struct sbx_curl_fns *cu = &sbx_curl;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	struct sbx_http_resp resp = { 0 };
+
+	if (sbx_curl_load(err) < 0)
+		return -1;
+	CURL *h = cu->easy_init();
+	if (!h)
+		return sbx_err_set(err, SBX_E_SYSTEM, "cannot start a libcurl transfer");
+	struct xfer x = { .req = q, .resp = &resp, .h = h, .stall_s = 30 };
+	(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	if (set_transport(h, q) < 0) {
+		cu->easy_cleanup(h);
+		return sbx_err_set(err, SBX_E_SYSTEM, "libcurl refuses to limit its protocols");
+	}
+	(void)cu->easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
+	if (sbx_debug_enabled) {
+		(void)cu->easy_setopt(h, CURLOPT_DEBUGFUNCTION, sbx_curl_debug);
+		(void)cu->easy_setopt(h, CURLOPT_VERBOSE, 1L);
+	}
+	CURLcode c = cu->easy_perform(h);
+	curl_socket_t fd = CURL_SOCKET_BAD;
+	if (c == CURLE_OK)
+		c = cu->easy_getinfo(h, CURLINFO_ACTIVESOCKET, &fd);
+	if (c != CURLE_OK || fd == CURL_SOCKET_BAD) {
+		int r = transport_error(q, &x, c, plain_ok(q), errbuf, what, err);
+		cu->easy_cleanup(h);
+		return r;
+	}
+	(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+	*ret = h;
+	*ret_fd = fd;
+	return 0;
+}
+
 int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, const char *what,
 		     struct sbx_err *err)
 {
@@ -451,25 +518,20 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 			  .tdata = sbx_now_ms(),
 			  .stall_s = q->stall_s > 0 ? q->stall_s : 30 };
 	const char *method = q->method ? q->method : (q->body || q->body_fd >= 0 ? "POST" : "GET");
-	bool plain = q->insecure || sbx_url_is_loopback(q->url);
+	bool plain = plain_ok(q);
 
-	(void)cu->easy_setopt(h, CURLOPT_URL, q->url);
 	(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	(void)cu->easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	(void)cu->easy_setopt(h, CURLOPT_USERAGENT, "sbx/" SBX_VERSION);
-	(void)cu->easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-	(void)cu->easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	if (set_transport(h, q) < 0) {
+		if (!q->session)
+			cu->easy_cleanup(h);
+		return sbx_err_set(err, SBX_E_SYSTEM, "libcurl refuses to limit its protocols");
+	}
 	if (q->timeout_ms > 0)
 		(void)cu->easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)q->timeout_ms);
 	if (q->follow) {
 		(void)cu->easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
 		(void)cu->easy_setopt(h, CURLOPT_MAXREDIRS, (long)MAX_REDIRS);
 		(void)cu->easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 0L);
-	}
-	if (sbx_curl_protocols(h, plain) < 0) {
-		if (!q->session)
-			cu->easy_cleanup(h);
-		return sbx_err_set(err, SBX_E_SYSTEM, "libcurl refuses to limit its protocols");
 	}
 	for (const char *const *p = q->headers; p && *p; p++)
 		hdrs = cu->slist_append(hdrs, *p);

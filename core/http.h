@@ -19,7 +19,7 @@
 	X(global_init) X(easy_init) X(easy_setopt) X(easy_perform) X(easy_cleanup)       \
 	X(easy_getinfo) X(easy_strerror) X(easy_reset) X(slist_append) X(slist_free_all) \
 	X(mime_init) X(mime_addpart) X(mime_name) X(mime_filename) X(mime_type)          \
-	X(mime_data_cb) X(mime_free)
+	X(mime_data_cb) X(mime_free) X(easy_send) X(easy_recv)
 /* clang-format on */
 
 struct sbx_curl_fns {
@@ -83,6 +83,10 @@ struct sbx_http_req {
 	void (*on_progress)(long long got, void *arg);
 	const char *fetching; /* what the request fetches ("the manifest"), for messages, or NULL */
 	const char *tls_hint; /* appended to the message of a TLS failure */
+	/* the transport: an AF_UNIX socket instead of the URL's host (plain http is fine over it);
+	 * a CA bundle, a client certificate and its key (PEM files) for https */
+	const char *unix_socket;
+	const char *tls_ca, *tls_cert, *tls_key;
 };
 
 #define SBX_HTTP_REQ_INIT                   \
@@ -111,6 +115,12 @@ const char *sbx_http_header(const struct sbx_http_resp *r, const char *lower_nam
  * SBX_E_REMOTE: a body over its cap, a redirect refused). what: who answers, for messages
  * ("E2B", "Daytona", "registry"). The one place that sets libcurl's options and words its errors. */
 int sbx_http_perform(const struct sbx_http_req *req, struct sbx_http_resp *resp, const char *what,
+		     struct sbx_err *err);
+
+/* connects as req would (its URL, transport and timeouts) and stops there, for a protocol of
+ * the caller's own over the connection (an HTTP upgrade): *ret a handle whose
+ * curl_easy_send/recv move the bytes (the caller cleans it up), *ret_fd its socket to poll */
+int sbx_http_connect(const struct sbx_http_req *req, CURL **ret, int *ret_fd, const char *what,
 		     struct sbx_err *err);
 
 /* percent-encoding of a query value or path segment */

@@ -143,7 +143,7 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 	if (sbx_config_supported(&o->config, p->caps, p->name, err) < 0 ||
 	    sbx_config_runtime_ok(&o->config, p->runtimes, p->name, err) < 0)
 		return -1;
-	if (o->config.image.ref && !(p->caps & SBX_CAP_IMAGE) &&
+	if (o->config.image.ref && !(p->caps & SBX_CAP_IMAGE) && !p->local_images &&
 	    hosted_local_image(ctx, p, o->config.image.ref, err) < 0)
 		return -1;
 	if (p->ready && p->ready(err) < 0)

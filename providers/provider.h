@@ -22,6 +22,9 @@ struct sbx_provider {
 	/* the names --runtime takes (NULL-terminated; "*": any the engine knows), or NULL: none
 	 * but its default */
 	const char *const *runtimes;
+	/* --image may name an image of sbx's local store, which the provider hands its engine
+	 * itself (else such an image, made here, is refused) */
+	bool local_images;
 	/* whether it can be used as things stand, and if not why (NULL: always); asked before
 	 * anything is created */
 	int (*ready)(struct sbx_err *);
@@ -113,6 +116,7 @@ struct sbx_provider {
 extern const struct sbx_provider sbx_provider_local;
 extern const struct sbx_provider sbx_provider_e2b;
 extern const struct sbx_provider sbx_provider_daytona;
+extern const struct sbx_provider sbx_provider_docker;
 
 const struct sbx_provider *sbx_provider_find(const char *name);
 /* NULL-terminated */

@@ -2,10 +2,7 @@
 #include "providers/provider.h"
 
 static const struct sbx_provider *const providers[] = {
-	&sbx_provider_local,
-	&sbx_provider_e2b,
-	&sbx_provider_daytona,
-	NULL,
+	&sbx_provider_local, &sbx_provider_e2b, &sbx_provider_daytona, &sbx_provider_docker, NULL,
 };
 
 const struct sbx_provider *sbx_provider_find(const char *name)

@@ -49,7 +49,7 @@ man_caps_lines() {
 	"$TEST_PYTHON" - "$SBX_SRC/man/sbx-provider.1.scd" <<-'EOF'
 	import re, sys
 	text = open(sys.argv[1]).read().split("# CAPABILITIES", 1)[1].split("\n# ", 1)[0]
-	head = re.findall(r"^(?:\[\[|:<) \*(\S+)\*$", text, re.M)[1:]
+	head = re.findall(r"^(?:\[\[|:<|:\[) \*(\S+)\*$", text, re.M)[1:]
 	for row in re.split(r"^\|  ", text, flags=re.M)[1:]:
 	    cells = [l[3:] for l in row.splitlines()[1:1 + len(head)]]
 	    name = row.splitlines()[0].strip()
