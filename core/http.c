@@ -451,7 +451,7 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 			  .tdata = sbx_now_ms(),
 			  .stall_s = q->stall_s > 0 ? q->stall_s : 30 };
 	const char *method = q->method ? q->method : (q->body || q->body_fd >= 0 ? "POST" : "GET");
-	bool plain = q->insecure || sbx_url_is_loopback(q->url);
+	bool plain = q->insecure || q->dial || sbx_url_is_loopback(q->url);
 
 	(void)cu->easy_setopt(h, CURLOPT_URL, q->url);
 	(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
@@ -466,10 +466,12 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 		(void)cu->easy_setopt(h, CURLOPT_MAXREDIRS, (long)MAX_REDIRS);
 		(void)cu->easy_setopt(h, CURLOPT_UNRESTRICTED_AUTH, 0L);
 	}
-	if (sbx_curl_protocols(h, plain) < 0) {
+	if (sbx_curl_protocols(h, plain) < 0 || (q->dial && sbx_dial_curl(h, q->dial) < 0)) {
 		if (!q->session)
 			cu->easy_cleanup(h);
-		return sbx_err_set(err, SBX_E_SYSTEM, "libcurl refuses to limit its protocols");
+		return sbx_err_set(err, SBX_E_SYSTEM,
+				   "libcurl refuses to limit its protocols "
+				   "or to take sbx's connections");
 	}
 	for (const char *const *p = q->headers; p && *p; p++)
 		hdrs = cu->slist_append(hdrs, *p);
@@ -516,12 +518,18 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 		(void)cu->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	else
 		r = transport_error(q, &x, c, plain, errbuf, what, err);
+	/* the session's connection stays open: its ssh, if it failed, is found by the check */
+	if (!q->session) {
+		cu->easy_cleanup(h);
+		h = NULL;
+	}
+	/* over ssh, ssh's own words say best why a transfer failed */
+	if (r < 0 && q->dial)
+		(void)sbx_dial_check(q->dial, err);
 	/* the session's handle outlives errbuf and x: nothing of them stays set on it */
-	if (q->session) {
+	if (h) {
 		(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 		(void)cu->easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-	} else {
-		cu->easy_cleanup(h);
 	}
 	if (mime)
 		cu->mime_free(mime);

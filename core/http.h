@@ -10,6 +10,7 @@
 #define CURL_DISABLE_DEPRECATION 1
 #include <curl/curl.h>
 
+#include "core/dial.h"
 #include "core/digest.h"
 #include "core/err.h"
 #include "core/strbuf.h"
@@ -83,6 +84,9 @@ struct sbx_http_req {
 	void (*on_progress)(long long got, void *arg);
 	const char *fetching; /* what the request fetches ("the manifest"), for messages, or NULL */
 	const char *tls_hint; /* appended to the message of a TLS failure */
+	/* connections through ssh (DOCKER_HOST=ssh://, core/dial.h) instead of to the URL's host,
+	 * which is then only the Host header (plain http allowed: ssh is the transport) */
+	struct sbx_dial *dial;
 };
 
 #define SBX_HTTP_REQ_INIT                   \
