@@ -16,6 +16,9 @@
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/wait.h>
 
 #include "core/http.h"
@@ -101,6 +104,7 @@ static void conn_reset(struct sbx_dial_conn *c)
 	c->pid = 0;
 	c->last[0] = 0;
 	c->curlen = 0;
+	c->bound = false;
 }
 
 int sbx_dial_new(const char *url, struct sbx_dial **ret, struct sbx_err *err)
@@ -122,6 +126,7 @@ int sbx_dial_new(const char *url, struct sbx_dial **ret, struct sbx_err *err)
 	d = xcalloc(1, sizeof(*d));
 	for (size_t i = 0; i < SBX_DIAL_MAX_CONNS; i++)
 		conn_reset(&d->conns[i]);
+	d->lfd = -1;
 	at = memrchr(p, '@', (size_t)(end - p));
 	if (at) {
 		d->user = xstrndup(p, (size_t)(at - p));
@@ -251,29 +256,29 @@ static void fail(struct sbx_dial *d, const char *fmt, ...)
 	va_end(ap);
 }
 
-int sbx_dial_open(struct sbx_dial *d, int *ret_fd, struct sbx_err *err)
+static struct sbx_dial_conn *free_conn(struct sbx_dial *d, struct sbx_err *err)
 {
-	struct sbx_dial_conn *c = NULL;
-	int sv[2] = { -1, -1 }, ep[2] = { -1, -1 }, r;
+	for (size_t i = 0; i < SBX_DIAL_MAX_CONNS; i++)
+		if (d->conns[i].fd < 0)
+			return &d->conns[i];
+	sbx_err_set(err, SBX_E_SYSTEM, "more than %d connections through ssh to %s at once",
+		    SBX_DIAL_MAX_CONNS, d->host);
+	return NULL;
+}
+
+/* starts ssh for connection c, with io as its stdin and stdout (io stays the caller's) */
+static int spawn(struct sbx_dial *d, struct sbx_dial_conn *c, int io, struct sbx_err *err)
+{
+	int ep[2] = { -1, -1 }, r;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
 	sigset_t none, all;
 	const char *env[ARRAY_SIZE(pass_env) + 1];
 	pid_t pid;
 
-	for (size_t i = 0; i < SBX_DIAL_MAX_CONNS && !c; i++)
-		if (d->conns[i].fd < 0)
-			c = &d->conns[i];
-	if (!c)
-		return sbx_err_set(err, SBX_E_SYSTEM,
-				   "more than %d connections through ssh to %s at once",
-				   SBX_DIAL_MAX_CONNS, d->host);
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return sbx_err_errno(err, "cannot make a socket pair for ssh");
 	if (pipe2(ep, O_CLOEXEC) < 0) {
 		sbx_err_errno(err, "cannot make a pipe for ssh");
-		(void)close(sv[0]);
-		(void)close(sv[1]);
+		fail(d, "%s", err->msg);
 		return -1;
 	}
 	char **argv = sbx_dial_argv(d);
@@ -281,8 +286,8 @@ int sbx_dial_open(struct sbx_dial *d, int *ret_fd, struct sbx_err *err)
 	sigemptyset(&none);
 	sigfillset(&all);
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
-	posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, io, 0);
+	posix_spawn_file_actions_adddup2(&fa, io, 1);
 	posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
 	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
 	posix_spawnattr_init(&at);
@@ -294,10 +299,8 @@ int sbx_dial_open(struct sbx_dial *d, int *ret_fd, struct sbx_err *err)
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	sbx_dial_argv_free(argv);
-	(void)close(sv[1]);
 	(void)close(ep[1]);
 	if (r != 0) {
-		(void)close(sv[0]);
 		(void)close(ep[0]);
 		errno = r;
 		sbx_err_errno(err, "cannot run %s for DOCKER_HOST=ssh://%s", SBX_DIAL_SSH, d->host);
@@ -305,12 +308,32 @@ int sbx_dial_open(struct sbx_dial *d, int *ret_fd, struct sbx_err *err)
 		return -1;
 	}
 	(void)fcntl(ep[0], F_SETFL, O_NONBLOCK);
-	c->fd = sv[0];
 	c->errfd = ep[0];
 	c->pid = pid;
 	c->last[0] = 0;
 	c->curlen = 0;
 	sbx_debug("ssh to %s started (pid %d, fd %d)", d->host, (int)pid, c->fd);
+	return 0;
+}
+
+int sbx_dial_open(struct sbx_dial *d, int *ret_fd, struct sbx_err *err)
+{
+	struct sbx_dial_conn *c = free_conn(d, err);
+	int sv[2];
+
+	if (!c)
+		return -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return sbx_err_errno(err, "cannot make a socket pair for ssh");
+	c->fd = sv[0];
+	c->bound = false;
+	int r = spawn(d, c, sv[1], err);
+	(void)close(sv[1]);
+	if (r < 0) {
+		(void)close(sv[0]);
+		conn_reset(c);
+		return -1;
+	}
 	*ret_fd = c->fd;
 	return 0;
 }
@@ -404,7 +427,8 @@ int sbx_dial_close(struct sbx_dial *d, int fd)
 		}
 	}
 	sbx_debug("ssh to %s ended (pid %d)", d->host, (int)c->pid);
-	(void)close(c->errfd);
+	if (c->errfd >= 0)
+		(void)close(c->errfd);
 	conn_reset(c);
 	return 0;
 }
@@ -431,6 +455,10 @@ void sbx_dial_free(struct sbx_dial *d)
 	for (size_t i = 0; i < SBX_DIAL_MAX_CONNS; i++)
 		if (d->conns[i].fd >= 0)
 			(void)sbx_dial_close(d, d->conns[i].fd);
+	if (d->lfd >= 0)
+		(void)close(d->lfd);
+	free(d->connect_to);
+	free(d->connect_list);
 	free(d->host);
 	free(d->user);
 	free(d->port);
@@ -440,22 +468,122 @@ void sbx_dial_free(struct sbx_dial *d)
 
 /* --- libcurl ------------------------------------------------------------------------------ */
 
-static curl_socket_t dial_opensocket(void *u, curlsocktype purpose, struct curl_sockaddr *addr)
+static void loopback(struct sockaddr_in *a, unsigned short port)
 {
-	struct sbx_dial *d = u;
-	struct sbx_err e = { 0 };
-	int fd;
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	a->sin_port = htons(port);
+}
 
-	if (purpose != CURLSOCKTYPE_IPCXN || sbx_dial_open(d, &fd, &e) < 0) {
-		fail(d, "%s", e.msg[0] ? e.msg : "ssh: not a connection libcurl may open");
-		return CURL_SOCKET_BAD;
+/* a TCP socket bound to 127.0.0.1 and a port of the kernel's choice (in *ret) */
+static int bound_socket(int flags, struct sockaddr_in *ret)
+{
+	struct sockaddr_in a;
+	socklen_t n = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+
+	if (fd < 0)
+		return -1;
+	loopback(&a, 0);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)ret, &n) < 0) {
+		int e = errno;
+		(void)close(fd);
+		errno = e;
+		return -1;
 	}
 	return fd;
 }
 
-static int dial_sockopt(void *u, curl_socket_t fd, curlsocktype purpose)
+/* the listening socket libcurl's connections of d reach */
+static int listener(struct sbx_dial *d, struct sbx_err *err)
 {
-	return CURL_SOCKOPT_ALREADY_CONNECTED;
+	struct sockaddr_in a;
+
+	if (d->lfd >= 0)
+		return 0;
+	d->lfd = bound_socket(SOCK_NONBLOCK, &a);
+	if (d->lfd < 0 || listen(d->lfd, SBX_DIAL_MAX_CONNS) < 0)
+		return sbx_err_errno(err, "cannot listen for libcurl's connections through ssh");
+	free(d->connect_to);
+	d->connect_to = xasprintf("::127.0.0.1:%u", ntohs(a.sin_port));
+	return 0;
+}
+
+int sbx_dial_attach(struct sbx_dial *d, struct sbx_err *err)
+{
+	struct sockaddr_in a;
+	socklen_t n;
+	int s, one = 1;
+
+	if (d->lfd < 0)
+		return 0;
+	while ((n = sizeof(a)),
+	       (s = accept4(d->lfd, (struct sockaddr *)&a, &n, SOCK_CLOEXEC)) >= 0) {
+		struct sbx_dial_conn *c = NULL;
+		/* the peer's address and port say whose it is: only a socket of this dial's (which
+		 * holds that port) is taken, another process's connection is closed */
+		for (size_t i = 0; i < SBX_DIAL_MAX_CONNS && !c; i++) {
+			struct sbx_dial_conn *k = &d->conns[i];
+			if (k->fd >= 0 && !k->pid && k->bound && n == sizeof(a) &&
+			    k->local.sin_port == a.sin_port &&
+			    k->local.sin_addr.s_addr == a.sin_addr.s_addr)
+				c = k;
+		}
+		if (!c) {
+			(void)close(s);
+			continue;
+		}
+		(void)setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		int r = spawn(d, c, s, err);
+		(void)close(s);
+		if (r < 0)
+			return -1;
+	}
+	if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		return sbx_err_errno(err, "cannot accept a connection for ssh");
+	return 0;
+}
+
+static curl_socket_t dial_opensocket(void *u, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+	struct sbx_dial *d = u;
+	struct sbx_err e = { 0 };
+	struct sbx_dial_conn *c;
+
+	if (purpose != CURLSOCKTYPE_IPCXN || addr->family != AF_INET) {
+		fail(d, "ssh: not a connection libcurl may open");
+		return CURL_SOCKET_BAD;
+	}
+	if (!(c = free_conn(d, &e))) {
+		fail(d, "%s", e.msg);
+		return CURL_SOCKET_BAD;
+	}
+	/* its own port tells its accepted end from another process's connection */
+	int fd = bound_socket(0, &c->local);
+	if (fd < 0) {
+		sbx_err_errno(&e, "cannot make a socket for ssh");
+		fail(d, "%s", e.msg);
+		return CURL_SOCKET_BAD;
+	}
+	c->fd = fd;
+	c->pid = 0;
+	c->bound = true;
+	return fd;
+}
+
+/* libcurl has connected (or reuses a connection): ssh is started for the new ones */
+static int dial_prereq(void *u, char *ip, char *local_ip, int port, int local_port)
+{
+	struct sbx_dial *d = u;
+	struct sbx_err e = { 0 };
+
+	if (sbx_dial_attach(d, &e) < 0) {
+		fail(d, "%s", e.msg);
+		return CURL_PREREQFUNC_ABORT;
+	}
+	return CURL_PREREQFUNC_OK;
 }
 
 static int dial_closesocket(void *u, curl_socket_t fd)
@@ -468,18 +596,22 @@ static int dial_closesocket(void *u, curl_socket_t fd)
 int sbx_dial_curl(void *curl_handle, struct sbx_dial *d)
 {
 	CURL *h = curl_handle;
-	struct curl_slist *to = NULL;
 	CURLcode c = CURLE_OK;
+	struct sbx_err e = { 0 };
 
-	/* any host, any port: 127.0.0.1, a number, so that no name is looked up (the address is
-	 * not used: the socket comes from dial_opensocket) */
-	static struct curl_slist any = { .data = (char *)"::127.0.0.1:", .next = NULL };
-	to = &any;
-	c |= sbx_curl.easy_setopt(h, CURLOPT_CONNECT_TO, to);
+	if (listener(d, &e) < 0) {
+		fail(d, "%s", e.msg);
+		return -1;
+	}
+	/* any host, any port: the listener (a number: no name is looked up) */
+	if (!d->connect_list)
+		d->connect_list = xcalloc(1, sizeof(struct curl_slist));
+	((struct curl_slist *)d->connect_list)->data = d->connect_to;
+	c |= sbx_curl.easy_setopt(h, CURLOPT_CONNECT_TO, d->connect_list);
 	c |= sbx_curl.easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, dial_opensocket);
 	c |= sbx_curl.easy_setopt(h, CURLOPT_OPENSOCKETDATA, d);
-	c |= sbx_curl.easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, dial_sockopt);
-	c |= sbx_curl.easy_setopt(h, CURLOPT_SOCKOPTDATA, d);
+	c |= sbx_curl.easy_setopt(h, CURLOPT_PREREQFUNCTION, dial_prereq);
+	c |= sbx_curl.easy_setopt(h, CURLOPT_PREREQDATA, d);
 	c |= sbx_curl.easy_setopt(h, CURLOPT_CLOSESOCKETFUNCTION, dial_closesocket);
 	c |= sbx_curl.easy_setopt(h, CURLOPT_CLOSESOCKETDATA, d);
 	return c == CURLE_OK ? 0 : -1;

@@ -5,6 +5,7 @@
 #define SBX_CORE_DIAL_H
 
 #include <stdbool.h>
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include "core/err.h"
@@ -14,8 +15,11 @@
 #define SBX_DIAL_MAX_CONNS 8
 
 struct sbx_dial_conn {
-	int fd;		/* sbx's end of the socketpair (-1: a free slot) */
-	pid_t pid;	/* the ssh process */
+	int fd;	   /* sbx's end of the connection (-1: a free slot) */
+	pid_t pid; /* the ssh process (0: not started yet) */
+	/* libcurl's socket: its own address, by which its accepted end is known */
+	struct sockaddr_in local;
+	bool bound;
 	int errfd;	/* the read end of ssh's stderr */
 	char last[256]; /* ssh's last line on stderr so far */
 	char cur[256];	/* the line it is writing */
@@ -29,6 +33,9 @@ struct sbx_dial {
 	char *port;   /* NULL: ssh's choice */
 	char *config; /* an ssh config to read instead of the passwd entry's (see dial.c), or NULL */
 	struct sbx_dial_conn conns[SBX_DIAL_MAX_CONNS];
+	int lfd;	    /* the listening socket libcurl's connections reach (-1: none yet) */
+	char *connect_to;   /* "::127.0.0.1:PORT" of it, for CURLOPT_CONNECT_TO */
+	void *connect_list; /* a struct curl_slist of it */
 	/* the first failure of a connection (ssh ended by itself with a status other than 0, or
 	 * could not be started), worded for the user; empty: none */
 	char failed[512];
@@ -60,9 +67,20 @@ int sbx_dial_close(struct sbx_dial *d, int fd);
  * failed, after a transfer over it did; 0 when none did (looks at every open one first) */
 int sbx_dial_check(struct sbx_dial *d, struct sbx_err *err);
 
-/* sets a libcurl handle (a CURL *) to open its connections through d: open, sockopt and close
- * socket callbacks and a connect-to of any host to 127.0.0.1, so that no name is resolved.
- * The one way any libcurl transfer of sbx goes over ssh. -1 when libcurl refuses one. */
+/* sets a libcurl handle (a CURL *) to open its connections through d. The one way any libcurl
+ * transfer of sbx goes over ssh; -1 when libcurl refuses an option. libcurl connects to a
+ * listening socket of d on 127.0.0.1 (whatever host the URL names), from a socket of d's own
+ * making whose port tells its accepted end from any other process's connection (closed at
+ * once); the accepted end becomes ssh's stdin and stdout once libcurl has connected
+ * (CURLOPT_PREREQFUNCTION, or sbx_dial_attach). Why not a socketpair handed over as already
+ * connected: libcurl 7.88 (Debian 12's) calls connect() on such a socket all the same and
+ * fails (fixed in curl 8.0); and why not a unix socket: libcurl 7.88 reuses no connection
+ * whose peer has no name it can print (an abstract one), which would make every request
+ * start an ssh. */
 int sbx_dial_curl(void *curl_handle, struct sbx_dial *d);
+/* starts ssh for each connection libcurl has made through d since (a transfer with
+ * CURLOPT_CONNECT_ONLY calls it after curl_easy_perform; others need not); -1 with err when
+ * ssh cannot be started */
+int sbx_dial_attach(struct sbx_dial *d, struct sbx_err *err);
 
 #endif
