@@ -181,7 +181,45 @@ int sbx_dial_new(const char *url, struct sbx_dial **ret, struct sbx_err *err)
 				shown);
 	}
 	d->config = home_config();
+	d->session = xcalloc(1, sizeof(*d->session));
+	d->owner = getpid();
 	*ret = TAKE_PTR(d);
+	return 0;
+}
+
+#define SHARED_MAX 4
+static struct sbx_dial *shared[SHARED_MAX];
+static char *shared_url[SHARED_MAX];
+
+static void shared_end(void)
+{
+	for (size_t i = 0; i < SHARED_MAX; i++) {
+		sbx_dial_free(shared[i]);
+		free(shared_url[i]);
+		shared[i] = NULL;
+		shared_url[i] = NULL;
+	}
+}
+
+int sbx_dial_shared(const char *url, struct sbx_dial **ret, struct sbx_err *err)
+{
+	static bool registered;
+	size_t i;
+
+	for (i = 0; i < SHARED_MAX && shared[i]; i++)
+		if (streq(shared_url[i], url)) {
+			*ret = shared[i];
+			return 0;
+		}
+	if (i == SHARED_MAX)
+		return sbx_err_set(err, SBX_E_CONFIG, "more than %d ssh:// engines in one call",
+				   SHARED_MAX);
+	if (sbx_dial_new(url, &shared[i], err) < 0)
+		return -1;
+	shared_url[i] = xstrdup(url);
+	if (!registered && atexit(shared_end) == 0)
+		registered = true;
+	*ret = shared[i];
 	return 0;
 }
 
@@ -452,6 +490,17 @@ void sbx_dial_free(struct sbx_dial *d)
 {
 	if (!d)
 		return;
+	/* a forked child's copy: its ssh processes are the parent's to end */
+	if (d->owner != getpid()) {
+		for (size_t i = 0; i < SBX_DIAL_MAX_CONNS; i++)
+			d->conns[i].pid = 0;
+	}
+	/* the session's connection first: closing it ends its ssh through d */
+	if (d->session) {
+		if (d->owner == getpid())
+			sbx_http_session_release(d->session);
+		free(d->session);
+	}
 	for (size_t i = 0; i < SBX_DIAL_MAX_CONNS; i++)
 		if (d->conns[i].fd >= 0)
 			(void)sbx_dial_close(d, d->conns[i].fd);

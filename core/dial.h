@@ -26,6 +26,8 @@ struct sbx_dial_conn {
 	size_t curlen;
 };
 
+struct sbx_http_session;
+
 /* made once per sbx call from DOCKER_HOST; holds the ssh processes of its open connections */
 struct sbx_dial {
 	char *host;   /* as given: a name (or an alias of ~/.ssh/config), an address, [v6] */
@@ -36,6 +38,9 @@ struct sbx_dial {
 	int lfd;	    /* the listening socket libcurl's connections reach (-1: none yet) */
 	char *connect_to;   /* "::127.0.0.1:PORT" of it, for CURLOPT_CONNECT_TO */
 	void *connect_list; /* a struct curl_slist of it */
+	/* one connection kept for the requests of the call (core/http.h): one ssh serves them */
+	struct sbx_http_session *session;
+	pid_t owner; /* the process that made it (a forked child never ends its ssh processes) */
 	/* the first failure of a connection (ssh ended by itself with a status other than 0, or
 	 * could not be started), worded for the user; empty: none */
 	char failed[512];
@@ -46,6 +51,9 @@ bool sbx_dial_is_ssh(const char *url);
 /* parses "ssh://[USER@]HOST[:PORT]" (nothing after the host but one '/'); a host or user that
  * ssh could take for an option, or with characters outside a name's, is refused (SBX_E_CONFIG) */
 int sbx_dial_new(const char *url, struct sbx_dial **ret, struct sbx_err *err);
+/* the dial of url for this whole process (sbx call): made on first use, the same one after
+ * (so that every request of the call can share its session's connection), ended at exit */
+int sbx_dial_shared(const char *url, struct sbx_dial **ret, struct sbx_err *err);
 /* ends every connection (its ssh reaped) and frees; NULL is fine */
 void sbx_dial_free(struct sbx_dial *d);
 static inline void sbx_dial_freep(struct sbx_dial **d)
