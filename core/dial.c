@@ -564,21 +564,26 @@ int sbx_dial_attach(struct sbx_dial *d, struct sbx_err *err)
 {
 	struct sockaddr_in a;
 	socklen_t n;
-	int s, one = 1;
+	int s = -1, one = 1;
 
 	if (d->lfd < 0)
 		return 0;
-	while ((n = sizeof(a)),
-	       (s = accept4(d->lfd, (struct sockaddr *)&a, &n, SOCK_CLOEXEC)) >= 0) {
+	/* bounded: another process connecting over and over cannot keep this call here */
+	for (int k = 0; k < 4 * SBX_DIAL_MAX_CONNS; k++) {
+		n = sizeof(a);
+		s = accept4(d->lfd, (struct sockaddr *)&a, &n, SOCK_CLOEXEC);
+		if (s < 0)
+			break;
 		struct sbx_dial_conn *c = NULL;
+
 		/* the peer's address and port say whose it is: only a socket of this dial's (which
 		 * holds that port) is taken, another process's connection is closed */
 		for (size_t i = 0; i < SBX_DIAL_MAX_CONNS && !c; i++) {
-			struct sbx_dial_conn *k = &d->conns[i];
-			if (k->fd >= 0 && !k->pid && k->bound && n == sizeof(a) &&
-			    k->local.sin_port == a.sin_port &&
-			    k->local.sin_addr.s_addr == a.sin_addr.s_addr)
-				c = k;
+			struct sbx_dial_conn *p = &d->conns[i];
+			if (p->fd >= 0 && !p->pid && p->bound && n == sizeof(a) &&
+			    p->local.sin_port == a.sin_port &&
+			    p->local.sin_addr.s_addr == a.sin_addr.s_addr)
+				c = p;
 		}
 		if (!c) {
 			(void)close(s);
@@ -590,7 +595,7 @@ int sbx_dial_attach(struct sbx_dial *d, struct sbx_err *err)
 		if (r < 0)
 			return -1;
 	}
-	if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+	if (s < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 		return sbx_err_errno(err, "cannot accept a connection for ssh");
 	return 0;
 }
