@@ -1,29 +1,29 @@
 /* DOCKER_HOST=ssh://[USER@]HOST[:PORT]: one ssh process per connection, running
  * `docker system dial-stdio` on the remote host (which splices its stdin and stdout to the
- * remote engine's socket), its stdin and stdout one end of a socketpair that sbx uses as the
- * connection. ssh is /usr/bin/ssh (never looked up in PATH), in a session of its own (no
- * terminal to prompt on; BatchMode too), without sbx's other descriptors; its stderr is kept
- * so that a failure can be told in ssh's own words. */
+ * remote engine's socket), its stdin and stdout one end of the connection sbx uses: a
+ * socketpair's (sbx_dial_open), or the accepted end of libcurl's connection to a loopback
+ * listener of sbx's (sbx_dial_curl, which says why). ssh is /usr/bin/ssh (never looked up in
+ * PATH), in a session of its own (no terminal to prompt on; BatchMode too), with a few of the
+ * caller's variables and none of sbx's other descriptors; its stderr is kept so that a
+ * failure can be told in ssh's own words. */
 #define _GNU_SOURCE
 #include "core/dial.h"
 
-#include <ctype.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/wait.h>
 
 #include "core/http.h"
 #include "core/log.h"
-#include "core/proc.h"
 #include "core/util.h"
 
 extern char **environ;
@@ -44,14 +44,15 @@ static char *printable(const char *s, size_t n)
 {
 	char *c = xstrndup(s, n);
 	for (char *p = c; *p; p++)
-		if (!isprint((unsigned char)*p) || (unsigned char)*p > 126)
+		if ((unsigned char)*p < 32 || (unsigned char)*p > 126)
 			*p = '?';
 	return c;
 }
 
 static bool name_char(char c)
 {
-	return isalnum((unsigned char)c) || c == '.' || c == '-' || c == '_';
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		c == '.' || c == '-' || c == '_';
 }
 
 /* a user name, a host name or an alias of the ssh config: name characters only, and never a
@@ -73,7 +74,7 @@ static bool valid_v6(const char *s)
 	if (n < 2 || n > 45 || !strchr(s, ':'))
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (!isxdigit((unsigned char)s[i]) && s[i] != ':' && s[i] != '.')
+		if (!strchr("0123456789abcdefABCDEF:.", s[i]))
 			return false;
 	return true;
 }
