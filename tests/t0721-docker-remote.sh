@@ -2,10 +2,10 @@
 # The docker provider on engines other than a local dockerd's socket, each through the shared
 # verb checks: DOCKER_HOST=ssh://… (an sshd of the file's own on 127.0.0.1 in front of a private
 # dockerd, tests/helpers/sshd.sh: every connection is `ssh … docker system dial-stdio`), and
-# Podman's Docker-compatible API service (tests/helpers/podman.sh). Also: the user's ssh
-# config is honoured (an alias of it); ssh failing is one line in ssh's words (125); a host or
-# user that ssh would take for an option is refused before ssh runs, with a control; no ssh
-# process outlives a call.
+# Podman's Docker-compatible API service (tests/helpers/podman.sh), as root. Also: the user's
+# ssh config is honoured (an alias of it); ssh failing is one line in ssh's words (125); a host
+# or user that ssh would take for an option is refused before ssh runs, with controls (these
+# two for any user: they need no engine); no ssh process outlives a call.
 # shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
 # shellcheck source=tests/lib.sh disable=SC2034 # VERBS_* are read by verbs.sh
 . "$(dirname "$0")/lib.sh"
@@ -15,10 +15,52 @@
 . "$TEST_DIR/helpers/podman.sh"
 
 MKIMAGE=("$TEST_PYTHON" "$TEST_DIR/helpers/mkimage.py")
-if [ "$(id -u)" -ne 0 ]; then
-	TEST_SKIP_ALL="needs a private dockerd, an sshd and a podman service, which run as root"
-elif ! "$SBX" provider ls 2>/dev/null | grep -q "^docker "; then
+if ! "$SBX" provider ls 2>/dev/null | grep -q "^docker "; then
 	TEST_SKIP_ALL="this sbx has no docker provider"
+fi
+
+# the ssh processes of this file's (their command lines name its sshd's port or alias, or a
+# host of the checks below)
+ssh_left() {
+	local p
+	for p in /proc/[0-9]*; do
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null |
+			grep -qE "^/usr/bin/ssh .*(-p ${SSHD_PORT:-none} |${SSHD_ALIAS:-none} |nosuch.invalid )" &&
+			echo "${p#/proc/}"
+	done
+	return 0
+}
+
+# --- ssh:// refusals and failures, for any user (no engine needed) -------------------------
+
+test_expect_success 'ssh://: a host ssh cannot reach is one line in its words, 125, nothing made' '
+	expect_code 125 env DOCKER_HOST=ssh://nosuch.invalid "$SBX" create --provider docker \
+		--image base:1 --name bad 2>err &&
+	expect_one_error_line err "^sbx: error: (.*: )?ssh to nosuch.invalid failed: [^ ]" &&
+	expect_code 125 sbx inspect bad 2>/dev/null && test -z "$(ssh_left)"
+'
+
+test_expect_success 'ssh://: a host or user ssh would take for an option is refused before ssh runs; control: the same without the dash gets to ssh' '
+	for h in "-oProxyCommand=touch%20pwned" "-oProxyCommand=x@nosuch.invalid" \
+		"-lroot@nosuch.invalid" "a;touch%20pwned" "root@-p22" "-F.@nosuch.invalid"; do
+		expect_code 125 env DOCKER_HOST="ssh://$h" "$SBX" create --provider docker \
+			--image base:1 --name opt 2>err &&
+		expect_one_error_line err "DOCKER_HOST.*(not begin|must be)" || return 1
+	done &&
+	test ! -e pwned && test ! -e "$TRASH/pwned" && expect_code 125 sbx inspect opt 2>/dev/null &&
+	for h in "oProxyCommand@nosuch.invalid" "lroot@nosuch.invalid"; do
+		expect_code 125 env DOCKER_HOST="ssh://$h" "$SBX" create --provider docker \
+			--image base:1 --name opt 2>err &&
+		expect_one_error_line err "ssh to nosuch.invalid failed: " || return 1
+	done
+'
+
+# --- the engines: a private dockerd behind an sshd, a podman service (as root) -------------
+
+if [ -n "$TEST_SKIP_ALL" ]; then
+	:
+elif [ "$(id -u)" -ne 0 ]; then
+	TEST_SKIP_ALL="needs a private dockerd, an sshd and a podman service, which run as root"
 elif ! dockerd_start "$TRASH/dockerd"; then
 	TEST_SKIP_ALL=$DOCKERD_WHY
 elif ! sshd_start "$TRASH/sshd" "$DOCKER_HOST"; then
@@ -33,16 +75,6 @@ dkr() { DOCKER_HOST=$DOCKERD_HOST docker "$@"; }
 # the container behind a sandbox, and the DOCKER_HOST its record keeps
 cid() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["provider_id"])'; }
 rec_host() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["extra"]["docker_host"])'; }
-
-# the ssh processes of this file's (their command lines name its sshd's port or alias)
-ssh_left() {
-	local p
-	for p in /proc/[0-9]*; do
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null |
-			grep -qE "^/usr/bin/ssh .*(-p $SSHD_PORT |$SSHD_ALIAS )" && echo "${p#/proc/}"
-	done
-	return 0
-}
 
 test_expect_success 'set-up: a busybox image in sbx store (and in the podman service)' '
 	"${MKIMAGE[@]}" --out base.tar --format docker-archive --name base:1 \
@@ -71,10 +103,7 @@ test_expect_success 'ssh://: the user ssh config is honoured (a host alias of it
 	sbx rm -f alias >/dev/null && test -z "$(ssh_left)"
 '
 
-test_expect_success 'ssh://: a host that cannot be reached is one line in ssh words, 125, nothing made' '
-	expect_code 125 env DOCKER_HOST=ssh://nosuch.invalid "$SBX" create --provider docker \
-		--image base:1 --name bad 2>err &&
-	expect_one_error_line err "^sbx: error: .*ssh to nosuch.invalid failed: .*nosuch.invalid" &&
+test_expect_success 'ssh://: a refused connection, a refused key: one line in ssh words, 125, nothing made' '
 	expect_code 125 env DOCKER_HOST="ssh://127.0.0.1:$(free_port)" "$SBX" create \
 		--provider docker --image base:1 --name bad 2>err &&
 	expect_one_error_line err "ssh to 127.0.0.1 failed: .*Connection refused" &&
@@ -84,14 +113,7 @@ test_expect_success 'ssh://: a host that cannot be reached is one line in ssh wo
 	expect_code 125 sbx inspect bad 2>/dev/null && test -z "$(ssh_left)"
 '
 
-test_expect_success 'ssh://: a host or user ssh would take for an option is refused, ssh never runs; control: a good one works' '
-	for h in "-oProxyCommand=touch%20pwned" "-oProxyCommand=x@127.0.0.1" \
-		"-lroot@127.0.0.1" "a;touch%20x" "root@-p22"; do
-		expect_code 125 env DOCKER_HOST="ssh://$h" "$SBX" create --provider docker \
-			--image base:1 --name opt 2>err &&
-		expect_one_error_line err "DOCKER_HOST.*(not begin|must be)" || return 1
-	done &&
-	test ! -e pwned && test ! -e "$TRASH/pwned" && expect_code 125 sbx inspect opt 2>/dev/null &&
+test_expect_success 'ssh://: control of the refusals: a plain host and user reach the engine' '
 	DOCKER_HOST="$SSHD_URL" sbx create --provider docker --image base:1 --name opt >/dev/null &&
 	test_eq ok "$(sbx exec opt echo ok)" && sbx rm -f opt >/dev/null
 '
