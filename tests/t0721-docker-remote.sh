@@ -103,6 +103,18 @@ test_expect_success 'ssh://: the user ssh config is honoured (a host alias of it
 	sbx rm -f alias >/dev/null && test -z "$(ssh_left)"
 '
 
+test_expect_success 'ssh://: ssh gets the variables it needs (HOME, SSH_AUTH_SOCK), not the caller'"'"'s others' '
+	{ SSH_AUTH_SOCK=$TRASH/agent.sock T0721_SECRET=hunter2 "$SBX" exec far sleep 3 & } &&
+	for i in $(seq 1 200); do
+		p=$(ssh_left | head -n 1) && [ -n "$p" ] && break
+		sleep 0.1
+	done &&
+	test -n "$p" && tr "\0" "\n" <"/proc/$p/environ" >env &&
+	wait &&
+	test_grep -x "HOME=$HOME" env && test_grep -x "SSH_AUTH_SOCK=$TRASH/agent.sock" env &&
+	test_grep ! T0721_SECRET env && test_grep ! SBX_HOME env
+'
+
 test_expect_success 'ssh://: a refused connection, a refused key: one line in ssh words, 125, nothing made' '
 	expect_code 125 env DOCKER_HOST="ssh://127.0.0.1:$(free_port)" "$SBX" create \
 		--provider docker --image base:1 --name bad 2>err &&
