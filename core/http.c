@@ -432,7 +432,7 @@ static CURL *handle(const struct sbx_http_req *q)
 /* plain http: to loopback, over a unix socket, or where the user asked for it */
 static bool plain_ok(const struct sbx_http_req *q)
 {
-	return q->insecure || q->unix_socket || sbx_url_is_loopback(q->url);
+	return q->insecure || q->unix_socket || q->dial || sbx_url_is_loopback(q->url);
 }
 
 /* where and how a request connects: the URL, a unix socket, TLS files, the protocols allowed
@@ -455,6 +455,8 @@ static int set_transport(CURL *h, const struct sbx_http_req *q)
 		(void)cu->easy_setopt(h, CURLOPT_SSLCERT, q->tls_cert);
 	if (q->tls_key)
 		(void)cu->easy_setopt(h, CURLOPT_SSLKEY, q->tls_key);
+	if (q->dial && sbx_dial_curl(h, q->dial) < 0)
+		return -1;
 	return sbx_curl_protocols(h, plain_ok(q));
 }
 
@@ -474,7 +476,9 @@ int sbx_http_connect(const struct sbx_http_req *q, CURL **ret, int *ret_fd, cons
 	(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	if (set_transport(h, q) < 0) {
 		cu->easy_cleanup(h);
-		return sbx_err_set(err, SBX_E_SYSTEM, "libcurl refuses to limit its protocols");
+		return sbx_err_set(
+			err, SBX_E_SYSTEM,
+			"libcurl refuses to limit its protocols or to take sbx's connections");
 	}
 	(void)cu->easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
 	if (sbx_debug_enabled) {
@@ -488,6 +492,9 @@ int sbx_http_connect(const struct sbx_http_req *q, CURL **ret, int *ret_fd, cons
 	if (c != CURLE_OK || fd == CURL_SOCKET_BAD) {
 		int r = transport_error(q, &x, c, plain_ok(q), errbuf, what, err);
 		cu->easy_cleanup(h);
+		/* over ssh, ssh's own words say best why the connection failed */
+		if (q->dial)
+			(void)sbx_dial_check(q->dial, err);
 		return r;
 	}
 	(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
@@ -524,7 +531,9 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 	if (set_transport(h, q) < 0) {
 		if (!q->session)
 			cu->easy_cleanup(h);
-		return sbx_err_set(err, SBX_E_SYSTEM, "libcurl refuses to limit its protocols");
+		return sbx_err_set(
+			err, SBX_E_SYSTEM,
+			"libcurl refuses to limit its protocols or to take sbx's connections");
 	}
 	if (q->timeout_ms > 0)
 		(void)cu->easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)q->timeout_ms);
@@ -578,12 +587,18 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 		(void)cu->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
 	else
 		r = transport_error(q, &x, c, plain, errbuf, what, err);
+	/* the session's connection stays open: its ssh, if it failed, is found by the check */
+	if (!q->session) {
+		cu->easy_cleanup(h);
+		h = NULL;
+	}
+	/* over ssh, ssh's own words say best why a transfer failed */
+	if (r < 0 && q->dial)
+		(void)sbx_dial_check(q->dial, err);
 	/* the session's handle outlives errbuf and x: nothing of them stays set on it */
-	if (q->session) {
+	if (h) {
 		(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
 		(void)cu->easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-	} else {
-		cu->easy_cleanup(h);
 	}
 	if (mime)
 		cu->mime_free(mime);

@@ -10,6 +10,7 @@
 #define CURL_DISABLE_DEPRECATION 1
 #include <curl/curl.h>
 
+#include "core/dial.h"
 #include "core/digest.h"
 #include "core/err.h"
 #include "core/strbuf.h"
@@ -87,6 +88,9 @@ struct sbx_http_req {
 	 * a CA bundle, a client certificate and its key (PEM files) for https */
 	const char *unix_socket;
 	const char *tls_ca, *tls_cert, *tls_key;
+	/* connections through ssh (DOCKER_HOST=ssh://, core/dial.h) instead of to the URL's host,
+	 * which is then only the Host header (plain http allowed: ssh is the transport) */
+	struct sbx_dial *dial;
 };
 
 #define SBX_HTTP_REQ_INIT                   \

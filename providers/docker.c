@@ -75,11 +75,13 @@ static int parse_host(struct docker *d, const char *host, struct sbx_err *err)
 		}
 		return 0;
 	}
-	if (!strncmp(host, "ssh://", 6))
-		return sbx_err_set(err, SBX_E_CONFIG,
-				   "DOCKER_HOST '%s': ssh:// is not supported by this sbx; use "
-				   "unix:// or tcp://",
-				   host);
+	if (sbx_dial_is_ssh(host)) {
+		/* docker system dial-stdio on the remote, as docker's client does (core/dial.c) */
+		if (sbx_dial_shared(host, &d->dial, err) < 0)
+			return -1;
+		d->root = xstrdup("http://docker");
+		return 0;
+	}
 	return sbx_err_set(err, SBX_E_CONFIG,
 			   "invalid DOCKER_HOST '%s': use unix:///PATH or tcp://HOST:PORT", host);
 }
@@ -120,10 +122,15 @@ void docker_req_init(const struct docker *d, struct sbx_http_req *q, const char 
 	q->tls_cert = d->cert;
 	q->tls_key = d->key;
 	q->tls_hint = d->ca ? " (check DOCKER_CERT_PATH's ca.pem, cert.pem and key.pem)" : NULL;
+	q->dial = d->dial;
+	q->session = d->dial ? d->dial->session : NULL;
 }
 
 int docker_unreachable(const struct docker *d, struct sbx_err *err)
 {
+	/* ssh's own line says it best */
+	if (d->dial && startswith(err->msg, "ssh to "))
+		return -1;
 	/* libcurl's reason, without the host it names (for a socket, a made-up one) */
 	const char *why = err->msg, *p;
 	while ((p = strstr(why, ": ")))

@@ -20,6 +20,7 @@ struct docker {
 	char *sock;	       /* the unix socket, or NULL */
 	char *ca, *cert, *key; /* TLS (DOCKER_TLS_VERIFY): DOCKER_CERT_PATH's PEM files */
 	bool insecure;	       /* plain tcp:// */
+	struct sbx_dial *dial; /* ssh://: the call's shared dial (core/dial.c owns it) */
 	char version[16];      /* "1.41" */
 };
 

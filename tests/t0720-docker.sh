@@ -284,61 +284,7 @@ test_expect_success 'rm: the container is gone from the daemon too' '
 	test -z "$(dkr ps -aq)" && test -z "$(sbx ls -q)"
 '
 
-# the same checks against Podman's Docker-compatible service (root, its own store, network
-# namespace and socket; runc, as crun refuses this host's hybrid cgroups; limits it may set)
-podman_start() {
-	local d=$1 i
-	PODMAN=(/usr/bin/podman --root "$d/root" --runroot "$d/run" --storage-driver vfs
-		--cgroup-manager cgroupfs --events-backend file)
-	if [ ! -x /usr/bin/podman ] || [ ! -x /usr/sbin/runc ]; then
-		PODMAN_WHY="podman or runc is missing (scripts/install-deps installs them)"
-		return 1
-	fi
-	mkdir -p "$d" &&
-		printf '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n' >"$d/containers.conf" || return 1
-	export CONTAINERS_CONF=$d/containers.conf
-	setsid unshare --net sh -c 'ip link set lo up 2>/dev/null; exec "$@"' sh "${PODMAN[@]}" \
-		system service --time=0 "unix://$d/podman.sock" >"$d/podman.log" 2>&1 </dev/null &
-	PODMAN_PID=$!
-	test_atexit podman_stop
-	for i in $(seq 1 100); do
-		[ -S "$d/podman.sock" ] && return 0
-		sleep 0.1
-	done
-	PODMAN_WHY="podman system service did not start: $(tail -n 2 "$d/podman.log" | tr '\n' ' ')"
-	return 1
-}
-podman_stop() {
-	local p left=
-	[ -n "${PODMAN_PID:-}" ] || return 0
-	"${PODMAN[@]}" rm -f -a -t 0 >/dev/null 2>&1
-	stop_pid "$PODMAN_PID"
-	PODMAN_PID=
-	# the conmon monitors of exec sessions outlive their containers: those of this store
-	for p in /proc/[0-9]*; do
-		{ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF " $TRASH/podman/" &&
-			left="$left ${p#/proc/}"
-	done
-	# shellcheck disable=SC2086
-	[ -z "$left" ] || stop_pid $left
-}
-if [ -z "$TEST_SKIP_ALL" ] && podman_start "$TRASH/podman"; then
-	DOCKER_HOST_SAVED=$DOCKER_HOST
-	DOCKER_HOST=unix://$TRASH/podman/podman.sock
-	# (verbs.sh's cp check makes src/ and the like in the trash, and cannot run twice there)
-	test_expect_success 'podman: what the docker checks left in the trash goes' '
-		rm -rf src back one in.bin out.bin c1 c2 out err j l id
-	'
-	verbs_suite podman --provider docker --image base:1
-	test_expect_success 'podman: the image came from sbx store, the containers are gone' '
-		"${PODMAN[@]}" image exists base:1 &&
-		test -z "$("${PODMAN[@]}" ps -aq)"
-	'
-	DOCKER_HOST=$DOCKER_HOST_SAVED
-	podman_stop
-else
-	test_skip 'podman: the verb checks' "${TEST_SKIP_ALL:-$PODMAN_WHY}"
-fi
+# (Podman's Docker-compatible service runs the same checks in t0721)
 
 test_expect_success 'the daemon going away during an exec: 125, one line, the store intact' '
 	sbx create --provider docker --image base:1 --name last >/dev/null &&

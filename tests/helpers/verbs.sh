@@ -70,9 +70,9 @@ verbs_suite() {
 		expect_code 1 sbx exec "$VB" false &&
 		expect_code 3 sbx exec "$VB" sh -c "exit 3" &&
 		sbx exec "$VB" sh -c "printf \"#!/bin/sh\\necho ran\\n\" >$VERBS_DIR/vb-noexec; chmod 644 $VERBS_DIR/vb-noexec" &&
-		expect_code 126 sbx exec "$VB" "$VERBS_DIR/vb-noexec" >out 2>err &&
+		{ sbx exec "$VB" "$VERBS_DIR/vb-noexec" >out 2>err; test_eq 126 $? "a file it cannot execute"; } &&
 		test_grep ! ran out &&
-		expect_code 127 sbx exec "$VB" vb-no-such-command >out 2>err &&
+		{ sbx exec "$VB" vb-no-such-command >out 2>err; test_eq 127 $? "no such command"; } &&
 		test_grep vb-no-such-command err && test ! -s out &&
 		expect_code 137 sbx exec "$VB" sh -c "kill -9 \$\$" &&
 		expect_code 124 sbx exec --timeout 1s "$VB" sleep 30 &&
@@ -111,8 +111,9 @@ $VERBS_DIR" "$(cat out)"
 	'
 
 	_verbs_check detach 'exec -d returns while the command runs on' '
-		sbx exec -d "$VB" sh -c "sleep 1; echo done >$VERBS_DIR/vb-detach" >/dev/null &&
+		sbx exec -d "$VB" sh -c "while [ ! -e $VERBS_DIR/vb-gate ]; do sleep 0.1; done; echo done >$VERBS_DIR/vb-detach" >/dev/null &&
 		expect_code 1 sbx exec "$VB" test -e "$VERBS_DIR/vb-detach" &&
+		sbx exec "$VB" touch "$VERBS_DIR/vb-gate" &&
 		wait_until 20 sbx exec "$VB" test -s "$VERBS_DIR/vb-detach"
 	'
 

@@ -1,0 +1,98 @@
+# Sourced by tests (and bench/docker): Podman's Docker-compatible API service for one test
+# file, as root, with every piece of its state under DIR (storage root, run root, libpod's tmp
+# directory, network configuration, volumes), so that nothing of the host's podman state is
+# read or touched. It runs in a network namespace of its own, as tests/helpers/dockerd.sh's
+# dockerd does (a bridge it makes stays there); the file's exit handler removes its containers,
+# stops it by its PID, unmounts what it left under DIR and removes its images.
+#   podman_start DIR   starts it; PODMAN_HOST is its unix:// URL (for DOCKER_HOST); 1 (and a
+#                      reason in PODMAN_WHY) where it cannot start here
+#   pdm ARGS...        the podman command line against the same state (podman load, ps, ...)
+#   podman_stop        what the exit handler runs
+# shellcheck shell=bash disable=SC2034 # PODMAN_WHY and PODMAN_HOST are read by the sourcing file
+
+PODMAN_WHY=
+
+pdm() {
+	/usr/bin/podman --root "$PODMAN_DIR/root" --runroot "$PODMAN_DIR/run" \
+		--tmpdir "$PODMAN_DIR/tmp" --network-config-dir "$PODMAN_DIR/net" \
+		--volumepath "$PODMAN_DIR/volumes" --storage-driver vfs \
+		--cgroup-manager cgroupfs --events-backend file --runtime /usr/sbin/runc "$@"
+}
+
+podman_start() {
+	local d=$1 i nproc
+	PODMAN_DIR=$d
+	if [ "$(id -u)" -ne 0 ]; then
+		PODMAN_WHY='the podman service runs as root only here'
+		return 1
+	fi
+	# runc, not crun: crun refuses this machine's hybrid cgroups (v1 controllers beside v2)
+	if [ ! -x /usr/bin/podman ] || [ ! -x /usr/sbin/runc ]; then
+		PODMAN_WHY='podman or runc is missing (scripts/install-deps installs podman, docker.io)'
+		return 1
+	fi
+	mkdir -p "$d/root" "$d/run" "$d/tmp" "$d/net" "$d/volumes" || return 1
+	# root here lacks CAP_SYS_RESOURCE: containers get this shell's open-files limit and a
+	# process limit below podman's own (which it lowers at start), not podman's defaults
+	# (higher, which the runtime then cannot set)
+	nproc=$(ulimit -Hu)
+	case $nproc in unlimited | '') nproc=4096 ;; esac
+	[ "$nproc" -le 4096 ] || nproc=4096
+	cat >"$d/containers.conf" <<-EOF
+	[containers]
+	default_ulimits = ["nofile=$(ulimit -Sn):$(ulimit -Hn)", "nproc=$nproc:$nproc"]
+	EOF
+	export CONTAINERS_CONF=$d/containers.conf
+	PODMAN_HOST="unix://$d/podman.sock"
+	# setsid: its own session; unshare --net: loopback of its own only
+	setsid unshare --net sh -c 'ip link set lo up 2>/dev/null; exec "$@"' sh \
+		/usr/bin/podman --root "$d/root" --runroot "$d/run" --tmpdir "$d/tmp" \
+		--network-config-dir "$d/net" --volumepath "$d/volumes" --storage-driver vfs \
+		--cgroup-manager cgroupfs --events-backend file --runtime /usr/sbin/runc \
+		system service --time=0 "$PODMAN_HOST" >"$d/podman.log" 2>&1 </dev/null &
+	PODMAN_PID=$!
+	if declare -F test_atexit >/dev/null; then
+		test_atexit 'podman_stop'
+	fi
+	for i in $(seq 1 100); do
+		curl -fsS --unix-socket "$d/podman.sock" http://d/_ping >/dev/null 2>&1 && return 0
+		kill -0 "$PODMAN_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	PODMAN_WHY="the podman service did not start: $(tail -n 3 "$d/podman.log" | tr '\n' ' ')"
+	return 1
+}
+
+# the pids of the processes whose command line names this file's podman state directory
+podman_leftovers() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" != "$$" ] || continue
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$PODMAN_DIR/" && echo "${p#/proc/}"
+	done
+	return 0
+}
+
+podman_stop() {
+	local i
+	[ -n "${PODMAN_PID:-}" ] || return 0
+	# its containers first (their conmon processes outlive the service otherwise)
+	pdm rm -a -f -t 0 >/dev/null 2>&1 || true
+	kill -TERM "$PODMAN_PID" 2>/dev/null || true
+	for i in $(seq 1 50); do
+		kill -0 "$PODMAN_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$PODMAN_PID" 2>/dev/null || true
+	wait "$PODMAN_PID" 2>/dev/null || true
+	PODMAN_PID=
+	# what it started that outlives it: each exec's conmon waits minutes for its exit command
+	# (found by the state directory in their command lines: this file's own, and no other's)
+	podman_leftovers | while read -r i; do kill -TERM "$i" 2>/dev/null || true; done
+	sleep 0.2
+	podman_leftovers | while read -r i; do kill -KILL "$i" 2>/dev/null || true; done
+	pdm rmi -a -f >/dev/null 2>&1 || true
+	# what is still mounted under DIR (a container's shm, a layer)
+	grep -F " $PODMAN_DIR/" /proc/self/mounts | awk '{ print $2 }' | sort -r |
+		while read -r m; do umount -l "$m" 2>/dev/null || true; done
+}

@@ -1,0 +1,162 @@
+#!/bin/bash
+# The docker provider on engines other than a local dockerd's socket, each through the shared
+# verb checks: DOCKER_HOST=ssh://… (an sshd of the file's own on 127.0.0.1 in front of a private
+# dockerd, tests/helpers/sshd.sh: every connection is `ssh … docker system dial-stdio`), and
+# Podman's Docker-compatible API service (tests/helpers/podman.sh), as root. Also: the user's
+# ssh config is honoured (an alias of it); ssh failing is one line in ssh's words (125); a host
+# or user that ssh would take for an option is refused before ssh runs, with controls (these
+# two for any user: they need no engine); no ssh process outlives a call.
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
+# shellcheck source=tests/lib.sh disable=SC2034 # VERBS_* are read by verbs.sh
+. "$(dirname "$0")/lib.sh"
+. "$TEST_DIR/helpers/verbs.sh"
+. "$TEST_DIR/helpers/dockerd.sh"
+. "$TEST_DIR/helpers/sshd.sh"
+. "$TEST_DIR/helpers/podman.sh"
+
+MKIMAGE=("$TEST_PYTHON" "$TEST_DIR/helpers/mkimage.py")
+if ! "$SBX" provider ls 2>/dev/null | grep -q "^docker "; then
+	TEST_SKIP_ALL="this sbx has no docker provider"
+fi
+
+# the ssh processes of this file's (their command lines name its sshd's port or alias, or a
+# host of the checks below)
+ssh_left() {
+	local p
+	for p in /proc/[0-9]*; do
+		tr '\0' ' ' <"$p/cmdline" 2>/dev/null |
+			grep -qE "^/usr/bin/ssh .*(-p ${SSHD_PORT:-none} |${SSHD_ALIAS:-none} |nosuch.invalid )" &&
+			echo "${p#/proc/}"
+	done
+	return 0
+}
+
+# --- ssh:// refusals and failures, for any user (no engine needed) -------------------------
+
+test_expect_success 'ssh://: a host ssh cannot reach is one line in its words, 125, nothing made' '
+	expect_code 125 env DOCKER_HOST=ssh://nosuch.invalid "$SBX" create --provider docker \
+		--image base:1 --name bad 2>err &&
+	expect_one_error_line err "^sbx: error: (.*: )?ssh to nosuch.invalid failed: [^ ]" &&
+	expect_code 125 sbx inspect bad 2>/dev/null && test -z "$(ssh_left)"
+'
+
+test_expect_success 'ssh://: a host or user ssh would take for an option is refused before ssh runs; control: the same without the dash gets to ssh' '
+	for h in "-oProxyCommand=touch%20pwned" "-oProxyCommand=x@nosuch.invalid" \
+		"-lroot@nosuch.invalid" "a;touch%20pwned" "root@-p22" "-F.@nosuch.invalid"; do
+		expect_code 125 env DOCKER_HOST="ssh://$h" "$SBX" create --provider docker \
+			--image base:1 --name opt 2>err &&
+		expect_one_error_line err "DOCKER_HOST.*(not begin|must be)" || return 1
+	done &&
+	test ! -e pwned && test ! -e "$TRASH/pwned" && expect_code 125 sbx inspect opt 2>/dev/null &&
+	for h in "oProxyCommand@nosuch.invalid" "lroot@nosuch.invalid"; do
+		expect_code 125 env DOCKER_HOST="ssh://$h" "$SBX" create --provider docker \
+			--image base:1 --name opt 2>err &&
+		expect_one_error_line err "ssh to nosuch.invalid failed: " || return 1
+	done
+'
+
+# --- the engines: a private dockerd behind an sshd, a podman service (as root) -------------
+
+if [ -n "$TEST_SKIP_ALL" ]; then
+	:
+elif [ "$(id -u)" -ne 0 ]; then
+	TEST_SKIP_ALL="needs a private dockerd, an sshd and a podman service, which run as root"
+elif ! dockerd_start "$TRASH/dockerd"; then
+	TEST_SKIP_ALL=$DOCKERD_WHY
+elif ! sshd_start "$TRASH/sshd" "$DOCKER_HOST"; then
+	TEST_SKIP_ALL=$SSHD_WHY
+elif ! podman_start "$TRASH/podman"; then
+	TEST_SKIP_ALL=$PODMAN_WHY
+fi
+# the private dockerd's own socket, for dkr (DOCKER_HOST is the engine each part uses)
+DOCKERD_HOST=${DOCKER_HOST:-}
+dkr() { DOCKER_HOST=$DOCKERD_HOST docker "$@"; }
+
+# the container behind a sandbox, and the DOCKER_HOST its record keeps
+cid() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["provider_id"])'; }
+rec_host() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["extra"]["docker_host"])'; }
+
+test_expect_success 'set-up: a busybox image in sbx store (and in the podman service)' '
+	"${MKIMAGE[@]}" --out base.tar --format docker-archive --name base:1 \
+		--preset busybox >/dev/null &&
+	sbx image import base.tar >/dev/null &&
+	pdm load -q -i base.tar >/dev/null &&
+	expect_code 1 dkr image inspect base:1 >/dev/null 2>&1
+'
+
+# --- ssh:// --------------------------------------------------------------------------------
+
+test_expect_success 'ssh://: create loads the image into the remote engine through ssh; the record keeps the URL' '
+	DOCKER_HOST=$SSHD_URL sbx create --provider docker --image base:1 --name far >/dev/null &&
+	test_eq "$SSHD_URL" "$(rec_host far)" &&
+	dkr image inspect base:1 >/dev/null &&
+	test_eq running "$(dkr inspect -f "{{.State.Status}}" "$(cid far)")" &&
+	test_eq "hello from far" "$(sbx exec far echo hello from far)" &&
+	test -z "$(ssh_left)"
+'
+
+test_expect_success 'ssh://: the user ssh config is honoured (a host alias of it)' '
+	DOCKER_HOST=ssh://$SSHD_ALIAS sbx create --provider docker --image base:1 \
+		--name alias >/dev/null &&
+	test_eq "ssh://$SSHD_ALIAS" "$(rec_host alias)" &&
+	printf "in" | sbx exec -i alias cat >out && test_eq in "$(cat out)" &&
+	sbx rm -f alias >/dev/null && test -z "$(ssh_left)"
+'
+
+test_expect_success 'ssh://: ssh gets the variables it needs (HOME, SSH_AUTH_SOCK), not the caller'"'"'s others' '
+	{ SSH_AUTH_SOCK=$TRASH/agent.sock T0721_SECRET=hunter2 "$SBX" exec far sleep 3 & } &&
+	for i in $(seq 1 200); do
+		p=$(ssh_left | head -n 1) && [ -n "$p" ] && break
+		sleep 0.1
+	done &&
+	test -n "$p" && tr "\0" "\n" <"/proc/$p/environ" >env &&
+	wait &&
+	test_grep -x "HOME=$HOME" env && test_grep -x "SSH_AUTH_SOCK=$TRASH/agent.sock" env &&
+	test_grep ! T0721_SECRET env && test_grep ! SBX_HOME env
+'
+
+test_expect_success 'ssh://: a refused connection, a refused key: one line in ssh words, 125, nothing made' '
+	expect_code 125 env DOCKER_HOST="ssh://127.0.0.1:$(free_port)" "$SBX" create \
+		--provider docker --image base:1 --name bad 2>err &&
+	expect_one_error_line err "ssh to 127.0.0.1 failed: .*Connection refused" &&
+	expect_code 125 env DOCKER_HOST="ssh://nobody@127.0.0.1:$SSHD_PORT" "$SBX" create \
+		--provider docker --image base:1 --name bad 2>err &&
+	expect_one_error_line err "ssh to 127.0.0.1 failed: .*Permission denied" &&
+	expect_code 125 sbx inspect bad 2>/dev/null && test -z "$(ssh_left)"
+'
+
+test_expect_success 'ssh://: control of the refusals: a plain host and user reach the engine' '
+	DOCKER_HOST="$SSHD_URL" sbx create --provider docker --image base:1 --name opt >/dev/null &&
+	test_eq ok "$(sbx exec opt echo ok)" && sbx rm -f opt >/dev/null
+'
+
+# the shared verb checks, through ssh
+DOCKER_HOST=${SSHD_URL:-}
+export DOCKER_HOST
+verbs_suite docker-ssh --provider docker --image base:1
+
+test_expect_success 'ssh://: no ssh process outlives the calls; rm removes the containers' '
+	test -z "$(ssh_left)" &&
+	sbx rm -f far >/dev/null && test -z "$(dkr ps -aq)" && test -z "$(ssh_left)"
+'
+
+# --- Podman's API service ------------------------------------------------------------------
+
+test_expect_success 'podman: create and exec through the Docker API of podman system service' '
+	DOCKER_HOST=$PODMAN_HOST sbx create --provider docker --image base:1 --name pod >/dev/null &&
+	test_eq "$PODMAN_HOST" "$(rec_host pod)" &&
+	pdm ps --format "{{.ID}}" --no-trunc >ps && test_grep "$(cid pod)" ps &&
+	expect_code 3 sbx exec pod sh -c "echo out; echo err >&2; exit 3" >out 2>err &&
+	test_eq out "$(cat out)" && test_eq err "$(cat err)"
+'
+
+DOCKER_HOST=${PODMAN_HOST:-}
+export DOCKER_HOST
+VERBS_SKIP=
+verbs_suite podman --provider docker --image base:1
+
+test_expect_success 'podman: rm removes the container from the service' '
+	sbx rm -f pod >/dev/null && test -z "$(pdm ps -aq)" && test -z "$(sbx ls -q)"
+'
+
+test_done
