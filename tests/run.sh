@@ -18,7 +18,8 @@ skipped=0
 # enter; SBX_SRC points the tests at this copy
 work=$(mktemp -d /tmp/sbx-run.XXXXXX)
 chmod 755 "$work"
-trap 'subids_restore; btrfs_unmount; rm -rf "$work"' EXIT
+wait_pid=
+trap '[ -z "$wait_pid" ] || kill "$wait_pid" 2>/dev/null; subids_restore; btrfs_unmount; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 cp "$sbx_bin" "$work/sbx"
 cp -r "$src" "$work/tests"
@@ -167,18 +168,16 @@ btrfs_unmount() {
 
 new_log() { local l; l=$(mktemp); chmod 644 "$l"; echo "$l"; }
 
-for t in "$work"/tests/t[0-9]*.sh; do
-	[ -f "$t" ] || continue
-	# TESTS="t0500 t0510" runs only the files whose names start so
-	if [ -n "${TESTS:-}" ]; then
-		case " $TESTS " in *" $(basename "$t" | cut -c1-5) "*) ;; *) continue ;; esac
-	fi
+# run_passes FILE: runs the file's passes (root, then the uid; or the caller's uid alone) into
+# logs, and prints what to report, in order: "LOG<TAB>LABEL" lines, "SKIP<TAB>WHY" and
+# "FAIL<TAB>WHY" (counted by the caller, which may be another process)
+run_passes() {
+	local t=$1 name a b
 	name=$(basename "$t")
 	if grep -qx '# run.sh: a btrfs filesystem for both passes' "$t" && ! btrfs_mount; then
-		echo "# $name: cannot mount a btrfs filesystem for it"
-		failed=$((failed + 1))
+		printf 'FAIL\t# %s: cannot mount a btrfs filesystem for it\n' "$name"
 		btrfs_unmount
-		continue
+		return
 	fi
 	if [ "$(id -u)" -eq 0 ]; then
 		as_uid=(--reuid="$TEST_UID" --regid="$TEST_UID" --clear-groups --reset-env)
@@ -193,24 +192,73 @@ for t in "$work"/tests/t[0-9]*.sh; do
 			run_to_log "$a" "$t" root
 			if grep -qx '# run.sh: subordinate ids for the uid pass' "$t"; then
 				if ! subids_grant; then
-					echo "# $name: cannot grant uid $TEST_UID subordinate ids"
-					failed=$((failed + 1))
+					printf 'FAIL\t# %s: cannot grant uid %s subordinate ids\n' "$name" "$TEST_UID"
 				fi
 			fi
 			run_to_log "$b" "$t" "uid $TEST_UID" "${as_uid[@]}"
 			subids_restore
 		fi
-		report "$a" "$name as root"
-		report "$b" "$name as uid $TEST_UID"
+		printf '%s\t%s\n' "$a" "$name as root" "$b" "$name as uid $TEST_UID"
 	else
 		a=$(new_log)
 		run_to_log "$a" "$t" "uid $(id -u)"
-		report "$a" "$name as uid $(id -u)"
-		echo "# $name: second pass as another uid skipped (needs root to switch users)"
-		skipped=$((skipped + 1))
+		printf '%s\t%s\n' "$a" "$name as uid $(id -u)"
+		printf 'SKIP\t# %s: second pass as another uid skipped (needs root to switch users)\n' "$name"
 	fi
 	btrfs_unmount
+}
+
+# reports what run_passes printed (in the file named)
+report_passes() {
+	local log label
+	while IFS=$'\t' read -r log label; do
+		case $log in
+		SKIP) echo "$label" && skipped=$((skipped + 1)) ;;
+		FAIL) echo "$label" && failed=$((failed + 1)) ;;
+		*) report "$log" "$label" ;;
+		esac
+	done <"$1"
+	rm -f "$1"
+}
+
+# The files to run, in two lanes. A file with the line '# run.sh: in the waiting lane' spends its
+# time waiting on servers it started (fakes, SDKs over npm, engines, ssh) more than working: the
+# waiting lane runs those one after another beside the main lane, on the same machine, and
+# their reports follow the main lane's. Such a file touches nothing outside its trash and
+# processes of its own (no subordinate ids, no btrfs: those stay in the main lane).
+main_lane=()
+wait_lane=()
+for t in "$work"/tests/t[0-9]*.sh; do
+	[ -f "$t" ] || continue
+	# TESTS="t0500 t0510" runs only the files whose names start so
+	if [ -n "${TESTS:-}" ]; then
+		case " $TESTS " in *" $(basename "$t" | cut -c1-5) "*) ;; *) continue ;; esac
+	fi
+	if grep -qx '# run.sh: in the waiting lane' "$t" &&
+		! grep -qxE '# run.sh: (subordinate ids for the uid pass|a btrfs filesystem for both passes)' "$t"; then
+		wait_lane+=("$t")
+	else
+		main_lane+=("$t")
+	fi
 done
+
+wait_manifest=$(new_log)
+if [ ${#wait_lane[@]} -gt 0 ]; then
+	(for t in "${wait_lane[@]}"; do run_passes "$t"; done >"$wait_manifest") &
+	wait_pid=$!
+fi
+for t in "${main_lane[@]}"; do
+	m=$(new_log)
+	run_passes "$t" >"$m"
+	report_passes "$m"
+done
+if [ -n "$wait_pid" ]; then
+	wait "$wait_pid"
+	echo "# the waiting lane"
+	report_passes "$wait_manifest"
+else
+	rm -f "$wait_manifest"
+fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

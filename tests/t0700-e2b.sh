@@ -4,6 +4,7 @@
 # band, and what E2B's failures look like (401, 404, 409, 429, 5xx, truncated and malformed
 # streams, stalls, TLS).
 # run.sh: both passes at once
+# run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"

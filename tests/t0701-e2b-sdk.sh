@@ -8,6 +8,7 @@
 # API's faults and request log. The fake's sandboxes are real local sbx sandboxes in a store
 # of their own; none may outlive the fake. Every request goes to 127.0.0.1.
 # run.sh: both passes at once
+# run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
 # the variables set here
 # shellcheck source=tests/lib.sh

@@ -2,6 +2,7 @@
 # The verb checks every provider passes (tests/helpers/verbs.sh), against the E2B and Daytona
 # fakes (tests/fakes/): what each provider's API can do, with the reason for what it cannot.
 # run.sh: both passes at once
+# run.sh: in the waiting lane
 # shellcheck disable=SC2034 # VERBS_* are read by verbs.sh
 # E2B: pause --release is a pause without memory (state paused); cp of a paused one is refused
 # shellcheck source=tests/lib.sh

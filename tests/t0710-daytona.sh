@@ -4,6 +4,7 @@
 # pause as pause (linux-vm) or stop (container), previews with their token, ls and rm of a
 # sandbox gone out of band, and Daytona's failures (401, 404, 429, 5xx, garbage, stalls).
 # run.sh: both passes at once
+# run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the bodies, which read these variables
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"

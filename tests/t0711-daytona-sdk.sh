@@ -7,6 +7,7 @@
 # for a pause of a container sandbox, a linux-vm sandbox that pauses with its memory, the
 # toolbox refusing a stopped sandbox, injected faults; and nothing left once it stops.
 # run.sh: both passes at once
+# run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
 # the variables set here
 # shellcheck source=tests/lib.sh

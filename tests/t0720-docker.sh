@@ -4,6 +4,7 @@
 # without eth0, --net open with a published --port, --runtime and --image refusals, an image
 # loaded from sbx's store, DOCKER_HOST over tcp://, exec -t, an unreachable daemon, and the
 # daemon going away during an exec (125, the store intact).
+# run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
 # shellcheck source=tests/lib.sh disable=SC2034 # VERBS_* are read by verbs.sh
 . "$(dirname "$0")/lib.sh"

@@ -6,6 +6,7 @@
 # ssh config is honoured (an alias of it); ssh failing is one line in ssh's words (125); a host
 # or user that ssh would take for an option is refused before ssh runs, with controls (these
 # two for any user: they need no engine); no ssh process outlives a call.
+# run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
 # shellcheck source=tests/lib.sh disable=SC2034 # VERBS_* are read by verbs.sh
 . "$(dirname "$0")/lib.sh"
