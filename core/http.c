@@ -506,6 +506,8 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 		(void)cu->easy_setopt(h, CURLOPT_DEBUGFUNCTION, sbx_curl_debug);
 		(void)cu->easy_setopt(h, CURLOPT_VERBOSE, 1L);
 	}
+	if (q->setup)
+		q->setup(h, q->setup_arg);
 	long long t0 = sbx_now_ms();
 	CURLcode c = cu->easy_perform(h);
 	sbx_debug("%s %s: %s in %lld ms", method, q->url,

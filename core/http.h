@@ -83,6 +83,10 @@ struct sbx_http_req {
 	void (*on_progress)(long long got, void *arg);
 	const char *fetching; /* what the request fetches ("the manifest"), for messages, or NULL */
 	const char *tls_hint; /* appended to the message of a TLS failure */
+	/* called on the handle after sbx's own options (client certificates, a CA of a
+	 * provider's configuration) */
+	void (*setup)(CURL *h, void *arg);
+	void *setup_arg;
 };
 
 #define SBX_HTTP_REQ_INIT                   \

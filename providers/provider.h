@@ -113,6 +113,7 @@ struct sbx_provider {
 extern const struct sbx_provider sbx_provider_local;
 extern const struct sbx_provider sbx_provider_e2b;
 extern const struct sbx_provider sbx_provider_daytona;
+extern const struct sbx_provider sbx_provider_kubernetes;
 
 const struct sbx_provider *sbx_provider_find(const char *name);
 /* NULL-terminated */

@@ -5,6 +5,7 @@ static const struct sbx_provider *const providers[] = {
 	&sbx_provider_local,
 	&sbx_provider_e2b,
 	&sbx_provider_daytona,
+	&sbx_provider_kubernetes,
 	NULL,
 };
 
