@@ -340,13 +340,14 @@ static char **wrap(const struct sbx_exec_opts *o, const char *workdir, struct st
 			      "( trap '' HUP; exec \"$@\" ) </dev/null >/dev/null 2>&1 &\n"
 			      "echo $!\n");
 	} else if (o->timeout_ms > 0) {
+		/* the watchdog exits 0 once it fired (TERM, then KILL 2 s on), 1 when ended */
 		strbuf_addf(script,
 			    "\"$@\" <&0 & p=$!\n"
-			    "( sleep %lld.%03lld; kill -TERM $p; sleep 2; kill -KILL $p ) "
+			    "( trap 'exit 1' TERM; sleep %lld.%03lld & wait $!; trap '' TERM\n"
+			    "  kill -TERM $p; ( sleep 2; kill -KILL $p ) & exit 0 ) "
 			    "</dev/null >/dev/null 2>&1 & w=$!\n"
 			    "wait $p; s=$?\n"
-			    "if kill -0 $w 2>/dev/null; then kill $w 2>/dev/null; exit $s; fi\n"
-			    "exit 124\n",
+			    "kill $w 2>/dev/null; wait $w && exit 124; exit $s\n",
 			    o->timeout_ms / 1000, o->timeout_ms % 1000);
 	} else {
 		strbuf_addstr(script, "exec \"$@\"\n");

@@ -178,8 +178,10 @@ static json_t *pod_spec(const struct sbx_record *rec, const char *pvc)
 			      o->image.ref, "command", "/bin/sh", "-c",
 			      "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done",
 			      "env", env);
-	if (o->workdir)
-		json_object_set_new(c, "workingDir", json_string(o->workdir));
+	/* with --disk the volume is the workdir */
+	if (o->workdir || o->disk)
+		json_object_set_new(c, "workingDir",
+				    json_string(o->workdir ? o->workdir : "/workspace"));
 	if (o->cpu_millis || o->memory) {
 		json_t *lim = json_object();
 		if (o->cpu_millis) {
@@ -392,9 +394,23 @@ static int create_sandbox(const struct kube *k, struct sbx_record *rec, const ch
 		json_object_set_new(rec->extra, "mode", json_string("claim"));
 		json_object_set_new(rec->extra, "template", json_string(tpl));
 	} else {
+		json_t *ps = pod_spec(rec, NULL);
 		json_t *spec = json_pack("{s:{s:{s:o}, s:o}, s:i}", "podTemplate", "metadata",
-					 "labels", labels(rec), "spec", pod_spec(rec, NULL),
-					 "replicas", 1);
+					 "labels", labels(rec), "spec", ps, "replicas", 1);
+		if (o->disk) {
+			/* the controller names the claim work-NAME and mounts it as volume work */
+			_cleanup_free_ char *size = xasprintf("%lld", o->disk);
+			json_t *c = json_array_get(json_object_get(ps, "containers"), 0);
+			json_object_set_new(c, "volumeMounts",
+					    json_pack("[{s:s, s:s}]", "name", "work", "mountPath",
+						      o->workdir ? o->workdir : "/workspace"));
+			json_object_set_new(spec, "volumeClaimTemplates",
+					    json_pack("[{s:{s:s}, s:{s:[s], s:{s:{s:s}}}}]",
+						      "metadata", "name", "work", "spec",
+						      "accessModes", "ReadWriteOnce", "resources",
+						      "requests", "storage", size));
+			json_object_set_new(rec->extra, "pvc", json_pack("s++", "work-", name, ""));
+		}
 		if (o->ttl_ms) {
 			_cleanup_free_ char *t = rfc3339_in(o->ttl_ms);
 			json_object_set_new(spec, "shutdownTime", json_string(t));
@@ -591,6 +607,16 @@ static int kube_list(struct sbx_ctx *ctx, json_t **ret, struct sbx_err *err)
 	json_t *all = json_object();
 	size_t i;
 	json_t *p;
+	_cleanup_json_ json_t *pvcs = NULL;
+	_cleanup_free_ char *purl = kurl(&k, "/api/v1", "persistentvolumeclaims", NULL, sel);
+	struct sbx_err e1 = { 0 };
+	if (kcall(&k, NULL, purl, NULL, NULL, "list volume claims", &pvcs, &e1) >= 0) {
+		json_array_foreach (json_object_get(pvcs, "items"), i, p) {
+			const char *n = sbx_json_str(json_object_get(p, "metadata"), "name");
+			if (n)
+				json_object_set_new(all, n, json_integer(SBX_STATE_RELEASED));
+		}
+	}
 	/* released Sandboxes have no pod; kept PVCs say a released pod's files are there */
 	static const long accept[] = { 404, 0 };
 	_cleanup_free_ char *surl = kurl(&k, AGENTS_API, "sandboxes", NULL, sel);
@@ -662,7 +688,7 @@ static int kube_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct 
 	if (rec->state == SBX_STATE_RELEASED)
 		return 0;
 	bool pod_mode = !mode || streq(mode, "pod");
-	if (pod_mode && !sbx_json_str(rec->extra, "pvc"))
+	if (!sbx_json_str(rec->extra, "pvc") && !(mode && streq(mode, "claim")))
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "cannot release '%s': its files live in the pod alone (create "
 				   "it with --disk SIZE for a volume that keeps its workdir)",

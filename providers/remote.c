@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -173,7 +174,10 @@ long remote_do(const struct remote *r, const struct remote_call *c, json_t **ret
 	if (r->auth)
 		hdrs[nh++] = r->auth;
 	hdrs[nh++] = "Accept: application/json";
-	if (body)
+	bool typed = false; /* a call's own Content-Type (a PATCH's) replaces JSON's */
+	for (const char *const *h = c->headers; h && *h; h++)
+		typed = typed || !strncasecmp(*h, "Content-Type:", 13);
+	if (body && !typed)
 		hdrs[nh++] = "Content-Type: application/json";
 	for (const char *const *h = c->headers; h && *h && nh < ARRAY_SIZE(hdrs) - 1; h++)
 		hdrs[nh++] = *h;
