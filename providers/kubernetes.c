@@ -323,8 +323,41 @@ static long long start_timeout_ms(void)
 }
 
 /* until the pod runs: the scheduler's or the kubelet's reason when it does not */
-static int wait_running(const struct kube *k, const char *name, bool owned, struct sbx_err *err)
+/* where a Sandbox or a SandboxClaim (api, coll) stands while it has no pod: its conditions'
+ * word, *ret_fatal when it says it never will (a template that does not exist) */
+static char *owner_waiting(const struct kube *k, const char *api, const char *coll,
+			   const char *name, bool *ret_fatal, struct sbx_err *err)
 {
+	static const long accept[] = { 404, 0 };
+	_cleanup_json_ json_t *j = NULL;
+	_cleanup_free_ char *url = kurl(k, api, coll, name, NULL);
+	long st = kcall(k, NULL, url, NULL, accept, "look up the Sandbox", &j, err);
+
+	*ret_fatal = false;
+	if (st == 404) {
+		*ret_fatal = true;
+		return xasprintf("its %s went away",
+				 streq(coll, "sandboxes") ? "Sandbox" : "claim");
+	}
+	json_t *cs = json_object_get(json_object_get(j, "status"), "conditions");
+	size_t i;
+	json_t *c;
+	json_array_foreach (cs, i, c) {
+		const char *status = sbx_json_str(c, "status"), *reason = sbx_json_str(c, "reason");
+		const char *msg = sbx_json_str(c, "message");
+		if (!status || !streq(status, "False") || !reason)
+			continue;
+		*ret_fatal = streq(reason, "TemplateNotFound") || streq(reason, "SandboxExpired");
+		return xasprintf("%s%s%s", reason, msg ? ": " : "", msg ? msg : "");
+	}
+	return xstrdup("the Sandbox's controller has not made its pod yet");
+}
+
+/* owner_api, owner_coll: the Sandbox or claim that makes the pod (NULL: a pod of sbx's own) */
+static int wait_running(const struct kube *k, const char *name, const char *owner_api,
+			const char *owner_coll, struct sbx_err *err)
+{
+	bool owned = owner_api != NULL;
 	long long t0 = sbx_now_ms(), deadline = t0 + start_timeout_ms();
 	long long pause = 100;
 	_cleanup_free_ char *last = NULL;
@@ -338,8 +371,16 @@ static int wait_running(const struct kube *k, const char *name, bool owned, stru
 			return sbx_err_set(err, SBX_E_REMOTE, "pod '%s' went away while starting",
 					   name);
 		char *why = NULL;
-		if (st == 404)
-			why = xstrdup("the Sandbox's controller has not made its pod yet");
+		bool fatal = false;
+		if (st == 404) {
+			why = owner_waiting(k, owner_api, owner_coll, name, &fatal, err);
+			if (fatal) {
+				int r = sbx_err_set(err, SBX_E_REMOTE, "pod '%s' did not start: %s",
+						    name, why);
+				free(why);
+				return r;
+			}
+		}
 		enum sbx_state s = st == 404 ? SBX_STATE_CREATING : pod_state(pod, &why);
 		if (s == SBX_STATE_RUNNING) {
 			free(why);
@@ -369,6 +410,18 @@ static int wait_running(const struct kube *k, const char *name, bool owned, stru
 }
 
 /* --- create --------------------------------------------------------------------------------- */
+
+static const char *owner_api(const struct sbx_record *rec)
+{
+	const char *m = sbx_json_str(rec->extra, "mode");
+	return !m || streq(m, "pod") ? NULL : streq(m, "claim") ? CLAIMS_API : AGENTS_API;
+}
+
+static const char *owner_coll(const struct sbx_record *rec)
+{
+	const char *m = sbx_json_str(rec->extra, "mode");
+	return !m || streq(m, "pod") ? NULL : streq(m, "claim") ? "sandboxclaims" : "sandboxes";
+}
 
 static char *rfc3339_in(long long ms)
 {
@@ -475,7 +528,7 @@ static int kube_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_e
 		if (make_pod(&k, rec, name, pvc, err) < 0)
 			return -1;
 	}
-	if (wait_running(&k, kube_pod(rec), !streq(mode, "pod"), err) < 0)
+	if (wait_running(&k, kube_pod(rec), owner_api(rec), owner_coll(rec), err) < 0)
 		return sbx_err_prefix(err, "cannot start the sandbox");
 	sbx_debug("pod %s/%s running (%s mode)", k.ns, kube_pod(rec), mode);
 	return 0;
@@ -630,6 +683,23 @@ static int kube_list(struct sbx_ctx *ctx, json_t **ret, struct sbx_err *err)
 				json_object_set_new(all, n, json_integer(SBX_STATE_CREATING));
 		}
 	}
+	/* a claim's pod is its template's, without sbx's labels: looked up by name */
+	_cleanup_json_ json_t *claims = NULL;
+	_cleanup_free_ char *curl_ = kurl(&k, CLAIMS_API, "sandboxclaims", NULL, sel);
+	struct sbx_err e3 = { 0 };
+	if (kcall(&k, NULL, curl_, NULL, accept, "list SandboxClaims", &claims, &e3) >= 0) {
+		json_array_foreach (json_object_get(claims, "items"), i, p) {
+			const char *n = sbx_json_str(json_object_get(p, "metadata"), "name");
+			_cleanup_json_ json_t *pod = NULL;
+			if (!n || i >= 200)
+				continue;
+			long st = get_pod(&k, n, &pod, &e3);
+			char *why = NULL;
+			if (st == 200)
+				json_object_set_new(all, n, json_integer(pod_state(pod, &why)));
+			free(why);
+		}
+	}
 	json_array_foreach (json_object_get(pods, "items"), i, p) {
 		const char *n = sbx_json_str(json_object_get(p, "metadata"), "name");
 		char *why = NULL;
@@ -727,7 +797,7 @@ static int kube_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_e
 	} else if (scale(&k, rec, 1, err) < 0) {
 		return -1;
 	}
-	if (wait_running(&k, kube_pod(rec), mode && !streq(mode, "pod"), err) < 0)
+	if (wait_running(&k, kube_pod(rec), owner_api(rec), owner_coll(rec), err) < 0)
 		return sbx_err_prefix(err, "cannot resume '%s'", remote_label(rec));
 	rec->state = SBX_STATE_RUNNING;
 	return 0;
