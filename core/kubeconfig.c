@@ -250,7 +250,7 @@ static char *path_in(const char *file, const char *p)
 {
 	if (!p || !*p)
 		return NULL;
-	if (*p == '/')
+	if (*p == '/' || !strchr(file, '/'))
 		return xstrdup(p);
 	_cleanup_free_ char *d = dir_of(file);
 	return xasprintf("%s/%s", d, p);

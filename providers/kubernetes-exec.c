@@ -138,6 +138,7 @@ static int open_ws(const struct kube *k, const char *pod, const struct kexec *x,
 		}
 		*err = (struct sbx_err){ 0 };
 		remote_status_error(&k->r, "run the command", st, &ref.body, err);
+		kube_reword(err);
 		sbx_ws_refusal_release(&ref);
 		return -1;
 	}

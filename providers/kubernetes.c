@@ -111,7 +111,22 @@ static long kcall(const struct kube *k, const char *method, const char *url, jso
 					 : 0,
 				 .timeout_ms = CONTROL_TIMEOUT_MS,
 				 .what = what };
-	return remote_do(&k->r, &c, ret, NULL, err);
+	long st = remote_do(&k->r, &c, ret, NULL, err);
+	if (st < 0)
+		kube_reword(err);
+	return st;
+}
+
+void kube_reword(struct sbx_err *err)
+{
+	/* remote.c words a 401 for an API key; a cluster takes credentials */
+	const char *key = "rejected the API key";
+	char *at = strstr(err->msg, key);
+	if (!at || (err->http_status != 401 && err->http_status != 403))
+		return;
+	char rest[sizeof(err->msg)];
+	snprintf(rest, sizeof(rest), "%s", at + strlen(key));
+	snprintf(at, sizeof(err->msg) - (size_t)(at - err->msg), "refused the credentials%s", rest);
 }
 
 /* --- the mode: pod, Sandbox, SandboxClaim ------------------------------------------------------ */

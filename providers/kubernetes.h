@@ -25,6 +25,8 @@ struct kube {
 /* connects for rec (its recorded context and namespace), or for a new sandbox (rec NULL) */
 int kube_open(struct kube *k, const struct sbx_record *rec, struct sbx_err *err);
 void kube_close(struct kube *k);
+/* a refusal of the credentials in a cluster's words */
+void kube_reword(struct sbx_err *err);
 /* the pod the sandbox's commands run in */
 const char *kube_pod(const struct sbx_record *rec);
 
