@@ -32,5 +32,6 @@ void test_config(void);
 void test_registry(void);
 void test_term(void);
 void test_dockerfile(void);
+void test_kube(void);
 
 #endif
