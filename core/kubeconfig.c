@@ -355,7 +355,7 @@ int sbx_kubeconfig_from_json(json_t *const *docs, const char *const *paths, size
 	if (!startswith(server, "https://") && !startswith(server, "http://"))
 		return sbx_err_set(err, SBX_E_CONFIG,
 				   "the server of cluster '%s' is not an http(s) URL", cl);
-	if (strpbrk(server, " \t\r\n"))
+	if (strpbrk(server, " \t\r\n") || !strcspn(strstr(server, "://") + 3, "/?#"))
 		return sbx_err_set(err, SBX_E_CONFIG, "the server of cluster '%s' is not a URL",
 				   cl);
 	kc.path = xstrdup(paths[dc]);
