@@ -565,6 +565,7 @@ static int kube_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, stru
 	const char *mode = sbx_json_str(rec->extra, "mode");
 	const char *pvc = sbx_json_str(rec->extra, "pvc");
 
+	kube_previews_stop(rec);
 	if (!rec->provider_id)
 		return 0; /* never made in the cluster */
 	if (kube_open(&k, rec, err) < 0)
@@ -850,7 +851,7 @@ const struct sbx_provider sbx_provider_kubernetes = {
 	 * container's; --image is the cluster's to pull (or template:NAME) */
 	.caps = SBX_CAP_EXEC_STDIN | SBX_CAP_EXEC_TTY | SBX_CAP_EXEC_DETACH | SBX_CAP_RELEASE |
 		SBX_CAP_LIMIT_CPU | SBX_CAP_LIMIT_MEMORY | SBX_CAP_DISK | SBX_CAP_ADD_HOST |
-		SBX_CAP_TEMPLATE | SBX_CAP_TTL | SBX_CAP_CP,
+		SBX_CAP_TEMPLATE | SBX_CAP_TTL | SBX_CAP_CP | SBX_CAP_PREVIEW,
 	.default_workdir = NULL,
 	.runtimes = runtimes,
 	.ready = kube_ready,
@@ -862,6 +863,7 @@ const struct sbx_provider sbx_provider_kubernetes = {
 	.rm = kube_rm,
 	.pause = kube_pause,
 	.resume = kube_resume,
+	.preview = kube_preview,
 	.inspect = kube_inspect,
 	.list = kube_list,
 };

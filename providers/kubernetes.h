@@ -3,6 +3,9 @@
  *                      PVCs; create, rm, inspect, ls, pause --release, resume
  *   kubernetes-exec.c  exec over the pods/exec WebSocket (v5, v4), and cp as tar streams
  *                      through exec
+ *   kubernetes-preview.c  sbx preview: forks a detached forwarding process (the CLI's child,
+ *                      then on its own) that serves 127.0.0.1 and forwards each request to the
+ *                      pod's proxy subresource
  * kubernetes-exec.c uses kubernetes.c's connection (kube_open) and nothing else of it. */
 #ifndef SBX_PROVIDERS_KUBERNETES_H
 #define SBX_PROVIDERS_KUBERNETES_H
@@ -36,5 +39,11 @@ int kube_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, co
 	       const struct sbx_cp_opts *o, struct sbx_err *err);
 int kube_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
 		const struct sbx_cp_opts *o, struct sbx_err *err);
+
+/* kubernetes-preview.c */
+int kube_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
+		 const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err);
+/* ends the sandbox's preview forwarders (rm) */
+void kube_previews_stop(const struct sbx_record *rec);
 
 #endif

@@ -149,6 +149,20 @@ test_expect_success 'cp: in and out, a tree and a 300 kB file, identical; a stre
 	expect_code 125 sbx cp src box:/nope/dir/ 2>e && test_grep "does not exist" e
 '
 
+test_expect_success 'preview: a local URL with sbx'"'"'s token reaches the pod'"'"'s port (control: no token, 401)' '
+	sbx exec box -- sh -c "mkdir -p /tmp/www && echo hello-preview >/tmp/www/index.html" &&
+	sbx exec -d box -- python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/www >/dev/null &&
+	sbx preview box 8000 >url && url=$(cat url) &&
+	test_match "^http://127\.0\.0\.1:[0-9]+/\?sbx_token=[0-9a-f]{32}$" "$url" &&
+	wait_until 10 curl -fsS -c jar -b jar -L "$url" -o page &&
+	test_eq hello-preview "$(cat page)" &&
+	test_eq 401 "$(curl -s -o /dev/null -w "%{http_code}" "${url%%\?*}")" &&
+	sbx preview box >list && test_grep -E "^8000 " list &&
+	sbx preview --rm box 8000 && sbx preview box --json >l.json &&
+	json_assert l.json "assert r == [], r" &&
+	expect_code 7 curl -s -o /dev/null "$url"
+'
+
 test_expect_success 'pause: no memory pause (125, with the reason); release needs --disk' '
 	expect_code 125 sbx pause box 2>e && test_grep "no memory pause" e &&
 	expect_code 125 sbx pause --release box 2>e && test_grep -- "--disk" e &&
