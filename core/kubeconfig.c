@@ -488,14 +488,10 @@ int sbx_kubeconfig_load(const char *ctx, const char *ns, struct sbx_kubeconfig *
 			    env && *env ? "none of KUBECONFIG's files exists" : "~/.kube/config");
 		goto out;
 	}
-	const char *c = getenv("SBX_KUBE_CONTEXT");
-	if (!c || !*c)
-		c = ctx;
+	const char *c = ctx ? ctx : getenv("SBX_KUBE_CONTEXT");
 	if (sbx_kubeconfig_from_json(docs, (const char *const *)paths, n, c, ret, err) < 0)
 		goto out;
-	const char *nsv = getenv("SBX_KUBE_NAMESPACE");
-	if (!nsv || !*nsv)
-		nsv = ns;
+	const char *nsv = ns ? ns : getenv("SBX_KUBE_NAMESPACE");
 	if (nsv && *nsv) {
 		free(ret->namespace);
 		ret->namespace = xstrdup(nsv);

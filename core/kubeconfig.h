@@ -60,8 +60,9 @@ int sbx_kubeconfig_from_json(json_t *const *docs, const char *const *paths, size
 int sbx_kubeconfig_read_files(struct sbx_kubeconfig *kc, struct sbx_err *err);
 
 /* loads what the environment says: KUBECONFIG (colon list; files that do not exist are
- * skipped) or ~/.kube/config; the context SBX_KUBE_CONTEXT or ctx (if not NULL) or the current
- * one; the namespace SBX_KUBE_NAMESPACE, or ns, or the context's, or "default" */
+ * skipped) or ~/.kube/config; the context ctx (a sandbox's, recorded), else SBX_KUBE_CONTEXT,
+ * else the current one; the namespace ns, else SBX_KUBE_NAMESPACE, else the context's, else
+ * "default" */
 int sbx_kubeconfig_load(const char *ctx, const char *ns, struct sbx_kubeconfig *ret,
 			struct sbx_err *err);
 

@@ -347,7 +347,7 @@ static char **wrap(const struct sbx_exec_opts *o, const char *workdir, struct st
 			    "( trap 'exit 1' TERM; sleep %lld.%03lld & wait $!; trap '' TERM\n"
 			    "  kill -TERM $p; ( sleep 2; kill -KILL $p ) & exit 0 ) "
 			    "</dev/null >/dev/null 2>&1 & w=$!\n"
-			    "wait $p; s=$?\n"
+			    "wait $p 2>/dev/null; s=$?\n"
 			    "kill $w 2>/dev/null; wait $w && exit 124; exit $s\n",
 			    o->timeout_ms / 1000, o->timeout_ms % 1000);
 	} else {

@@ -27,24 +27,8 @@ int kube_open(struct kube *k, const struct sbx_record *rec, struct sbx_err *err)
 	const char *ns = rec ? sbx_json_str(rec->extra, "namespace") : NULL;
 	/* a sandbox stays where it was made, whatever the environment says now */
 	struct sbx_kubeconfig kc = { 0 };
-	if (rec && ctx) {
-		/* the recorded context wins over SBX_KUBE_CONTEXT */
-		const char *e = getenv("SBX_KUBE_CONTEXT");
-		_cleanup_free_ char *saved = e ? xstrdup(e) : NULL;
-		(void)unsetenv("SBX_KUBE_CONTEXT");
-		const char *en = getenv("SBX_KUBE_NAMESPACE");
-		_cleanup_free_ char *saved_ns = en ? xstrdup(en) : NULL;
-		(void)unsetenv("SBX_KUBE_NAMESPACE");
-		int r = sbx_kubeconfig_load(ctx, ns, &kc, err);
-		if (saved)
-			(void)setenv("SBX_KUBE_CONTEXT", saved, 1);
-		if (saved_ns)
-			(void)setenv("SBX_KUBE_NAMESPACE", saved_ns, 1);
-		if (r < 0)
-			return -1;
-	} else if (sbx_kubeconfig_load(NULL, NULL, &kc, err) < 0) {
+	if (sbx_kubeconfig_load(ctx, ns, &kc, err) < 0)
 		return -1;
-	}
 	k->kc = kc;
 	k->ns = xstrdup(k->kc.namespace);
 	k->key_hint = xasprintf("the credentials of user '%s' of context '%s' in '%s'",

@@ -133,6 +133,12 @@ test_expect_success 'exec -e, -w, the sandbox env; --timeout ends the command (1
 	sbx exec box -- sh -c "ps -o args 2>/dev/null || ps" >ps && test_grep ! -E "^sleep 30" ps
 '
 
+test_expect_success 'exec -t: a terminal inside, its size sent (channel 4)' '
+	SHELL=/bin/sh script -qec "stty cols 101 rows 31; $SBX exec -t box -- sh -c \"sleep 0.5; test -t 0 && stty size\"" \
+		/dev/null </dev/null | tr -d "\r" >tty.out &&
+	test_eq "31 101" "$(cat tty.out)"
+'
+
 test_expect_success 'exec -d: runs on after exec returns' '
 	sbx exec -d box -- sh -c "sleep 1; echo done >/tmp/bg" >jid &&
 	test_grep -E "^[0-9]+$" jid &&
