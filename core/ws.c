@@ -21,6 +21,7 @@
 #define HEAD_MAX 65536
 #define REFUSAL_BODY_MAX 65536
 #define PENDING_MAX (64 << 20) /* read while a send waits, not taken yet */
+#define SEND_STALL_MS 60000    /* a send that moves nothing for this long fails */
 
 static const char ws_guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -331,12 +332,15 @@ static void ws_fail_closed(struct sbx_ws *ws, struct sbx_err *err)
 static int raw_send_all(struct sbx_ws *ws, const char *p, size_t n, long long deadline,
 			struct sbx_err *err)
 {
+	long long moved = sbx_now_ms();
+
 	while (n) {
 		size_t sent = 0;
 		CURLcode c = wsf.send(ws->h, p, n, &sent);
 		if (c == CURLE_OK) {
 			p += sent;
 			n -= sent;
+			moved = sbx_now_ms();
 			continue;
 		}
 		if (c != CURLE_AGAIN)
@@ -354,7 +358,11 @@ static int raw_send_all(struct sbx_ws *ws, const char *p, size_t n, long long de
 			strbuf_add(&ws->rd.in, buf, got);
 			continue;
 		}
-		if (deadline && sbx_now_ms() > deadline)
+		if (c == CURLE_OK || c != CURLE_AGAIN) {
+			ws_fail_closed(ws, err);
+			return -1;
+		}
+		if ((deadline && sbx_now_ms() > deadline) || sbx_now_ms() - moved > SEND_STALL_MS)
 			return sbx_err_set(err, SBX_E_NETWORK, "%s did not take the data in time",
 					   ws->what);
 		struct pollfd pf = { .fd = ws->fd, .events = POLLOUT | POLLIN };
@@ -694,10 +702,14 @@ static int curl_ws_send_all(struct sbx_ws *ws, int opcode, const char *p, size_t
 		: opcode == SBX_WS_PONG	       ? CURLWS_PONG
 					       : CURLWS_BINARY;
 	size_t off = 0;
+	long long moved = sbx_now_ms();
 	do {
 		size_t sent = 0;
 		CURLcode c = wsf.ws_send(ws->h, p + off, n - off, &sent, 0, flags);
 		if (c == CURLE_AGAIN) {
+			if (sbx_now_ms() - moved > SEND_STALL_MS)
+				return sbx_err_set(err, SBX_E_NETWORK,
+						   "%s did not take the data in time", ws->what);
 			struct pollfd pf = { .fd = ws->fd, .events = POLLOUT };
 			(void)poll(&pf, 1, 1000);
 			continue;
@@ -706,6 +718,7 @@ static int curl_ws_send_all(struct sbx_ws *ws, int opcode, const char *p, size_t
 			return sbx_err_set(err, SBX_E_NETWORK, "cannot send to %s: %s", ws->what,
 					   sbx_curl.easy_strerror(c));
 		off += sent;
+		moved = sbx_now_ms();
 	} while (off < n);
 	return 0;
 }

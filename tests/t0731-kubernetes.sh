@@ -239,7 +239,9 @@ test_expect_success 'SBX_KUBE_NAMESPACE puts the sandbox there; later calls foll
 test_expect_success 'rm; a Sandbox removed out of band shows as missing' '
 	sbx create --provider kubernetes --image busybox --name gone >/dev/null &&
 	api -X DELETE "$K8S/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/$(pod_of gone)" >/dev/null &&
-	wait_state gone missing 10 && sbx rm gone && expect_code 125 sbx inspect gone
+	wait_state gone missing 10 &&
+	expect_code 125 sbx exec gone -- true 2>e && expect_one_error_line e "HTTP 404" &&
+	sbx rm gone && expect_code 125 sbx inspect gone
 '
 
 test_expect_success 'a refused token: one line, 125 (control: the right one works)' '
@@ -257,6 +259,9 @@ test_expect_success '429 with Retry-After is waited for; a 500 at create leaves 
 	fault "{\"match\": \"POST /apis/agents.x-k8s.io/.*\", \"kind\": \"status\", \"status\": 500}" &&
 	expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
 	expect_one_error_line e "HTTP 500" && unfault &&
+	fault "{\"match\": \"POST /apis/agents.x-k8s.io/.*\", \"kind\": \"status\", \"status\": 409, \"count\": 1}" &&
+	expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
+	expect_one_error_line e "HTTP 409" &&
 	test_eq 1 "$(sbx ls -q | wc -l)"
 '
 
