@@ -244,6 +244,16 @@ test_expect_success 'rm; a Sandbox removed out of band shows as missing' '
 	sbx rm gone && expect_code 125 sbx inspect gone
 '
 
+test_expect_success 'an evicted pod: error, with the kubelet'"'"'s reason, in inspect and ls' '
+	sbx create --provider kubernetes --image busybox --name ev >/dev/null &&
+	ctl -X POST --data "{\"namespace\": \"default\", \"name\": \"$(pod_of ev)\", \"phase\": \"Failed\", \"reason\": \"Evicted\", \"message\": \"low on memory\"}" \
+		"$K8S/_fake/k8s/pod-phase" >/dev/null &&
+	sbx inspect ev >rec.json &&
+	json_assert rec.json "assert r[\"state\"] == \"error\" and \"low on memory\" in r[\"state_reason\"], r" &&
+	sbx ls >ls.out && test_grep -E " ev +kubernetes +error" ls.out &&
+	sbx rm -f ev
+'
+
 test_expect_success 'a refused token: one line, 125 (control: the right one works)' '
 	kubeconfig kc-bad "$K8S" "    token: wrong" &&
 	KUBECONFIG=$TRASH/kc-bad expect_code 125 sbx exec box -- true 2>e &&
