@@ -757,7 +757,7 @@ static int curl_ws_next(struct sbx_ws *ws, int *ret_op, const uint8_t **ret_data
 		CURLcode c = wsf.ws_recv(ws->h, buf, sizeof(buf), &got, &m);
 		if (c == CURLE_AGAIN)
 			return 0;
-		if (c == CURLE_GOT_NOTHING || (c == CURLE_OK && !m)) {
+		if (c == CURLE_GOT_NOTHING || c == CURLE_RECV_ERROR || (c == CURLE_OK && !m)) {
 			ws_fail_closed(ws, err);
 			return -1;
 		}
