@@ -84,7 +84,8 @@ assert not k[\"configured\"] and \"kubeconfig\" in k[\"not_ready\"], k"
 
 test_expect_success 'create: a Sandbox whose pod has the labels, limits, env and workdir' '
 	sbx create --provider kubernetes --image busybox --name box -e FOO=bar -w /tmp \
-		--cpus 0.5 --memory 256m --runtime gvisor --label team=blue >id &&
+		--cpus 0.5 --memory 256m --runtime gvisor --label team=blue \
+		--add-host db.internal:10.1.2.3 >id &&
 	test_grep -E "^[0-9a-f]{12}$" id &&
 	sbx inspect box >rec.json &&
 	json_assert rec.json "assert r[\"state\"] == \"running\" and r[\"extra\"][\"mode\"] == \"sandbox\"
@@ -95,6 +96,7 @@ l = p[\"metadata\"][\"labels\"]
 assert l[\"app.kubernetes.io/managed-by\"] == \"sbx\" and l[\"sbx.name\"] == \"box\" and l[\"team\"] == \"blue\", l
 assert s[\"automountServiceAccountToken\"] is False and s[\"enableServiceLinks\"] is False
 assert s[\"runtimeClassName\"] == \"gvisor\"
+assert s[\"hostAliases\"] == [{\"ip\": \"10.1.2.3\", \"hostnames\": [\"db.internal\"]}], s
 assert c[\"image\"] == \"busybox\" and c[\"workingDir\"] == \"/tmp\"
 assert {\"name\": \"FOO\", \"value\": \"bar\"} in c[\"env\"]
 assert c[\"resources\"][\"limits\"] == {\"cpu\": \"500m\", \"memory\": 268435456}, c" &&
