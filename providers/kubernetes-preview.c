@@ -2,7 +2,7 @@
  * listens on 127.0.0.1, lets in a client that has sbx's own token (the URL's sbx_token, then a
  * cookie, or an X-Sbx-Preview-Token header) and forwards each request to the pod's proxy
  * subresource (.../pods/POD:PORT/proxy/PATH) with the kubeconfig's credentials, which never
- * leave this process. One request per connection, one connection at a time, each bounded in
+ * leave this process. One request per connection, 16 connections at a time, each bounded in
  * size and time; the process ends with preview --rm, with rm, or once the record is gone. */
 #define _GNU_SOURCE
 #include "providers/kubernetes.h"
@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -25,6 +26,8 @@
 #define BODY_MAX (8 << 20)
 #define IO_TIMEOUT_S 30
 #define CHECK_MS 5000
+#define CONNS_MAX 16   /* connections served at once */
+#define CONN_MAX_S 120 /* the most one connection may take */
 
 static char *state_path(const struct sbx_record *rec, int port)
 {
@@ -189,23 +192,38 @@ static void serve_one(struct kube *k, const char *pod, int port, const char *tok
 		free(own[i]);
 }
 
+/* each connection in a child of its own (at most CONNS_MAX at once, each ended after
+ * CONN_MAX_S), so that a slow client holds up no other */
 static void serve(struct kube *k, const char *pod, int port, const char *token, int lfd,
 		  const char *record)
 {
 	struct timeval tv = { IO_TIMEOUT_S, 0 };
+	int live = 0;
+
 	for (;;) {
-		struct pollfd p = { .fd = lfd, .events = POLLIN };
-		int r = poll(&p, 1, CHECK_MS);
+		while (live > 0 && waitpid(-1, NULL, WNOHANG) > 0)
+			live--;
+		struct pollfd p = { .fd = lfd, .events = live < CONNS_MAX ? POLLIN : 0 };
+		int r = poll(&p, 1, live < CONNS_MAX ? CHECK_MS : 100);
 		if (access(record, F_OK) < 0)
 			_exit(0); /* the sandbox was removed */
-		if (r <= 0)
+		if (r <= 0 || live >= CONNS_MAX)
 			continue;
 		int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0)
 			continue;
 		(void)setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		(void)setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		serve_one(k, pod, port, token, c);
+		pid_t child = fork();
+		if (child == 0) {
+			(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+			close(lfd);
+			alarm(CONN_MAX_S);
+			serve_one(k, pod, port, token, c);
+			_exit(0);
+		}
+		if (child > 0)
+			live++;
 		close(c);
 	}
 }

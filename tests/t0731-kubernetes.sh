@@ -157,14 +157,22 @@ test_expect_success 'cp: in and out, a tree and a 300 kB file, identical; a stre
 	expect_code 125 sbx cp src box:/nope/dir/ 2>e && test_grep "does not exist" e
 '
 
-test_expect_success 'preview: a local URL with sbx'"'"'s token reaches the pod'"'"'s port (control: no token, 401)' '
+test_expect_success 'preview: a local URL with sbx'"'"'s token reaches the pod'"'"'s port (control: no token, 401); idle clients hold up no other' '
 	sbx exec box -- sh -c "mkdir -p /tmp/www && echo hello-preview >/tmp/www/index.html" &&
 	sbx exec -d box -- python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/www >/dev/null &&
 	sbx preview box 8000 >url && url=$(cat url) &&
 	test_match "^http://127\.0\.0\.1:[0-9]+/\?sbx_token=[0-9a-f]{32}$" "$url" &&
 	wait_until 10 curl -fsS -c jar -b jar -L "$url" -o page &&
 	test_eq hello-preview "$(cat page)" &&
-	test_eq 401 "$(curl -s -o /dev/null -w "%{http_code}" "${url%%\?*}")" &&
+	test_eq 401 "$(curl -s -o /dev/null -w "%{http_code}" "${url%%\?*}")" || exit 1
+	port=${url#http://127.0.0.1:} && port=${port%%/*}
+	"$TEST_PYTHON" -c "import socket, sys, time
+s = [socket.create_connection((\"127.0.0.1\", int(sys.argv[1]))) for i in range(3)]
+time.sleep(5)" "$port" &
+	idle=$!
+	sleep 0.5
+	curl -fsS -c jar -b jar "${url%%\?*}" -o page2 && test_eq hello-preview "$(cat page2)" &&
+	wait $idle &&
 	sbx preview box >list && test_grep -E "^8000 " list &&
 	sbx preview --rm box 8000 && sbx preview box --json >l.json &&
 	json_assert l.json "assert r == [], r" &&
