@@ -40,6 +40,7 @@ struct kexec {
 	bool tty;
 	struct sink out, errs;
 	long long backstop_ms; /* give up locally after this long (0: never) */
+	bool needs_eof;	       /* stdin's end must reach the command (v5 only) */
 };
 
 static volatile sig_atomic_t winch;
@@ -91,6 +92,13 @@ static void sleep_s(long s)
 		;
 }
 
+/* SBX_KUBE_EXEC_PROTOCOL=v4: offer v4 alone (an apiserver or a proxy that mishandles v5) */
+static bool v4_only(void)
+{
+	const char *v = getenv("SBX_KUBE_EXEC_PROTOCOL");
+	return v && streq(v, "v4");
+}
+
 /* the upgrade, retried on 429 (Retry-After) and 5xx; a refusal in Kubernetes' words */
 static int open_ws(const struct kube *k, const char *pod, const struct kexec *x, struct sbx_ws *ws,
 		   struct sbx_err *err)
@@ -99,7 +107,8 @@ static int open_ws(const struct kube *k, const char *pod, const struct kexec *x,
 	const char *hdrs[] = { k->r.auth, NULL };
 	struct sbx_ws_opts o = { .url = url,
 				 .headers = k->r.auth ? hdrs : NULL,
-				 .protocols = "v5.channel.k8s.io, v4.channel.k8s.io",
+				 .protocols = v4_only() ? "v4.channel.k8s.io"
+							: "v5.channel.k8s.io, v4.channel.k8s.io",
 				 .setup = sbx_kubeconfig_curl_setup,
 				 .setup_arg = (void *)&k->kc,
 				 .connect_timeout_ms = 30000,
@@ -216,6 +225,17 @@ static int run(const struct kube *k, const char *pod, struct kexec *x, int *ret_
 		goto out;
 	}
 	sbx_debug("exec in %s over %s", pod, ws.protocol);
+	if (!v5 && x->in_fd >= 0 && x->needs_eof) {
+		sbx_err_set(
+			err, SBX_E_UNSUPPORTED,
+			"copying into the sandbox needs v5.channel.k8s.io: over %s the end of the "
+			"tar stream cannot reach tar",
+			ws.protocol);
+		goto out;
+	}
+	if (!v5 && x->in_fd >= 0)
+		sbx_warn("Kubernetes chose %s, which cannot tell the command that stdin ended",
+			 ws.protocol);
 	if (x->tty && send_resize(&ws, err) < 0)
 		goto out;
 	for (;;) {
@@ -494,6 +514,7 @@ static int cp_run(const struct sbx_record *rec, const char *script, const char *
 	argv[n] = NULL;
 	struct kexec x = { .argv = (char **)argv,
 			   .in_fd = in_fd,
+			   .needs_eof = in_fd >= 0,
 			   .out = { .fd = out_fd, .buf = NULL },
 			   .errs = { .fd = -1, .buf = &errout } };
 	if (out_fd < 0)

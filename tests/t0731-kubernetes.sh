@@ -118,6 +118,15 @@ test_expect_success 'exec: exit statuses, stdout and stderr apart, a missing com
 	expect_code 0 sbx exec box -- true
 '
 
+test_expect_success 'exec over v4.channel.k8s.io: statuses, streams apart, cp out (in: refused)' '
+	export SBX_KUBE_EXEC_PROTOCOL=v4 &&
+	expect_code 3 sbx exec box -- sh -c "echo out; echo err >&2; exit 3" >o 2>e &&
+	test_eq out "$(cat o)" && test_eq err "$(cat e)" &&
+	sbx --debug exec box -- true 2>dbg && test_grep "over v4.channel.k8s.io" dbg &&
+	sbx cp box:/etc/hostname h && test -s h &&
+	expect_code 125 sbx cp h box:/tmp/ 2>e && test_grep "needs v5" e
+'
+
 test_expect_success 'exec -i: stdin to its end (v5 closes it), 1 MiB through and back' '
 	printf "l1\nl2\n" | sbx exec -i box -- wc -l >n && test_eq 2 "$(tr -d " " <n)" &&
 	head -c 1048576 /dev/urandom >blob &&
