@@ -466,6 +466,9 @@ static int create_sandbox(const struct kube *k, struct sbx_record *rec, const ch
 		if (o->ttl_ms) {
 			_cleanup_free_ char *t = rfc3339_in(o->ttl_ms);
 			json_object_set_new(spec, "shutdownTime", json_string(t));
+			/* --ttl-action rm: the Sandbox goes too (else its pod alone) */
+			json_object_set_new(spec, "shutdownPolicy",
+					    json_string(o->ttl_rm ? "Delete" : "Retain"));
 		}
 		body = json_pack("{s:s, s:s, s:{s:s, s:o}, s:o}", "apiVersion",
 				 "agents.x-k8s.io/v1alpha1", "kind", "Sandbox", "metadata", "name",
@@ -803,6 +806,26 @@ static int kube_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_e
 	return 0;
 }
 
+/* sbx keepalive: a Sandbox's shutdownTime is a deadline; it moves to --ttl from now */
+static int kube_keepalive(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_err *err)
+{
+	_cleanup_(kube_close) struct kube k = { 0 };
+	const char *mode = sbx_json_str(rec->extra, "mode");
+
+	if (remote_check_running("Kubernetes", rec, err) < 0)
+		return -1;
+	if (!mode || !streq(mode, "sandbox") || !rec->config.ttl_ms)
+		return 0; /* nothing ends it on its own */
+	if (kube_open(&k, rec, err) < 0)
+		return -1;
+	_cleanup_free_ char *t = rfc3339_in(rec->config.ttl_ms);
+	_cleanup_json_ json_t *body = json_pack("{s:{s:s}}", "spec", "shutdownTime", t);
+	_cleanup_free_ char *url = kurl(&k, AGENTS_API, "sandboxes", kube_pod(rec), NULL);
+	return kcall(&k, "PATCH", url, body, NULL, "move the Sandbox's shutdownTime", NULL, err) < 0
+		? -1
+		: 0;
+}
+
 /* --- the provider --------------------------------------------------------------------------- */
 
 static int kube_ready(struct sbx_err *err)
@@ -850,4 +873,5 @@ const struct sbx_provider sbx_provider_kubernetes = {
 	.preview = kube_preview,
 	.inspect = kube_inspect,
 	.list = kube_list,
+	.keepalive = kube_keepalive,
 };

@@ -206,13 +206,19 @@ test_expect_success 'pause --release scales the Sandbox to 0; resume brings its 
 	sbx rm -f rel
 '
 
-test_expect_success '--ttl is the Sandbox'"'"'s shutdownTime' '
+test_expect_success '--ttl is the Sandbox'"'"'s shutdownTime, which keepalive moves' '
 	sbx create --provider kubernetes --image busybox --name ttl --ttl 1h >/dev/null &&
 	api "$K8S/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/$(pod_of ttl)" >sb.json &&
 	json_assert sb.json "import datetime
 t = datetime.datetime.strptime(r[\"spec\"][\"shutdownTime\"], \"%Y-%m-%dT%H:%M:%SZ\")
 d = (t - datetime.datetime.utcnow()).total_seconds()
-assert 3000 < d <= 3601, d" &&
+assert 3000 < d <= 3601, d
+assert r[\"spec\"][\"shutdownPolicy\"] == \"Retain\"" &&
+	api -X PATCH -H "Content-Type: application/merge-patch+json" --data "{\"spec\": {\"shutdownTime\": \"2099-01-01T00:00:00Z\"}}" \
+		"$K8S/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/$(pod_of ttl)" >/dev/null &&
+	sbx keepalive ttl &&
+	api "$K8S/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/$(pod_of ttl)" >sb.json &&
+	json_assert sb.json "assert not r[\"spec\"][\"shutdownTime\"].startswith(\"2099\"), r" &&
 	sbx rm -f ttl
 '
 
