@@ -37,19 +37,22 @@ static int provider_ls(int argc, char **argv)
 	} else {
 		size_t i;
 		json_t *o;
-		printf("%-8s  %-10s  %s\n", "NAME", "CONFIGURED", "DETAIL");
+		printf("%-10s  %-10s  %s\n", "NAME", "CONFIGURED", "DETAIL");
 		json_array_foreach (a, i, o) {
 			const char *kv = sbx_json_str(o, "key_variable");
 			const char *url = sbx_json_str(o, "api_url");
 			bool ok = json_is_true(json_object_get(o, "configured"));
-			_cleanup_free_ char *detail = !kv ? xstrdup(sbx_json_str(o, "summary"))
+			const char *why = sbx_json_str(o, "not_ready");
+			/* a provider without a key says why it cannot be used */
+			_cleanup_free_ char *detail = !kv && !ok && why ? xstrdup(why)
+				: !kv ? xstrdup(sbx_json_str(o, "summary"))
 				: ok
 				? xasprintf("%s is set; API at %s", kv, url ? url : "?")
 				: xasprintf("set %s to use it (API at %s)", kv, url ? url : "?");
 			/* an API URL comes from the environment: shown as text */
 			_cleanup_free_ char *name = sbx_term_safe(sbx_json_str(o, "name"));
 			_cleanup_free_ char *safe = sbx_term_safe(detail);
-			printf("%-8s  %-10s  %s\n", name, ok ? "yes" : "no", safe);
+			printf("%-10s  %-10s  %s\n", name, ok ? "yes" : "no", safe);
 		}
 	}
 	json_decref(a);

@@ -457,6 +457,8 @@ static int set_transport(CURL *h, const struct sbx_http_req *q)
 		(void)cu->easy_setopt(h, CURLOPT_SSLKEY, q->tls_key);
 	if (q->dial && sbx_dial_curl(h, q->dial) < 0)
 		return -1;
+	if (q->setup)
+		q->setup(h, q->setup_arg);
 	return sbx_curl_protocols(h, plain_ok(q));
 }
 

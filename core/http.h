@@ -91,6 +91,10 @@ struct sbx_http_req {
 	/* connections through ssh (DOCKER_HOST=ssh://, core/dial.h) instead of to the URL's host,
 	 * which is then only the Host header (plain http allowed: ssh is the transport) */
 	struct sbx_dial *dial;
+	/* called on the handle after sbx's own options (client certificates, a CA of a
+	 * provider's configuration) */
+	void (*setup)(CURL *h, void *arg);
+	void *setup_arg;
 };
 
 #define SBX_HTTP_REQ_INIT                   \

@@ -117,6 +117,7 @@ extern const struct sbx_provider sbx_provider_local;
 extern const struct sbx_provider sbx_provider_e2b;
 extern const struct sbx_provider sbx_provider_daytona;
 extern const struct sbx_provider sbx_provider_docker;
+extern const struct sbx_provider sbx_provider_kubernetes;
 
 const struct sbx_provider *sbx_provider_find(const char *name);
 /* NULL-terminated */

@@ -2,7 +2,8 @@
 #include "providers/provider.h"
 
 static const struct sbx_provider *const providers[] = {
-	&sbx_provider_local, &sbx_provider_e2b, &sbx_provider_daytona, &sbx_provider_docker, NULL,
+	&sbx_provider_local,  &sbx_provider_e2b,	&sbx_provider_daytona,
+	&sbx_provider_docker, &sbx_provider_kubernetes, NULL,
 };
 
 const struct sbx_provider *sbx_provider_find(const char *name)

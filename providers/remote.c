@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -170,9 +171,13 @@ long remote_do(const struct remote *r, const struct remote_call *c, json_t **ret
 	const char *ct = getenv("SBX_REMOTE_TIMEOUT");
 	if (ct && *ct && sbx_parse_int(ct, 1, 86400, &cap) < 0)
 		cap = 0;
-	hdrs[nh++] = r->auth;
+	if (r->auth)
+		hdrs[nh++] = r->auth;
 	hdrs[nh++] = "Accept: application/json";
-	if (body)
+	bool typed = false; /* a call's own Content-Type (a PATCH's) replaces JSON's */
+	for (const char *const *h = c->headers; h && *h; h++)
+		typed = typed || !strncasecmp(*h, "Content-Type:", 13);
+	if (body && !typed)
 		hdrs[nh++] = "Content-Type: application/json";
 	for (const char *const *h = c->headers; h && *h && nh < ARRAY_SIZE(hdrs) - 1; h++)
 		hdrs[nh++] = *h;
@@ -190,6 +195,9 @@ long remote_do(const struct remote *r, const struct remote_call *c, json_t **ret
 			q.timeout_ms = cap * 1000;
 		q.stall_s = (long)(q.timeout_ms / 1000) + 1;
 		q.cancel = c->cancel;
+		q.setup = r->setup;
+		q.setup_arg = r->setup_arg;
+		q.tls_hint = r->tls_hint;
 		struct sbx_err e = { 0 };
 		int pr = sbx_http_perform(&q, &resp, r->label, &e);
 		if (c->cancel && *c->cancel) {

@@ -11,7 +11,11 @@ struct remote {
 	const char *label;   /* "E2B", for messages */
 	const char *key_var; /* "E2B_API_KEY" */
 	char *api;	     /* base URL, no trailing '/' */
-	char *auth;	     /* the header line that carries the key (a secret) */
+	char *auth;	     /* the header line that carries the key (a secret), or NULL */
+	/* TLS set-up of each request (sbx_http_req.setup), or NULL */
+	void (*setup)(CURL *h, void *arg);
+	void *setup_arg;
+	const char *tls_hint; /* appended to the message of a TLS failure */
 };
 
 /* the first of the variables (NULL-terminated) that is set and not empty, or NULL */

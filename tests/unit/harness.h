@@ -33,5 +33,6 @@ void test_registry(void);
 void test_term(void);
 void test_dockerfile(void);
 void test_dial(void);
+void test_kube(void);
 
 #endif

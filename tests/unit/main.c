@@ -20,6 +20,7 @@ int main(void)
 	test_term();
 	test_dockerfile();
 	test_dial();
+	test_kube();
 	printf("# unit: %d ok, %d not ok, %d skipped\n", unit_pass, unit_fail, unit_skip);
 	return unit_fail ? 1 : 0;
 }

@@ -1,0 +1,49 @@
+/* The Kubernetes provider's private header. Every file runs in the sbx CLI process (no daemon):
+ *   kubernetes.c       the control plane: kubeconfig, discovery, pods / Sandboxes / SandboxClaims,
+ *                      PVCs; create, rm, inspect, ls, pause --release, resume
+ *   kubernetes-exec.c  exec over the pods/exec WebSocket (v5, v4), and cp as tar streams
+ *                      through exec
+ *   kubernetes-preview.c  sbx preview: forks a detached forwarding process (the CLI's child,
+ *                      then on its own) that serves 127.0.0.1 and forwards each request to the
+ *                      pod's proxy subresource
+ * kubernetes-exec.c uses kubernetes.c's connection (kube_open) and nothing else of it. */
+#ifndef SBX_PROVIDERS_KUBERNETES_H
+#define SBX_PROVIDERS_KUBERNETES_H
+
+#include "core/kubeconfig.h"
+#include "providers/remote.h"
+
+#define KUBE_CONTAINER "sandbox"
+
+/* one cluster connection for one call: the kubeconfig's context and the namespace */
+struct kube {
+	struct sbx_kubeconfig kc;
+	struct remote r;   /* api = the server; auth = the bearer token, or NULL */
+	char *ns;	   /* the namespace */
+	char *key_hint;	   /* what to check when the credentials are refused */
+	char *tls_hint;	   /* what to check when TLS fails */
+	const char *token; /* in kc */
+};
+
+/* connects for rec (its recorded context and namespace), or for a new sandbox (rec NULL) */
+int kube_open(struct kube *k, const struct sbx_record *rec, struct sbx_err *err);
+void kube_close(struct kube *k);
+/* a refusal of the credentials in a cluster's words */
+void kube_reword(struct sbx_err *err);
+/* the pod the sandbox's commands run in */
+const char *kube_pod(const struct sbx_record *rec);
+
+int kube_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
+	      int *ret_status, struct sbx_err *err);
+int kube_cp_in(struct sbx_ctx *ctx, const struct sbx_record *rec, int tar_fd, const char *dest,
+	       const struct sbx_cp_opts *o, struct sbx_err *err);
+int kube_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *src, int tar_fd,
+		const struct sbx_cp_opts *o, struct sbx_err *err);
+
+/* kubernetes-preview.c */
+int kube_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
+		 const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err);
+/* ends the sandbox's preview forwarders (rm) */
+void kube_previews_stop(const struct sbx_record *rec);
+
+#endif

@@ -1,0 +1,354 @@
+#!/bin/bash
+# The kubernetes provider against the loopback apiserver fake (tests/fakes/k8s.py, its pods
+# real local sandboxes), over TLS with a CA made here and a bearer token in a kubeconfig: every
+# verb in Sandbox mode (agents.x-k8s.io served), in pod mode (not served) and with a
+# SandboxClaim; the exit statuses and streams of exec; cp both ways; release and resume; and
+# what the cluster's failures look like (401, 429, 500, a WebSocket cut, a Status without an
+# exit code, a pod that never schedules, an expired plugin token, a wrong CA).
+# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
+# shellcheck source=tests/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+test_skip_unless USERNS curl openssl base64
+
+TOKEN=k8s-test-token
+# a CA, and the fake's certificate for 127.0.0.1 signed by it; another CA nobody signed with
+make_certs() {
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 \
+		-subj /CN=sbx-test-ca &&
+		openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr \
+			-subj /CN=127.0.0.1 &&
+		printf 'subjectAltName=IP:127.0.0.1\n' >srv.ext &&
+		openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt \
+			-days 2 -extfile srv.ext &&
+		openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.crt -days 2 \
+			-subj /CN=other-ca
+} >/dev/null 2>&1
+
+# kubeconfig FILE URL [USER-YAML]: a context 'fake' on the cluster at URL (the user a token)
+kubeconfig() {
+	cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+current-context: fake
+clusters:
+- name: fake
+  cluster:
+    server: $2
+    certificate-authority-data: $(base64 -w0 "$TRASH/ca.crt")
+contexts:
+- name: fake
+  context:
+    cluster: fake
+    user: tester
+users:
+- name: tester
+  user:
+${3:-    token: $TOKEN}
+EOF
+}
+
+if [ -z "$TEST_SKIP_ALL" ]; then
+	make_certs || TEST_SKIP_ALL="openssl cannot make the test CA"
+fi
+if [ -z "$TEST_SKIP_ALL" ]; then
+	start_fake k8s --tls-cert srv.crt --tls-key srv.key --token "$TOKEN" ||
+		TEST_SKIP_ALL="the Kubernetes fake did not start"
+	K8S=${FAKE_URL/http:/https:}
+	start_fake k8s --tls-cert srv.crt --tls-key srv.key --token "$TOKEN" --no-agent-sandbox ||
+		TEST_SKIP_ALL="the Kubernetes fake did not start"
+	PODS=${FAKE_URL/http:/https:}
+	kubeconfig "$TRASH/kc" "$K8S"
+	kubeconfig "$TRASH/kc-pods" "$PODS"
+fi
+export KUBECONFIG=$TRASH/kc
+unset SBX_KUBE_CONTEXT SBX_KUBE_NAMESPACE SBX_KUBE_MODE SBX_KUBE_START_TIMEOUT SBX_REMOTE_TIMEOUT
+
+# the fakes' control routes and API, over TLS with the test CA
+ctl() { curl -fsS --cacert "$TRASH/ca.crt" "$@"; }
+api() { curl -fsS --cacert "$TRASH/ca.crt" -H "Authorization: Bearer $TOKEN" "$@"; }
+fault() { ctl -X POST --data "$1" "${2:-$K8S}/_fake/faults" >/dev/null; }
+unfault() { ctl -X DELETE "${1:-$K8S}/_fake/faults" >/dev/null; }
+state() { ctl "${1:-$K8S}/_fake/state"; }
+pod_of() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["extra"]["pod"])'; }
+
+test_expect_success 'provider ls: configured from the kubeconfig (control: not without one)' '
+	sbx provider ls --json >p.json &&
+	json_assert p.json "k = [p for p in r if p[\"name\"] == \"kubernetes\"][0]
+assert k[\"configured\"] and k[\"remote\"] and k[\"api_url\"] == \"$K8S\", k
+assert \"runtimes\" in k and k[\"runtimes\"] == [\"*\"]" &&
+	KUBECONFIG=$TRASH/nope sbx provider ls --json >p2.json &&
+	json_assert p2.json "k = [p for p in r if p[\"name\"] == \"kubernetes\"][0]
+assert not k[\"configured\"] and \"kubeconfig\" in k[\"not_ready\"], k"
+'
+
+test_expect_success 'create: a Sandbox whose pod has the labels, limits, env and workdir' '
+	sbx create --provider kubernetes --image busybox --name box -e FOO=bar -w /tmp \
+		--cpus 0.5 --memory 256m --runtime gvisor --label team=blue \
+		--add-host db.internal:10.1.2.3 >id &&
+	test_grep -E "^[0-9a-f]{12}$" id &&
+	sbx inspect box >rec.json &&
+	json_assert rec.json "assert r[\"state\"] == \"running\" and r[\"extra\"][\"mode\"] == \"sandbox\"
+assert r[\"extra\"][\"namespace\"] == \"default\" and r[\"extra\"][\"context\"] == \"fake\"" &&
+	api "$K8S/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/$(pod_of box)" >sb.json &&
+	json_assert sb.json "p = r[\"spec\"][\"podTemplate\"]; s = p[\"spec\"]; c = s[\"containers\"][0]
+l = p[\"metadata\"][\"labels\"]
+assert l[\"app.kubernetes.io/managed-by\"] == \"sbx\" and l[\"sbx.name\"] == \"box\" and l[\"team\"] == \"blue\", l
+assert s[\"automountServiceAccountToken\"] is False and s[\"enableServiceLinks\"] is False
+assert s[\"runtimeClassName\"] == \"gvisor\"
+assert s[\"hostAliases\"] == [{\"ip\": \"10.1.2.3\", \"hostnames\": [\"db.internal\"]}], s
+assert c[\"image\"] == \"busybox\" and c[\"workingDir\"] == \"/tmp\"
+assert {\"name\": \"FOO\", \"value\": \"bar\"} in c[\"env\"]
+assert c[\"resources\"][\"limits\"] == {\"cpu\": \"500m\", \"memory\": 268435456}, c" &&
+	sbx ls >ls.out && test_grep -E "^[0-9a-f]{12} +box +kubernetes +running" ls.out
+'
+
+test_expect_success 'create without --image is refused, 125, before anything is made' '
+	expect_code 125 sbx create --provider kubernetes --name noimg 2>err &&
+	test_grep "needs --image" err &&
+	state >st.json && json_assert st.json "assert len(r[\"sandboxes\"]) == 1, r"
+'
+
+test_expect_success 'exec: exit statuses, stdout and stderr apart, a missing command, a signal' '
+	sbx exec box -- echo hi >out && test_eq hi "$(cat out)" &&
+	expect_code 3 sbx exec box -- sh -c "echo out; echo err >&2; exit 3" >o 2>e &&
+	test_eq out "$(cat o)" && test_eq err "$(cat e)" &&
+	expect_code 127 sbx exec box -- no-such-command 2>e && test_grep "not found" e &&
+	expect_code 137 sbx exec box -- sh -c "kill -9 \$\$" &&
+	expect_code 0 sbx exec box -- true
+'
+
+test_expect_success 'exec over v4.channel.k8s.io: statuses, streams apart, cp out (in: refused)' '
+	export SBX_KUBE_EXEC_PROTOCOL=v4 &&
+	expect_code 3 sbx exec box -- sh -c "echo out; echo err >&2; exit 3" >o 2>e &&
+	test_eq out "$(cat o)" && test_eq err "$(cat e)" &&
+	sbx --debug exec box -- true 2>dbg && test_grep "over v4.channel.k8s.io" dbg &&
+	sbx cp box:/etc/hostname h && test -s h &&
+	expect_code 125 sbx cp h box:/tmp/ 2>e && test_grep "needs v5" e
+'
+
+test_expect_success 'exec -i: stdin to its end (v5 closes it), 1 MiB through and back' '
+	printf "l1\nl2\n" | sbx exec -i box -- wc -l >n && test_eq 2 "$(tr -d " " <n)" &&
+	head -c 1048576 /dev/urandom >blob &&
+	sbx exec -i box -- cat <blob >back && cmp blob back &&
+	sbx exec box -- cat </dev/null >none && test_eq "" "$(cat none)"
+'
+
+test_expect_success 'exec -e, -w, the sandbox env; --timeout ends the command (124; control: in time, 0)' '
+	sbx exec -e A=1 -w / box -- sh -c "echo \$A \$FOO; pwd" >o &&
+	test_eq "1 bar
+/" "$(cat o)" &&
+	sbx exec box -- pwd >o2 && test_eq /tmp "$(cat o2)" &&
+	expect_code 124 sbx exec --timeout 1s box -- sleep 30 &&
+	expect_code 0 sbx exec --timeout 20s box -- sleep 0.1 &&
+	sbx exec box -- sh -c "ps -o args 2>/dev/null || ps" >ps && test_grep ! -E "^sleep 30" ps
+'
+
+test_expect_success 'exec -t: a terminal inside, its size sent (channel 4)' '
+	SHELL=/bin/sh script -qec "stty cols 101 rows 31; $SBX exec -t box -- sh -c \"sleep 0.5; test -t 0 && stty size\"" \
+		/dev/null </dev/null | tr -d "\r" >tty.out &&
+	test_eq "31 101" "$(cat tty.out)"
+'
+
+test_expect_success 'exec -d: runs on after exec returns' '
+	sbx exec -d box -- sh -c "sleep 1; echo done >/tmp/bg" >jid &&
+	test_grep -E "^[0-9]+$" jid &&
+	wait_until 10 sbx exec box -- test -s /tmp/bg
+'
+
+test_expect_success 'cp: in and out, a tree and a 300 kB file, identical; a stream; missing paths' '
+	mkdir -p src/sub && echo hello >src/a.txt && head -c 300000 /dev/urandom >src/sub/big &&
+	sbx cp src box:/tmp/ && sbx exec box -- cat /tmp/src/a.txt >a && test_eq hello "$(cat a)" &&
+	sbx cp box:/tmp/src tree && cmp src/sub/big tree/sub/big && cmp src/a.txt tree/a.txt &&
+	sbx cp box:/tmp/src/a.txt one.txt && cmp src/a.txt one.txt &&
+	sbx cp box:/tmp/src - >t.tar && tar -tf t.tar >list && test_grep "src/sub/big" list &&
+	expect_code 125 sbx cp box:/tmp/nope x 2>e && test_grep "does not exist" e &&
+	expect_code 125 sbx cp src box:/nope/dir/ 2>e && test_grep "does not exist" e
+'
+
+test_expect_success 'preview: a local URL with sbx'"'"'s token reaches the pod'"'"'s port (control: no token, 401); idle clients hold up no other' '
+	sbx exec box -- sh -c "mkdir -p /tmp/www && echo hello-preview >/tmp/www/index.html" &&
+	sbx exec -d box -- python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/www >/dev/null &&
+	sbx preview box 8000 >url && url=$(cat url) &&
+	test_match "^http://127\.0\.0\.1:[0-9]+/\?sbx_token=[0-9a-f]{32}$" "$url" &&
+	wait_until 10 curl -fsS -c jar -b jar -L "$url" -o page &&
+	test_eq hello-preview "$(cat page)" &&
+	test_eq 401 "$(curl -s -o /dev/null -w "%{http_code}" "${url%%\?*}")" || exit 1
+	port=${url#http://127.0.0.1:} && port=${port%%/*}
+	"$TEST_PYTHON" -c "import socket, sys, time
+s = [socket.create_connection((\"127.0.0.1\", int(sys.argv[1]))) for i in range(3)]
+time.sleep(5)" "$port" &
+	idle=$!
+	sleep 0.5
+	curl -fsS -c jar -b jar "${url%%\?*}" -o page2 && test_eq hello-preview "$(cat page2)" &&
+	wait $idle &&
+	sbx preview box >list && test_grep -E "^8000 " list &&
+	sbx preview --rm box 8000 && sbx preview box --json >l.json &&
+	json_assert l.json "assert r == [], r" &&
+	expect_code 7 curl -s -o /dev/null "$url"
+'
+
+test_expect_success 'pause: no memory pause (125, with the reason); release needs --disk' '
+	expect_code 125 sbx pause box 2>e && test_grep "no memory pause" e &&
+	expect_code 125 sbx pause --release box 2>e && test_grep -- "--disk" e &&
+	test_eq running "$(sb_state box)"
+'
+
+test_expect_success 'pause --release scales the Sandbox to 0; resume brings its workdir back' '
+	sbx create --provider kubernetes --image busybox --name rel --disk 1G >/dev/null &&
+	sbx exec rel -- sh -c "echo kept >f; pwd" >wd && test_eq /workspace "$(cat wd)" &&
+	sbx pause --release rel && test_eq released "$(sb_state rel)" &&
+	sbx ls >ls.out && test_grep -E " rel +kubernetes +released" ls.out &&
+	api "$K8S/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/$(pod_of rel)" >sb.json &&
+	json_assert sb.json "assert r[\"spec\"][\"replicas\"] == 0" &&
+	expect_code 125 sbx exec rel -- true 2>e && test_grep "resume" e &&
+	sbx resume rel && sbx exec rel -- cat f >f && test_eq kept "$(cat f)" &&
+	sbx rm -f rel
+'
+
+test_expect_success '--ttl is the Sandbox'"'"'s shutdownTime, which keepalive moves' '
+	sbx create --provider kubernetes --image busybox --name ttl --ttl 1h >/dev/null &&
+	api "$K8S/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/$(pod_of ttl)" >sb.json &&
+	json_assert sb.json "import datetime
+t = datetime.datetime.strptime(r[\"spec\"][\"shutdownTime\"], \"%Y-%m-%dT%H:%M:%SZ\")
+d = (t - datetime.datetime.utcnow()).total_seconds()
+assert 3000 < d <= 3601, d
+assert r[\"spec\"][\"shutdownPolicy\"] == \"Retain\"" &&
+	api -X PATCH -H "Content-Type: application/merge-patch+json" --data "{\"spec\": {\"shutdownTime\": \"2099-01-01T00:00:00Z\"}}" \
+		"$K8S/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/$(pod_of ttl)" >/dev/null &&
+	sbx keepalive ttl &&
+	api "$K8S/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/$(pod_of ttl)" >sb.json &&
+	json_assert sb.json "assert not r[\"spec\"][\"shutdownTime\"].startswith(\"2099\"), r" &&
+	sbx rm -f ttl
+'
+
+test_expect_success '--image template:NAME makes a SandboxClaim; a missing template fails at once' '
+	api -X POST -H "Content-Type: application/json" \
+		"$K8S/apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/default/sandboxtemplates" \
+		--data "{\"apiVersion\":\"extensions.agents.x-k8s.io/v1alpha1\",\"kind\":\"SandboxTemplate\",\"metadata\":{\"name\":\"tpl\"},\"spec\":{\"podTemplate\":{\"spec\":{\"containers\":[{\"name\":\"sandbox\",\"image\":\"busybox\",\"command\":[\"sleep\",\"100000\"]}]}}}}" >/dev/null &&
+	sbx create --provider kubernetes --image template:tpl --name claimed >/dev/null &&
+	sbx exec claimed -- echo claimed >o && test_eq claimed "$(cat o)" &&
+	sbx inspect claimed >rec.json &&
+	json_assert rec.json "assert r[\"extra\"][\"mode\"] == \"claim\" and r[\"state\"] == \"running\"" &&
+	sbx rm -f claimed &&
+	expect_code 125 sbx create --provider kubernetes --image template:missing 2>e &&
+	test_grep "TemplateNotFound" e && test_eq 1 "$(sbx ls -q | wc -l)"
+'
+
+test_expect_success 'pod mode (no agents.x-k8s.io): a pod, its PVC kept by release; --ttl refused' '
+	export KUBECONFIG=$TRASH/kc-pods &&
+	sbx create --provider kubernetes --image busybox --name pod --disk 1G -w /work >/dev/null &&
+	sbx inspect pod >rec.json && json_assert rec.json "assert r[\"extra\"][\"mode\"] == \"pod\"" &&
+	api "$PODS/api/v1/namespaces/default/pods/$(pod_of pod)" >pod.json &&
+	json_assert pod.json "s = r[\"spec\"]
+assert s[\"automountServiceAccountToken\"] is False and s[\"enableServiceLinks\"] is False
+assert s[\"volumes\"][0][\"persistentVolumeClaim\"][\"claimName\"] == r[\"metadata\"][\"name\"]" &&
+	sbx exec pod -- sh -c "echo kept >f" &&
+	sbx pause --release pod && test_eq released "$(sb_state pod)" &&
+	state "$PODS" >st.json && json_assert st.json "assert not r[\"pods\"] and len(r[\"pvcs\"]) == 1, r" &&
+	sbx resume pod && sbx exec pod -- cat /work/f >f && test_eq kept "$(cat f)" &&
+	expect_code 125 sbx create --provider kubernetes --image busybox --ttl 1h 2>e &&
+	test_grep "shutdownTime" e &&
+	SBX_KUBE_MODE=sandbox expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
+	sbx rm -f pod && state "$PODS" >st.json &&
+	json_assert st.json "assert not r[\"pods\"] and not r[\"pvcs\"], r"
+'
+
+test_expect_success 'SBX_KUBE_NAMESPACE puts the sandbox there; later calls follow the record' '
+	SBX_KUBE_NAMESPACE=kube-public sbx create --provider kubernetes --image busybox --name ns >/dev/null &&
+	sbx inspect ns >rec.json && json_assert rec.json "assert r[\"extra\"][\"namespace\"] == \"kube-public\"" &&
+	sbx exec ns -- true && sbx rm -f ns &&
+	state >st.json && json_assert st.json "assert not [s for s in r[\"sandboxes\"] if s.startswith(\"kube-public/\")], r"
+'
+
+test_expect_success 'rm; a Sandbox removed out of band shows as missing' '
+	sbx create --provider kubernetes --image busybox --name gone >/dev/null &&
+	api -X DELETE "$K8S/apis/agents.x-k8s.io/v1alpha1/namespaces/default/sandboxes/$(pod_of gone)" >/dev/null &&
+	wait_state gone missing 10 &&
+	expect_code 125 sbx exec gone -- true 2>e && expect_one_error_line e "HTTP 404" &&
+	sbx rm gone && expect_code 125 sbx inspect gone
+'
+
+test_expect_success 'an evicted pod: error, with the kubelet'"'"'s reason, in inspect and ls' '
+	sbx create --provider kubernetes --image busybox --name ev >/dev/null &&
+	ctl -X POST --data "{\"namespace\": \"default\", \"name\": \"$(pod_of ev)\", \"phase\": \"Failed\", \"reason\": \"Evicted\", \"message\": \"low on memory\"}" \
+		"$K8S/_fake/k8s/pod-phase" >/dev/null &&
+	sbx inspect ev >rec.json &&
+	json_assert rec.json "assert r[\"state\"] == \"error\" and \"low on memory\" in r[\"state_reason\"], r" &&
+	sbx ls >ls.out && test_grep -E " ev +kubernetes +error" ls.out &&
+	sbx rm -f ev
+'
+
+test_expect_success 'a refused token: one line, 125 (control: the right one works)' '
+	kubeconfig kc-bad "$K8S" "    token: wrong" &&
+	KUBECONFIG=$TRASH/kc-bad expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "refused the credentials \\(HTTP 401" &&
+	KUBECONFIG=$TRASH/kc-bad expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
+	expect_one_error_line e "HTTP 401" &&
+	sbx exec box -- true
+'
+
+test_expect_success '429 with Retry-After is waited for; a 500 at create leaves nothing' '
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"status\", \"status\": 429, \"count\": 1, \"headers\": {\"Retry-After\": \"1\"}}" &&
+	sbx exec box -- echo after >o && test_eq after "$(cat o)" &&
+	fault "{\"match\": \"POST /apis/agents.x-k8s.io/.*\", \"kind\": \"status\", \"status\": 500}" &&
+	expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
+	expect_one_error_line e "HTTP 500" && unfault &&
+	fault "{\"match\": \"POST /apis/agents.x-k8s.io/.*\", \"kind\": \"status\", \"status\": 409, \"count\": 1}" &&
+	expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
+	expect_one_error_line e "HTTP 409" &&
+	test_eq 1 "$(sbx ls -q | wc -l)"
+'
+
+test_expect_success 'a WebSocket cut mid-stream and a Status without an exit code: 125' '
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_close\", \"count\": 1}" &&
+	expect_code 125 sbx exec box -- sh -c "echo a; sleep 0.3; echo b" 2>e &&
+	test_grep "mid-stream\|before the command" e &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"no_exit_code\", \"count\": 1}" &&
+	expect_code 125 sbx exec box -- sh -c "exit 3" 2>e && test_grep "without an exit status" e &&
+	expect_code 3 sbx exec box -- sh -c "exit 3"
+'
+
+test_expect_success 'a pod that never schedules: create fails with the scheduler'"'"'s word' '
+	ctl -X POST --data "{\"schedulable\": false}" "$K8S/_fake/k8s/schedulable" >/dev/null &&
+	SBX_KUBE_START_TIMEOUT=2 expect_code 125 sbx create --provider kubernetes --image busybox 2>e;
+	rc=$?; ctl -X POST --data "{\"schedulable\": true}" "$K8S/_fake/k8s/schedulable" >/dev/null &&
+	test $rc = 0 && expect_one_error_line e "did not start in 2 s: not scheduled: .*unschedulable" &&
+	test_eq 1 "$(sbx ls -q | wc -l)" &&
+	state >st.json && json_assert st.json "assert len(r[\"sandboxes\"]) == 1, r"
+'
+
+test_expect_success 'an exec credential plugin by its path (control); an expired token refused' '
+	printf "#!/bin/sh\necho \"{\\\\\"kind\\\\\":\\\\\"ExecCredential\\\\\",\\\\\"status\\\\\":{\\\\\"token\\\\\":\\\\\"\$T\\\\\",\\\\\"expirationTimestamp\\\\\":\\\\\"\$EXP\\\\\"}}\"\n" >plugin &&
+	chmod +x plugin && T=$TOKEN EXP=2099-01-01T00:00:00Z ./plugin | "$TEST_PYTHON" -m json.tool >/dev/null &&
+	kubeconfig kc-exec "$K8S" "    exec:
+      apiVersion: client.authentication.k8s.io/v1beta1
+      command: $TRASH/plugin
+      env:
+      - name: T
+        value: $TOKEN
+      - name: EXP
+        value: 2099-01-01T00:00:00Z" &&
+	KUBECONFIG=$TRASH/kc-exec sbx exec box -- echo plugin >o && test_eq plugin "$(cat o)" &&
+	sed "s/2099-01-01/2001-01-01/" kc-exec >kc-exp &&
+	KUBECONFIG=$TRASH/kc-exp expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "expired at 2001-01-01" &&
+	sed "s|command: .*|command: plugin|" kc-exec >kc-name &&
+	KUBECONFIG=$TRASH/kc-name expect_code 125 sbx exec box -- true 2>e &&
+	test_grep "PATH" e
+'
+
+test_expect_success 'a kubeconfig with the wrong CA: a TLS failure naming it, 125' '
+	sed "s|certificate-authority-data: .*|certificate-authority-data: $(base64 -w0 other.crt)|" kc >kc-ca &&
+	KUBECONFIG=$TRASH/kc-ca expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "TLS failure .*certificate-authority of cluster .fake." &&
+	sbx exec box -- true
+'
+
+test_expect_success 'rm removes the Sandbox and its pod' '
+	sbx rm -f box && state >st.json &&
+	json_assert st.json "assert not r[\"sandboxes\"] and not r[\"claims\"], r" &&
+	test -z "$(sbx ls -q)"
+'
+
+test_done

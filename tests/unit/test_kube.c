@@ -1,0 +1,223 @@
+/* Unit tests: WebSocket framing (RFC 6455: frames, masking, lengths, fragments, control frames,
+ * the accept key) and kubeconfig reading (YAML to JSON, contexts merged, credentials, plugins'
+ * ExecCredential). */
+#define _GNU_SOURCE
+#include <stdlib.h>
+
+#include "core/kubeconfig.h"
+#include "core/util.h"
+#include "core/ws.h"
+#include "tests/unit/harness.h"
+
+static void test_ws_frames(void)
+{
+	struct sbx_err err = { 0 };
+	struct sbx_ws_frame f;
+	struct strbuf sb = STRBUF_INIT;
+
+	/* RFC 6455 §1.3's example */
+	char *acc = sbx_ws_accept_for("dGhlIHNhbXBsZSBub25jZQ==");
+	CHECK(streq(acc, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="), "accept key: %s", acc);
+	free(acc);
+
+	/* §5.7: a masked "Hello" from a client, an unmasked one from a server */
+	uint8_t masked[] = { 0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58 };
+	long n = sbx_ws_parse_frame(masked, sizeof(masked), false, &f, &err);
+	CHECK(n == 11 && f.fin && f.opcode == SBX_WS_TEXT && f.len == 5 &&
+		      !memcmp(f.payload, "Hello", 5),
+	      "masked Hello: %ld", n);
+	uint8_t plain[] = { 0x81, 0x05, 'H', 'e', 'l', 'l', 'o' };
+	CHECK(sbx_ws_parse_frame(plain, sizeof(plain), true, &f, &err) == 7, "server Hello");
+	uint8_t again[] = { 0x81, 0x05, 'H', 'e', 'l', 'l', 'o' };
+	CHECK(sbx_ws_parse_frame(again, sizeof(again), false, &f, &err) < 0,
+	      "a client frame must be masked");
+	uint8_t masked2[] = { 0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58 };
+	CHECK(sbx_ws_parse_frame(masked2, sizeof(masked2), true, &f, &err) < 0,
+	      "a server frame must not be masked");
+	for (size_t k = 0; k < sizeof(plain); k++)
+		CHECK(sbx_ws_parse_frame(plain, k, true, &f, &err) == 0, "%zu bytes: need more", k);
+
+	/* lengths: 7-bit, 16-bit, 64-bit, each built then parsed back */
+	size_t sizes[] = { 0, 125, 126, 65535, 65536, 300000 };
+	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
+		char *data = xmalloc(sizes[i] + 1);
+		for (size_t k = 0; k < sizes[i]; k++)
+			data[k] = (char)(k * 7);
+		uint8_t key[4] = { 1, 2, 3, 4 };
+		strbuf_reset(&sb);
+		sbx_ws_build_frame(&sb, SBX_WS_BINARY, true, data, sizes[i], key);
+		n = sbx_ws_parse_frame((uint8_t *)sb.buf, sb.len, false, &f, &err);
+		CHECK(n == (long)sb.len && f.len == sizes[i] &&
+			      (sizes[i] == 0 || !memcmp(f.payload, data, sizes[i])),
+		      "%zu bytes round trip", sizes[i]);
+		free(data);
+	}
+	/* refused: reserved bits, unknown opcodes, long or fragmented control frames, lengths
+	 * not minimally encoded */
+	uint8_t rsv[] = { 0xc1, 0x00 }, op3[] = { 0x83, 0x00 }, ping_frag[] = { 0x09, 0x00 };
+	uint8_t ping_long[130] = { 0x89, 126, 0, 126 };
+	uint8_t nonmin[] = { 0x82, 126, 0, 5, 1, 2, 3, 4, 5 };
+	uint8_t huge[] = { 0x82, 127, 0x80, 0, 0, 0, 0, 0, 0, 0 };
+	CHECK(sbx_ws_parse_frame(rsv, 2, true, &f, &err) < 0, "reserved bits");
+	CHECK(sbx_ws_parse_frame(op3, 2, true, &f, &err) < 0, "opcode 3");
+	CHECK(sbx_ws_parse_frame(ping_frag, 2, true, &f, &err) < 0, "fragmented ping");
+	CHECK(sbx_ws_parse_frame(ping_long, sizeof(ping_long), true, &f, &err) < 0, "long ping");
+	CHECK(sbx_ws_parse_frame(nonmin, sizeof(nonmin), true, &f, &err) < 0, "non-minimal");
+	CHECK(sbx_ws_parse_frame(huge, sizeof(huge), true, &f, &err) < 0, "a 2^63 length");
+
+	/* the reader: a fragmented message with a ping between its fragments */
+	struct sbx_ws_reader rd = { 0 };
+	sbx_ws_build_frame(&rd.in, SBX_WS_BINARY, false,
+			   "\x01"
+			   "ab",
+			   3, NULL);
+	sbx_ws_build_frame(&rd.in, SBX_WS_PING, true, "p", 1, NULL);
+	sbx_ws_build_frame(&rd.in, SBX_WS_CONT, true, "cd", 2, NULL);
+	sbx_ws_build_frame(&rd.in, SBX_WS_CLOSE, true, "\x03\xe8", 2, NULL);
+	int op;
+	const uint8_t *d;
+	size_t len;
+	CHECK(sbx_ws_reader_next(&rd, &op, &d, &len, &err) == 1 && op == SBX_WS_PING && len == 1,
+	      "the ping comes first");
+	CHECK(sbx_ws_reader_next(&rd, &op, &d, &len, &err) == 1 && op == SBX_WS_BINARY &&
+		      len == 5 &&
+		      !memcmp(d,
+			      "\x01"
+			      "abcd",
+			      5),
+	      "the message whole");
+	CHECK(sbx_ws_reader_next(&rd, &op, &d, &len, &err) == 1 && op == SBX_WS_CLOSE, "close");
+	CHECK(sbx_ws_reader_next(&rd, &op, &d, &len, &err) == 0, "then nothing");
+	sbx_ws_build_frame(&rd.in, SBX_WS_CONT, true, "x", 1, NULL);
+	CHECK(sbx_ws_reader_next(&rd, &op, &d, &len, &err) < 0, "a continuation of nothing");
+	sbx_ws_reader_release(&rd);
+	sbx_ws_build_frame(&rd.in, SBX_WS_TEXT, false, "a", 1, NULL);
+	sbx_ws_build_frame(&rd.in, SBX_WS_TEXT, true, "b", 1, NULL);
+	CHECK(sbx_ws_reader_next(&rd, &op, &d, &len, &err) < 0, "a message inside another");
+	sbx_ws_reader_release(&rd);
+	strbuf_release(&sb);
+}
+
+static json_t *yaml(const char *s)
+{
+	struct sbx_err err = { 0 };
+	return sbx_yaml_to_json(s, strlen(s), "the test YAML", &err);
+}
+
+static const char kc_a[] = "apiVersion: v1\n"
+			   "kind: Config\n"
+			   "current-context: a\n"
+			   "clusters:\n"
+			   "- name: c1\n"
+			   "  cluster:\n"
+			   "    server: https://k.example:6443/\n"
+			   "    certificate-authority-data: LS0tQ0EtLS0K\n"
+			   "contexts:\n"
+			   "- name: a\n"
+			   "  context: {cluster: c1, user: u1, namespace: team}\n"
+			   "- name: b\n"
+			   "  context:\n"
+			   "    cluster: c1\n"
+			   "    user: u2\n"
+			   "users:\n"
+			   "- name: u1\n"
+			   "  user:\n"
+			   "    token: \"t0k\"\n"
+			   "- name: u2\n"
+			   "  user:\n"
+			   "    client-certificate: certs/u2.crt\n"
+			   "    client-key-data: S0VZ\n"
+			   "    exec:\n"
+			   "      command: ./bin/plugin\n"
+			   "      args: [--x, '1']\n"
+			   "      env:\n"
+			   "      - {name: A, value: b}\n";
+
+/* a second file: its current-context loses, its own context wins where the first has none */
+static const char kc_b[] =
+	"current-context: b\n"
+	"clusters:\n"
+	"- name: c1\n"
+	"  cluster: {server: https://other.example}\n"
+	"- name: c2\n"
+	"  cluster: {server: 'https://two.example', insecure-skip-tls-verify: true}\n"
+	"contexts:\n"
+	"- name: c\n"
+	"  context: {cluster: c2, user: u1}\n"
+	"users:\n"
+	"- name: u1\n"
+	"  user: {token: other}\n";
+
+static void test_kubeconfig(void)
+{
+	struct sbx_err err = { 0 };
+	struct sbx_kubeconfig kc = { 0 };
+
+	json_t *j = yaml("a: [1, '2', ~]\nb: {c: null, d: \"x\"}\n");
+	if (!j) {
+		CHECK(0, "libyaml: cannot parse");
+		return;
+	}
+	char *s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	CHECK(streq(s, "{\"a\":[\"1\",\"2\",null],\"b\":{\"c\":null,\"d\":\"x\"}}"), "yaml: %s", s);
+	free(s);
+	json_decref(j);
+	CHECK(!yaml("a: &x 1\nb: *x\n"), "an alias is refused");
+	CHECK(!yaml("a: [\n"), "broken YAML is refused");
+	struct strbuf deep = STRBUF_INIT;
+	for (int i = 0; i < 100; i++)
+		strbuf_addch(&deep, '[');
+	CHECK(!yaml(deep.buf), "100 levels are refused");
+	strbuf_release(&deep);
+
+	json_t *docs[2] = { yaml(kc_a), yaml(kc_b) };
+	const char *paths[2] = { "/etc/k/a.yaml", "/home/u/b.yaml" };
+	CHECK(sbx_kubeconfig_from_json(docs, paths, 2, NULL, &kc, &err) == 0, "from_json: %s",
+	      err.msg);
+	CHECK(streq(kc.context, "a") && streq(kc.server, "https://k.example:6443") &&
+		      streq(kc.namespace, "team") && streq(kc.token, "t0k") && kc.ca_len == 9 &&
+		      !memcmp(kc.ca, "---CA---\n", 9) && !kc.insecure,
+	      "context a: the first file's");
+	sbx_kubeconfig_release(&kc);
+	CHECK(sbx_kubeconfig_from_json(docs, paths, 2, "b", &kc, &err) == 0, "b: %s", err.msg);
+	CHECK(streq(kc.cert_file, "/etc/k/certs/u2.crt") && kc.key_len == 3 &&
+		      streq(kc.exec.command, "/etc/k/./bin/plugin") &&
+		      streq(kc.exec.args[0], "--x") && streq(kc.exec.args[1], "1") &&
+		      streq(kc.exec.env[0], "A=b") && !kc.namespace,
+	      "context b: paths from its file's folder, the plugin");
+	/* the plugin's ExecCredential */
+	const char ok[] = "{\"status\":{\"token\":\"pt\",\"expirationTimestamp\":"
+			  "\"2030-01-01T00:00:00Z\"}}";
+	CHECK(sbx_kubeconfig_exec_credential(&kc, ok, strlen(ok), 1700000000, &err) == 0 &&
+		      streq(kc.token, "pt") && kc.token_expiry == 1893456000,
+	      "a valid credential: %s", err.msg);
+	CHECK(sbx_kubeconfig_exec_credential(&kc, ok, strlen(ok), 1893456000, &err) < 0 &&
+		      strstr(err.msg, "expired"),
+	      "an expired one");
+	CHECK(sbx_kubeconfig_exec_credential(&kc, "{}", 2, 0, &err) < 0, "no token");
+	CHECK(sbx_kubeconfig_exec_credential(&kc, "nope", 4, 0, &err) < 0, "not JSON");
+	sbx_kubeconfig_release(&kc);
+	CHECK(sbx_kubeconfig_from_json(docs, paths, 2, "c", &kc, &err) == 0 &&
+		      streq(kc.server, "https://two.example") && kc.insecure &&
+		      streq(kc.token, "t0k"),
+	      "context c of the second file, its user the first file's");
+	sbx_kubeconfig_release(&kc);
+	CHECK(sbx_kubeconfig_from_json(docs, paths, 2, "zz", &kc, &err) < 0 &&
+		      strstr(err.msg, "no context 'zz'"),
+	      "a missing context");
+	json_decref(docs[0]);
+	json_decref(docs[1]);
+	json_t *bare = yaml("current-context: x\ncontexts:\n- name: x\n  context: {cluster: y, "
+			    "user: z}\nclusters:\n- name: y\n  cluster: {server: https://s}\n"
+			    "users:\n- name: z\n  user:\n    exec: {command: aws}\n");
+	CHECK(sbx_kubeconfig_from_json(&bare, paths, 1, NULL, &kc, &err) < 0 &&
+		      strstr(err.msg, "PATH"),
+	      "a plugin by name is refused: %s", err.msg);
+	json_decref(bare);
+}
+
+void test_kube(void)
+{
+	test_ws_frames();
+	test_kubeconfig();
+}
