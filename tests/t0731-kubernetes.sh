@@ -4,10 +4,14 @@
 # verb in Sandbox mode (agents.x-k8s.io served), in pod mode (not served) and with a
 # SandboxClaim; the exit statuses and streams of exec; cp both ways; release and resume; and
 # what the cluster's failures look like (401, 429, 500, a WebSocket cut, a Status without an
-# exit code, a pod that never schedules, an expired plugin token, a wrong CA).
-# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
+# exit code, a pod that never schedules, an expired plugin token, a wrong CA); and the shared
+# verb checks in both modes.
+# run.sh: both passes at once
+# run.sh: in the waiting lane
+# shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which call the helpers; verbs.sh reads VERBS_*
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
+. "$TEST_DIR/helpers/verbs.sh"
 
 test_skip_unless USERNS curl openssl base64
 
@@ -344,6 +348,17 @@ test_expect_success 'a kubeconfig with the wrong CA: a TLS failure naming it, 12
 	expect_one_error_line e "TLS failure .*certificate-authority of cluster .fake." &&
 	sbx exec box -- true
 '
+
+# the shared verb checks (tests/helpers/verbs.sh), in both modes; release keeps the --disk
+# volume at the workdir, where the checks' files go
+VERBS_SKIP="user pause-memory" VERBS_DIR=/workspace
+VERBS_WHY_user="the pods/exec API runs commands as the container's user (exec -u is refused)"
+VERBS_WHY_pause_memory="Kubernetes has no pause that keeps memory (pause is refused: above)"
+verbs_suite k8s-sandbox --provider kubernetes --image busybox:1 --disk 64m
+KUBECONFIG=$TRASH/kc-pods
+verbs_suite k8s-pod --provider kubernetes --image busybox:1 --disk 64m
+KUBECONFIG=$TRASH/kc
+VERBS_SKIP="" VERBS_DIR=/tmp
 
 test_expect_success 'rm removes the Sandbox and its pod' '
 	sbx rm -f box && state >st.json &&
