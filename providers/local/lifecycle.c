@@ -1,6 +1,7 @@
 /* The local provider: Linux namespaces on this host, no daemon, no root needed. */
 #define _GNU_SOURCE
 #include "providers/local/local.h"
+#include "providers/local/gvisor.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -285,6 +286,8 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 		return -1;
 	local_touch_activity(rec->dir);
 	sbx_test_hook("boot-cgroups");
+	if (s->gvisor && local_gvisor_prepare(rec, s->uid, s->gid, err) < 0)
+		return -1;
 
 	int rp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rp) < 0)
@@ -381,6 +384,7 @@ static struct local_setup setup_of(const struct sbx_record *rec)
 		.disk = c->disk > 0,
 		.nested = c->nested,
 		.cgroup_writable = c->nested,
+		.gvisor = local_gvisor(rec),
 	};
 	for (char **l = c->image.layers; l && *l; l++)
 		s.n_layers++;
@@ -413,6 +417,8 @@ static int local_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 	_cleanup_free_ void *bpf = NULL;
 	size_t bpf_len = 0;
 
+	if (s.gvisor && local_gvisor_check(rec, err) < 0)
+		return -1;
 	struct local_idmap map;
 	local_idmap_find(&map);
 	ids_for(&s, &map);
@@ -790,6 +796,8 @@ static int local_restore(struct sbx_ctx *ctx, struct sbx_record *rec, const char
 	return 0;
 }
 
+static const char *const local_runtimes[] = { "gvisor", NULL };
+
 const struct sbx_provider sbx_provider_local = {
 	.name = "local",
 	.summary = "Linux namespaces on this host",
@@ -803,6 +811,7 @@ const struct sbx_provider sbx_provider_local = {
 		SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG | SBX_CAP_NET_RATE |
 		SBX_CAP_NET_UPDATE | SBX_CAP_FS | SBX_CAP_SNAPSHOT,
 	.default_workdir = "/workspace",
+	.runtimes = local_runtimes,
 	.create = local_create,
 	.exec = local_exec,
 	.cp_in = local_cp_in,
