@@ -313,7 +313,8 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 		if (fd < 0 || dup2(fd, i) < 0)
 			_exit(125);
 	}
-	syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC);
+	/* nothing of the caller stays open (a lock held by the waiting parent would stay held) */
+	syscall(SYS_close_range, 3, ~0U, 0);
 	/* run by root: the trees are ours to clone before we become sandbox root */
 	bool clone_first = geteuid() == 0;
 	for (size_t i = 0; clone_first && i < n; i++) {
@@ -321,6 +322,9 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 		if ((fds[i] = local_clone_tree(p)) < 0)
 			child_fail("open the sandbox's files");
 	}
+	/* the sandbox's cgroups, its freezer too: runsc's processes are its processes */
+	if (local_cgroup_enter(r->dir, getpid()) < 0 && geteuid() == 0)
+		child_fail("join the sandbox's cgroups");
 	int pidfd = sbx_pidfd_open(r->init);
 	if (pidfd < 0)
 		child_fail("find the sandbox's init");
