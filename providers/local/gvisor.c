@@ -347,15 +347,19 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	}
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail("make a mount namespace");
+	/* an ordinary user's trees are cloned now, before the tmpfs hides them (its store may
+	 * be under /tmp) */
+	for (size_t i = 0; i < n; i++) {
+		snprintf(p, sizeof(p), "%s/%s", r->dir, sub[i]);
+		if (fds[i] < 0 && (fds[i] = local_clone_tree(p)) < 0)
+			child_fail("open the sandbox's files");
+	}
 	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
 		child_fail("mount a tmpfs at /tmp");
 	/* the /proc of the pid namespace runsc runs in (runsc reads its own and its children's) */
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		child_fail("mount /proc");
 	for (size_t i = 0; i < n; i++) {
-		snprintf(p, sizeof(p), "%s/%s", r->dir, sub[i]);
-		if (fds[i] < 0 && (fds[i] = local_clone_tree(p)) < 0)
-			child_fail("open the sandbox's files");
 		char at[64];
 		snprintf(at, sizeof(at), "/tmp/%s", names[i]);
 		if (attach(fds[i], at) < 0)
