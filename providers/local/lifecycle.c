@@ -487,6 +487,13 @@ static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx
 	long long oom = local_cgroup_oom_kills(rec->dir);
 	json_object_set_new(live, "oom_kills", oom >= 0 ? json_integer(oom) : json_null());
 	local_cgroup_stats(rec->dir, live);
+	json_object_set_new(live, "runtime", json_string(local_gvisor(rec) ? "gvisor" : "local"));
+	if (local_runtime_of(rec)) {
+		long long ck = local_checkpoint_size(rec->dir);
+		json_object_set_new(live, "checkpointed", json_boolean(ck >= 0));
+		json_object_set_new(live, "checkpoint_bytes",
+				    ck >= 0 ? json_integer(ck) : json_null());
+	}
 	long long ttl = rec->config.ttl_ms;
 	long long dl = rec->state == SBX_STATE_RUNNING ? local_idle_deadline(rec->dir, ttl) : 0;
 	if (dl > 0) {
@@ -693,6 +700,31 @@ static int local_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct
 	struct local_pids pids;
 
 	(void)ctx;
+	if (o->checkpoint) {
+		const struct local_runtime_ops *rt = local_runtime_of(rec);
+		if (!rt)
+			return sbx_err_set(
+				err, SBX_E_UNSUPPORTED,
+				"pause --checkpoint needs --runtime gvisor (sandbox '%s' "
+				"runs on the default runtime)",
+				rec->name ? rec->name : rec->id);
+		if (local_read_pids(rec->dir, &pids) < 0)
+			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running",
+					   rec->id);
+		/* frozen processes cannot be written out */
+		if (local_is_frozen(rec->dir, &pids) == 1 &&
+		    local_freeze(rec->dir, &pids, false, err) < 0)
+			return -1;
+		if (rt->checkpoint(rec, err) < 0)
+			return -1;
+		/* what is left (init, the supervisor, runsc's ends) goes: the image is the sandbox */
+		if (stop_all(rec, 0, err) < 0)
+			return -1;
+		_cleanup_free_ char *p = xasprintf("%s/pids", rec->dir);
+		(void)unlink(p);
+		rec->state = SBX_STATE_RELEASED;
+		return 0;
+	}
 	if (o->release) {
 		if (stop_all(rec, o->grace_ms, err) < 0)
 			return -1;
@@ -809,7 +841,7 @@ const struct sbx_provider sbx_provider_local = {
 		SBX_CAP_NET_OPEN | SBX_CAP_NET_ALLOW | SBX_CAP_NET_HOST | SBX_CAP_ADD_HOST |
 		SBX_CAP_HOST_PORT | SBX_CAP_IMAGE | SBX_CAP_NESTED | SBX_CAP_TTL |
 		SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG | SBX_CAP_NET_RATE |
-		SBX_CAP_NET_UPDATE | SBX_CAP_FS | SBX_CAP_SNAPSHOT,
+		SBX_CAP_NET_UPDATE | SBX_CAP_FS | SBX_CAP_SNAPSHOT | SBX_CAP_CHECKPOINT,
 	.default_workdir = "/workspace",
 	.runtimes = local_runtimes,
 	.create = local_create,
