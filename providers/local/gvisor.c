@@ -526,14 +526,12 @@ static int gvisor_checkpoint(const struct sbx_record *rec, struct sbx_err *err)
 	struct local_pids pids;
 	struct local_idmap m;
 
-	if (rec->config.net.set && rec->config.net.mode != SBX_NET_NONE)
+	if (!rec->config.net.set || rec->config.net.mode != SBX_NET_NONE)
 		return sbx_err_set(
 			err, SBX_E_UNSUPPORTED,
-			"pause --checkpoint of a gVisor sandbox needs --net none (gVisor "
-			"cannot checkpoint one on its network namespace's stack)");
-	if (!rec->config.net.set)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED,
-				   "pause --checkpoint of a gVisor sandbox needs --net none");
+			"pause --checkpoint of gVisor sandbox '%s' needs --net none (gVisor "
+			"cannot checkpoint a sandbox on its network namespace's sockets)",
+			label);
 	if (local_read_pids(rec->dir, &pids) < 0)
 		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running", label);
 	local_idmap_of(rec, &m);
