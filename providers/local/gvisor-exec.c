@@ -137,8 +137,7 @@ int local_gvisor_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	struct local_runsc r = { .dir = rec->dir,
 				 .init = pids.init_pid,
 				 .map_range = m.kind != LOCAL_MAP_SELF,
-				 .net_none = rec->config.net.set &&
-					 rec->config.net.mode == SBX_NET_NONE,
+				 .net_none = local_gvisor_netstack(&rec->config),
 				 .fd = { o->interactive ? 0 : -1, 1, 2 } };
 	struct sigaction sa = { .sa_handler = on_alarm }, old_alrm;
 	sigaction(SIGALRM, &sa, &old_alrm);

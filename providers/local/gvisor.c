@@ -61,6 +61,11 @@ bool local_gvisor(const struct sbx_record *rec)
 	return rec->config.runtime && strcmp(rec->config.runtime, "gvisor") == 0;
 }
 
+bool local_gvisor_netstack(const struct sbx_config *c)
+{
+	return c->net.set && c->net.mode == SBX_NET_NONE && geteuid() == 0;
+}
+
 const char *local_runsc_path(void)
 {
 	const char *p = getenv("SBX_RUNSC");
@@ -526,7 +531,13 @@ static int gvisor_checkpoint(const struct sbx_record *rec, struct sbx_err *err)
 	struct local_pids pids;
 	struct local_idmap m;
 
-	if (!rec->config.net.set || rec->config.net.mode != SBX_NET_NONE)
+	if (rec->config.net.set && rec->config.net.mode == SBX_NET_NONE && geteuid() != 0)
+		return sbx_err_set(
+			err, SBX_E_UNSUPPORTED,
+			"pause --checkpoint of gVisor sandbox '%s' needs root (runsc "
+			"cannot make its own network stack in an ordinary user's sandbox)",
+			label);
+	if (!local_gvisor_netstack(&rec->config))
 		return sbx_err_set(
 			err, SBX_E_UNSUPPORTED,
 			"pause --checkpoint of gVisor sandbox '%s' needs --net none (gVisor "

@@ -10,6 +10,11 @@
 
 /* does the sandbox run under gVisor */
 bool local_gvisor(const struct sbx_record *rec);
+/* gVisor's own network stack (runsc --network=none): --net none, run by root. runsc cannot
+ * make its stack's namespace in an ordinary user's sandbox, so there --net none runs on the
+ * sockets of the sandbox's own network namespace (loopback alone, no proxy), as --net allow=
+ * runs on that namespace's with the proxy */
+bool local_gvisor_netstack(const struct sbx_config *c);
 /* create: what gVisor cannot honour, refused (UNSUPPORTED, one line) before anything is made */
 int local_gvisor_check(const struct sbx_record *rec, struct sbx_err *err);
 /* the CLI, before each boot: the OCI bundle (config.json) and runsc's state directory in
