@@ -6,7 +6,7 @@
 # (control: the same pause --checkpoint on a gVisor sandbox works), a gVisor sandbox on the
 # proxy's network, and, run by an ordinary user, any (runsc cannot make its own network stack
 # there; control: root's checkpoint above).
-# shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies
+# shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies (prog)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS python3
