@@ -98,9 +98,11 @@ const struct sbx_command sbx_commands[] = {
 	  "sbx inspect [--json] SB...",
 	  "      --json             errors as JSON too (the output is JSON already)\n" },
 	{ "pause", cmd_pause, "Freeze sandboxes, or release their processes",
-	  "sbx pause [--release [--grace DUR]] SB...",
+	  "sbx pause [--release [--grace DUR] | --checkpoint] SB...",
 	  "      --release          end every process (SIGTERM, then SIGKILL); keep the files\n"
-	  "      --grace DUR        with --release: how long SIGTERM has (default 10s)\n" },
+	  "      --grace DUR        with --release: how long SIGTERM has (default 10s)\n"
+	  "      --checkpoint       write the processes and their memory to disk, then\n"
+	  "                         release (--runtime gvisor); resume restores them\n" },
 	{ "resume", cmd_resume, "Resume paused sandboxes; start released or stopped ones again",
 	  "sbx resume SB...", "" },
 	{ "update", cmd_update, "Change the egress policy, limits or idle timeout of sandboxes",
