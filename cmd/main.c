@@ -180,15 +180,18 @@ const struct sbx_command sbx_commands[] = {
 	{ "secret", cmd_secret, "List the secrets of a sandbox (names and hosts, never values)",
 	  "sbx secret ls [--json] SB", "      --json             a JSON array: name, hosts\n" },
 	{ "snapshot", cmd_snapshot, "Save, list, remove and restore snapshots of sandboxes' files",
-	  "sbx snapshot create SB [--name NAME] [--json]\n"
+	  "sbx snapshot create SB [--name NAME] [--memory] [--json]\n"
 	  "       sbx snapshot ls [SB] [--json] [-q]\n"
 	  "       sbx snapshot rm SNAP...\n"
 	  "       sbx snapshot restore SB SNAP",
 	  "      --name NAME        create: a unique name for the snapshot\n"
+	  "      --memory           create: the processes and their memory too (--runtime\n"
+	  "                         gvisor --net none): its forks start with them running\n"
 	  "      --json             create: print its record; ls: a JSON array of records\n"
 	  "  -q, --quiet            ls: snapshot ids only\n"
 	  "  A snapshot holds the files the sandbox wrote (its own tree, or the layer it\n"
-	  "  wrote over its image), not what bind volumes (-v) hold, nor its memory.\n" },
+	  "  wrote over its image), not what bind volumes (-v) hold, nor (without\n"
+	  "  --memory) its memory.\n" },
 	{ "fork", cmd_fork, "Create sandboxes from a sandbox's files or a snapshot",
 	  "sbx fork SRC [-n COUNT] [CREATE OPTIONS]",
 	  "  -n, --count COUNT      make COUNT sandboxes (with --name NAME: NAME-1, NAME-2...)\n"

@@ -1,11 +1,12 @@
 #!/bin/bash
-# pause --checkpoint on --runtime gvisor: the sandbox's processes and memory written to disk and
+# Memory checkpoints on --runtime gvisor. pause --checkpoint: the processes and memory written to disk and
 # its processes gone (inspect says checkpointed, with the bytes on disk), then resume starts
 # them where they were: a counter counts on from where it stopped, a shell's variable, an open
 # file and a loopback socket pair survive. Refusals in one line (exit 125): the default runtime
 # (control: the same pause --checkpoint on a gVisor sandbox works), a gVisor sandbox on the
 # proxy's network, and, run by an ordinary user, any (runsc cannot make its own network stack
-# there; control: root's checkpoint above).
+# there; control: root's checkpoint above). snapshot create --memory: files and processes, and
+# three forks of it that run the processes, each diverging on its own.
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies (prog)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -63,6 +64,38 @@ if [ "$(id -u)" -eq 0 ]; then
 		test -z "$(sbx ls -q)"
 	'
 
+	test_expect_success 'snapshot create --memory: files and processes; the sandbox runs on' '
+		sbx create --name s1 --runtime gvisor --net none >/dev/null &&
+		sbx cp prog.py s1:/workspace/prog.py &&
+		sbx exec s1 sh -c "nohup python3 /workspace/prog.py >/dev/null 2>&1 &" &&
+		wait_until 20 sh -c "test \"\$(\"$SBX\" exec s1 cat /workspace/n | cut -d\" \" -f1)\" -gt 5" &&
+		sbx snapshot create --memory --name mem --json s1 >snap &&
+		json_assert snap "assert r[\"memory\"] is True, r" &&
+		a=$(count s1) && wait_until 20 sh -c "test \"\$(\"$SBX\" exec s1 cat /workspace/n | cut -d\" \" -f1)\" -gt $a"
+	'
+
+	test_expect_success 'three forks of a memory snapshot run its processes, each its own' '
+		at=$(json_assert snap "print(r[\"id\"])") &&
+		for i in 1 2 3; do sbx fork mem --name k$i --runtime gvisor --net none >/dev/null || exit 1; done &&
+		for i in 1 2 3; do
+			wait_until 20 sh -c "test \"\$(\"$SBX\" exec k$i cat /workspace/n | cut -d\" \" -f1)\" -gt 1" || exit 1
+		done &&
+		sbx exec k1 sh -c "echo one >/workspace/mine" && sbx exec k2 sh -c "echo two >/workspace/mine" &&
+		test_eq one "$(sbx exec k1 cat /workspace/mine)" && test_eq two "$(sbx exec k2 cat /workspace/mine)" &&
+		expect_code 1 sbx exec k3 test -e /workspace/mine &&
+		expect_code 1 sbx exec s1 test -e /workspace/mine &&
+		sbx exec k3 pkill -f prog.py && sleep 0.3 && b=$(count k3) && sleep 0.3 &&
+		test_eq "$b" "$(count k3)" "the stopped fork" &&
+		c=$(count k1) && wait_until 20 sh -c "test \"\$(\"$SBX\" exec k1 cat /workspace/n | cut -d\" \" -f1)\" -gt $c" &&
+		test_match "^[0-9]+ x$" "$(sbx exec k2 cat /workspace/n)"
+	'
+
+	test_expect_success 'a fork of a memory snapshot on the default runtime is refused (one line)' '
+		expect_code 125 sbx fork mem --name k4 2>err && test_eq 1 "$(wc -l <err)" &&
+		test_grep "forks need --runtime gvisor --net none" err &&
+		sbx rm -f s1 k1 k2 k3 >/dev/null && sbx snapshot rm mem >/dev/null && test -z "$(sbx ls -q)"
+	'
+
 	test_expect_success 'a gVisor sandbox on the proxy network is refused (one line)' '
 		sbx create --name c2 --runtime gvisor >/dev/null &&
 		expect_code 125 sbx pause --checkpoint c2 2>err && test_eq 1 "$(wc -l <err)" &&
@@ -84,6 +117,13 @@ test_expect_success 'the default runtime refuses pause --checkpoint (one line); 
 	test_grep "pause --checkpoint needs --runtime gvisor" err &&
 	test_eq running "$(sb_state l1)" &&
 	sbx pause l1 >/dev/null && test_eq paused "$(sb_state l1)" && sbx rm -f l1 >/dev/null
+'
+
+test_expect_success 'snapshot create --memory on the default runtime is refused (one line)' '
+	sbx create --name l2 --net none >/dev/null &&
+	expect_code 125 sbx snapshot create --memory l2 2>err && test_eq 1 "$(wc -l <err)" &&
+	test_grep "needs --runtime gvisor" err && test -z "$(sbx snapshot ls -q)" &&
+	sbx snapshot create l2 >/dev/null && sbx rm -f l2 >/dev/null
 '
 
 test_expect_success 'pause --checkpoint with --release is a usage error' '

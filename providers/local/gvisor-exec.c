@@ -5,7 +5,8 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <sys/time.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/wait.h>
 
 #include "core/proc.h"
@@ -32,13 +33,6 @@ static void gv_env_set(void *arg, const char *kv)
 	e->v = xrealloc(e->v, (e->n + 2) * sizeof(char *));
 	e->v[e->n++] = xstrdup(kv);
 	e->v[e->n] = NULL;
-}
-
-static volatile sig_atomic_t timed_out;
-static void on_alarm(int sig)
-{
-	(void)sig;
-	timed_out = 1;
 }
 
 /* -u: numbers only (gVisor's runsc exec takes UID[:GID]) */
@@ -138,11 +132,26 @@ int local_gvisor_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 				 .init = pids.init_pid,
 				 .map_range = m.kind != LOCAL_MAP_SELF,
 				 .net_none = local_gvisor_netstack(&rec->config),
-				 .fd = { o->interactive ? 0 : -1, 1, 2 } };
-	struct sigaction sa = { .sa_handler = on_alarm }, old_alrm;
-	sigaction(SIGALRM, &sa, &old_alrm);
+				 .fd = { -1, -1, -1 } };
+	/* the command's streams through pipes we relay: gVisor writes a file it is given at an
+	 * offset of its own (two execs into one file would overwrite each other) */
+	int in_p[2] = { -1, -1 }, out_p[2], err_p[2];
+	if ((o->interactive && pipe2(in_p, O_CLOEXEC) < 0) || pipe2(out_p, O_CLOEXEC) < 0 ||
+	    pipe2(err_p, O_CLOEXEC) < 0) {
+		local_net_exec_unwatch(&watch);
+		sbx_strv_free(env.v);
+		sbx_strv_free(args);
+		return sbx_err_errno(err, "cannot create pipes");
+	}
+	r.fd[0] = in_p[0];
+	r.fd[1] = out_p[1];
+	r.fd[2] = err_p[1];
 	pid_t pid = local_runsc_spawn(&r, args, err);
 	sbx_strv_free(args);
+	if (in_p[0] >= 0)
+		close(in_p[0]);
+	close(out_p[1]);
+	close(err_p[1]);
 	if (pid < 0) {
 		local_net_exec_unwatch(&watch);
 		sbx_strv_free(env.v);
@@ -154,37 +163,96 @@ int local_gvisor_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
-	if (o->timeout_ms > 0) {
-		struct itimerval it = { .it_value = { .tv_sec = o->timeout_ms / 1000,
-						      .tv_usec = (o->timeout_ms % 1000) * 1000 } };
-		setitimer(ITIMER_REAL, &it, NULL);
-	}
-	int st;
-	bool sent_term = false;
+	signal(SIGPIPE, SIG_IGN);
+	int pidfd = sbx_pidfd_open(pid);
+	long long deadline = o->timeout_ms > 0 ? sbx_now_ms() + o->timeout_ms : 0;
+	bool sent_term = false, ended = false;
+	struct pollfd pf[4];
+	int in_w = in_p[1], from[2] = { out_p[0], err_p[0] };
+	static char in_buf[65536];
+	size_t in_off = 0, in_len = 0;
+	if (in_w >= 0)
+		local_set_nonblock(in_w);
 	for (;;) {
-		pid_t w = waitpid(pid, &st, 0);
-		if (w == pid)
+		int n = 0, ix_in = -1, ix_out[2] = { -1, -1 }, ix_pid = -1;
+		if (in_w >= 0) {
+			/* stdin: read only once what was read is in the pipe */
+			pf[n] = in_len ? (struct pollfd){ .fd = in_w, .events = POLLOUT }
+				       : (struct pollfd){ .fd = 0, .events = POLLIN };
+			ix_in = n++;
+		}
+		for (int q = 0; q < 2; q++)
+			if (from[q] >= 0) {
+				pf[n] = (struct pollfd){ .fd = from[q], .events = POLLIN };
+				ix_out[q] = n++;
+			}
+		if (!ended && pidfd >= 0) {
+			pf[n] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+			ix_pid = n++;
+		}
+		if (ended && from[0] < 0 && from[1] < 0)
 			break;
-		if (w < 0 && errno != EINTR) {
-			local_net_exec_unwatch(&watch);
-			sbx_strv_free(env.v);
-			return sbx_err_errno(err, "cannot wait for runsc exec");
+		long long now = sbx_now_ms();
+		int tmo = ended ? 0 : deadline ? (int)(deadline > now ? deadline - now : 0) : -1;
+		int pr = poll(pf, (nfds_t)n, tmo);
+		if (pr < 0 && errno != EINTR)
+			break;
+		if (pr == 0 && ended) {
+			/* the command ended: what its pipes held is out; a background process that
+			 * kept them is not waited for */
+			break;
 		}
-		if (timed_out && !sent_term) {
-			/* runsc exec hands SIGKILL-like ends poorly: the command gets SIGTERM, then
-			 * runsc itself goes */
-			kill(pid, SIGTERM);
+		if (pr == 0 && deadline && !ended) {
+			kill(pid, sent_term ? SIGKILL : SIGTERM);
 			sent_term = true;
-			struct itimerval it = { .it_value = { .tv_sec = 2 } };
-			timed_out = 0;
-			setitimer(ITIMER_REAL, &it, NULL);
-		} else if (timed_out) {
-			kill(pid, SIGKILL);
+			deadline = sbx_now_ms() + 2000;
+			continue;
 		}
+		if (ix_in >= 0 && pf[ix_in].revents) {
+			ssize_t got = in_len ? write(in_w, in_buf + in_off, in_len)
+					     : read(0, in_buf, sizeof(in_buf));
+			if (got < 0 && (errno == EAGAIN || errno == EINTR)) {
+				(void)0;
+			} else if (got <= 0) {
+				close(in_w); /* end-of-file, or the command stopped reading */
+				in_w = -1;
+			} else if (in_len) {
+				in_off += (size_t)got;
+				in_len -= (size_t)got;
+			} else {
+				in_off = 0;
+				in_len = (size_t)got;
+			}
+		}
+		for (int q = 0; q < 2; q++)
+			if (ix_out[q] >= 0 && pf[ix_out[q]].revents) {
+				char buf[65536];
+				ssize_t got = read(from[q], buf, sizeof(buf));
+				if (got <= 0) {
+					close(from[q]);
+					from[q] = -1;
+				} else {
+					(void)sbx_write_all(q + 1, buf, (size_t)got);
+				}
+			}
+		if (ix_pid >= 0 && pf[ix_pid].revents)
+			ended = true;
+		if (pidfd < 0 && waitpid(pid, NULL, WNOHANG) == pid)
+			break;
 	}
-	struct itimerval off = { 0 };
-	setitimer(ITIMER_REAL, &off, NULL);
-	sigaction(SIGALRM, &old_alrm, NULL);
+	for (int q = 0; q < 2; q++)
+		if (from[q] >= 0)
+			close(from[q]);
+	if (in_w >= 0)
+		close(in_w);
+	if (pidfd >= 0)
+		close(pidfd);
+	int st = local_runsc_wait(pid);
+	if (st < 0) {
+		local_net_exec_unwatch(&watch);
+		sbx_strv_free(env.v);
+		return sbx_err_errno(err, "cannot wait for runsc exec");
+	}
 	local_net_exec_refusals(rec, &watch, env.v);
 	sbx_strv_free(env.v);
 	local_touch_activity(rec->dir);

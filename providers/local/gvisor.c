@@ -245,7 +245,15 @@ static int own_dir(const char *path, uid_t uid, gid_t gid, struct sbx_err *err)
 	return 0;
 }
 
+static void empty_dir(const char *path);
+
 /* runsc's state of an earlier boot goes: each boot is a new container of the same id */
+void local_gvisor_state_reset(const char *dir)
+{
+	_cleanup_free_ char *st = xasprintf("%s/gvisor/state", dir);
+	empty_dir(st);
+}
+
 static void empty_dir(const char *path)
 {
 	DIR *d = opendir(path);
@@ -521,78 +529,4 @@ int local_gvisor_boot(const char *dir, const char *id, pid_t init, bool map_rang
 		(void)unlink(img);
 	}
 	return 0;
-}
-
-/* --- checkpoints ------------------------------------------------------------------------- */
-
-static int gvisor_checkpoint(const struct sbx_record *rec, struct sbx_err *err)
-{
-	const char *label = rec->name ? rec->name : rec->id;
-	struct local_pids pids;
-	struct local_idmap m;
-
-	if (rec->config.net.set && rec->config.net.mode == SBX_NET_NONE && geteuid() != 0)
-		return sbx_err_set(
-			err, SBX_E_UNSUPPORTED,
-			"pause --checkpoint of gVisor sandbox '%s' needs root (runsc "
-			"cannot make its own network stack in an ordinary user's sandbox)",
-			label);
-	if (!local_gvisor_netstack(&rec->config))
-		return sbx_err_set(
-			err, SBX_E_UNSUPPORTED,
-			"pause --checkpoint of gVisor sandbox '%s' needs --net none (gVisor "
-			"cannot checkpoint a sandbox on its network namespace's sockets)",
-			label);
-	if (local_read_pids(rec->dir, &pids) < 0)
-		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running", label);
-	local_idmap_of(rec, &m);
-	_cleanup_free_ char *ck = local_checkpoint_dir(rec->dir);
-	(void)sbx_rm_rf(ck);
-	struct stat st;
-	_cleanup_free_ char *root = xasprintf("%s/root", rec->dir);
-	if (stat(root, &st) < 0 || mkdir(ck, 0700) < 0 || lchown(ck, st.st_uid, st.st_gid) < 0)
-		return sbx_err_errno(err, "cannot create '%s'", ck);
-	int ep[2];
-	if (pipe2(ep, O_CLOEXEC) < 0)
-		return sbx_err_errno(err, "cannot create a pipe");
-	struct local_runsc r = { .dir = rec->dir,
-				 .init = pids.init_pid,
-				 .map_range = m.kind != LOCAL_MAP_SELF,
-				 .net_none = true,
-				 .checkpoint = true,
-				 .fd = { -1, -1, ep[1] } };
-	char *args[] = { "checkpoint", "--image-path=/tmp/checkpoint", rec->id, NULL };
-	pid_t pid = local_runsc_spawn(&r, args, err);
-	close(ep[1]);
-	if (pid < 0) {
-		close(ep[0]);
-		return -1;
-	}
-	_cleanup_free_ char *out = sbx_read_fd(ep[0], 4096, NULL);
-	close(ep[0]);
-	int ws = local_runsc_wait(pid);
-	if (ws != 0) {
-		char *t = out ? out : xstrdup("");
-		size_t l = strlen(t);
-		while (l && t[l - 1] == '\n')
-			t[--l] = 0;
-		char *nl = strrchr(t, '\n');
-		sbx_err_set(err, SBX_E_SYSTEM, "cannot checkpoint sandbox '%s': %s", label,
-			    nl ? nl + 1 : (*t ? t : "runsc checkpoint failed"));
-		if (!out)
-			free(t);
-		(void)sbx_rm_rf(ck);
-		return -1;
-	}
-	return 0;
-}
-
-static const struct local_runtime_ops gvisor_ops = {
-	.name = "gvisor",
-	.checkpoint = gvisor_checkpoint,
-};
-
-const struct local_runtime_ops *local_runtime_of(const struct sbx_record *rec)
-{
-	return local_gvisor(rec) ? &gvisor_ops : NULL;
 }

@@ -24,6 +24,8 @@ int local_gvisor_prepare(const struct sbx_record *rec, uid_t uid, gid_t gid, str
  * sandbox's user, network and pid namespaces; -1 with msg on failure */
 int local_gvisor_boot(const char *dir, const char *id, pid_t init, bool map_range, bool net_none,
 		      char *msg, size_t len);
+/* runsc's state of the sandbox emptied (before a new run or restore of the same id) */
+void local_gvisor_state_reset(const char *dir);
 /* sbx exec through runsc exec */
 int local_gvisor_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		      const struct sbx_exec_opts *o, int *ret_status, struct sbx_err *err);
@@ -34,7 +36,16 @@ struct local_runtime_ops {
 	const char *name;
 	/* processes and memory to DIR/gvisor/checkpoint; the sandbox's processes end */
 	int (*checkpoint)(const struct sbx_record *rec, struct sbx_err *err);
+	/* the same, the sandbox left running, the image then moved to dir/checkpoint.img */
+	int (*snapshot)(const struct sbx_record *rec, const char *dir, struct sbx_err *err);
 };
+/* snapshot --memory: the runtime's image of the running sandbox's processes (left running) in
+ * snapdir/memory; UNSUPPORTED naming the runtime that has it on any other sandbox */
+int local_snapshot_memory(const struct sbx_record *rec, const char *snapdir, struct sbx_err *err);
+/* create --from a snapshot with memory: its image copied in for the boot to restore (the
+ * sandbox must be one that can: gVisor on its own network stack); 0 when it has none */
+int local_fork_memory(const struct sbx_record *rec, const json_t *info, const char *tree, uid_t uid,
+		      gid_t gid, struct sbx_err *err);
 /* the sandbox's runtime when it can checkpoint, or NULL */
 const struct local_runtime_ops *local_runtime_of(const struct sbx_record *rec);
 /* the checkpoint directory of a sandbox (malloc'd); its size on disk in bytes, -1 when it has

@@ -253,6 +253,8 @@ static int root_from(struct sbx_ctx *ctx, const struct sbx_record *rec, const st
 				return sbx_err_errno(err, "cannot hand '%s' to the sandbox", p);
 		}
 	}
+	if (local_fork_memory(rec, info, tree, s->uid, s->gid, err) < 0)
+		return -1;
 	return unpack(ctx, rec, s, tree, info, false, err);
 }
 
