@@ -31,8 +31,14 @@
  *    tree through init's mount namespace) and the sandbox see each other's writes;
  *  - checkpoints: pause --checkpoint runs runsc checkpoint into DIR/gvisor/checkpoint (the
  *    sandbox's processes and memory; they end) and releases the rest; resume boots again and
- *    the supervisor runs runsc restore from it instead of run, then removes it. The runtime
- *    interface (struct local_runtime_ops) is what a microVM runtime would fill in too. */
+ *    the supervisor runs runsc restore from it instead of run, then removes it. snapshot
+ *    --memory checkpoints the same way, links the image into the snapshot and restores the
+ *    sandbox at once (runsc's --leave-running never returned here); a fork copies the image
+ *    into its own directory, so its boot restores it. gVisor sandboxes copy a snapshot's tree
+ *    rather than stack on it (the gofer serves one tree). The runtime interface (struct
+ *    local_runtime_ops, gvisor-checkpoint.c) is what a microVM runtime would fill in too;
+ *  - exec (gvisor-exec.c) is runsc exec, through /bin/sh's exec for 126 and 127, its streams
+ *    relayed through pipes (gVisor writes a file it is given at an offset of its own). */
 #define _GNU_SOURCE
 #include "providers/local/gvisor.h"
 
