@@ -98,9 +98,11 @@ const struct sbx_command sbx_commands[] = {
 	  "sbx inspect [--json] SB...",
 	  "      --json             errors as JSON too (the output is JSON already)\n" },
 	{ "pause", cmd_pause, "Freeze sandboxes, or release their processes",
-	  "sbx pause [--release [--grace DUR]] SB...",
+	  "sbx pause [--release [--grace DUR] | --checkpoint] SB...",
 	  "      --release          end every process (SIGTERM, then SIGKILL); keep the files\n"
-	  "      --grace DUR        with --release: how long SIGTERM has (default 10s)\n" },
+	  "      --grace DUR        with --release: how long SIGTERM has (default 10s)\n"
+	  "      --checkpoint       write the processes and their memory to disk, then\n"
+	  "                         release (--runtime gvisor); resume restores them\n" },
 	{ "resume", cmd_resume, "Resume paused sandboxes; start released or stopped ones again",
 	  "sbx resume SB...", "" },
 	{ "update", cmd_update, "Change the egress policy, limits or idle timeout of sandboxes",
@@ -178,15 +180,18 @@ const struct sbx_command sbx_commands[] = {
 	{ "secret", cmd_secret, "List the secrets of a sandbox (names and hosts, never values)",
 	  "sbx secret ls [--json] SB", "      --json             a JSON array: name, hosts\n" },
 	{ "snapshot", cmd_snapshot, "Save, list, remove and restore snapshots of sandboxes' files",
-	  "sbx snapshot create SB [--name NAME] [--json]\n"
+	  "sbx snapshot create SB [--name NAME] [--memory] [--json]\n"
 	  "       sbx snapshot ls [SB] [--json] [-q]\n"
 	  "       sbx snapshot rm SNAP...\n"
 	  "       sbx snapshot restore SB SNAP",
 	  "      --name NAME        create: a unique name for the snapshot\n"
+	  "      --memory           create: the processes and their memory too (--runtime\n"
+	  "                         gvisor --net none): its forks start with them running\n"
 	  "      --json             create: print its record; ls: a JSON array of records\n"
 	  "  -q, --quiet            ls: snapshot ids only\n"
 	  "  A snapshot holds the files the sandbox wrote (its own tree, or the layer it\n"
-	  "  wrote over its image), not what bind volumes (-v) hold, nor its memory.\n" },
+	  "  wrote over its image), not what bind volumes (-v) hold, nor (without\n"
+	  "  --memory) its memory.\n" },
 	{ "fork", cmd_fork, "Create sandboxes from a sandbox's files or a snapshot",
 	  "sbx fork SRC [-n COUNT] [CREATE OPTIONS]",
 	  "  -n, --count COUNT      make COUNT sandboxes (with --name NAME: NAME-1, NAME-2...)\n"

@@ -6,6 +6,7 @@ int cmd_pause(int argc, char **argv, struct sbx_ctx *ctx)
 {
 	static const struct option opts[] = {
 		{ "release", no_argument, NULL, 'r' },
+		{ "checkpoint", no_argument, NULL, 'c' },
 		{ "grace", required_argument, NULL, 'g' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -22,6 +23,9 @@ int cmd_pause(int argc, char **argv, struct sbx_ctx *ctx)
 		case 'r':
 			o.release = true;
 			break;
+		case 'c':
+			o.checkpoint = true;
+			break;
 		case 'g':
 			o.grace_ms = sbx_parse_duration_ms(optarg);
 			if (o.grace_ms < 0)
@@ -35,6 +39,8 @@ int cmd_pause(int argc, char **argv, struct sbx_ctx *ctx)
 			return cmd_bad_option("pause", argc, argv);
 		}
 	}
+	if (o.checkpoint && o.release)
+		return cmd_usage_error("pause", "--checkpoint and --release are exclusive");
 	if (grace_set && !o.release)
 		return cmd_usage_error("pause", "--grace goes with --release");
 	if (optind >= argc)

@@ -21,11 +21,12 @@ static int snap_create(int argc, char **argv, struct sbx_ctx *ctx)
 	static const struct option opts[] = {
 		{ "name", required_argument, NULL, 'N' },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "memory", no_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *name = NULL;
-	bool json = false;
+	bool json = false, memory = false;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -33,6 +34,8 @@ static int snap_create(int argc, char **argv, struct sbx_ctx *ctx)
 			return cmd_print_help("snapshot");
 		if (c == 'N')
 			name = optarg;
+		else if (c == 'M')
+			memory = true;
 		else if (c == OPT_JSON)
 			json = true;
 		else
@@ -45,7 +48,7 @@ static int snap_create(int argc, char **argv, struct sbx_ctx *ctx)
 				       argv[optind + 1]);
 	struct sbx_err err = { 0 };
 	_cleanup_json_ json_t *info = NULL;
-	if (sbx_snapshot_create(ctx, argv[optind], name, false, &info, NULL, &err) < 0)
+	if (sbx_snapshot_create(ctx, argv[optind], name, false, memory, &info, NULL, &err) < 0)
 		return cmd_report(&err);
 	if (json)
 		print_json(info);
@@ -292,7 +295,8 @@ int cmd_fork(int argc, char **argv, struct sbx_ctx *ctx)
 		sbx_err_set(&err, SBX_E_NOTFOUND, "'%s' is a snapshot's name", src);
 	}
 	if (found == 0) {
-		if (sbx_snapshot_create(ctx, sb_id, NULL, true, &implicit, &hold, &err) < 0) {
+		if (sbx_snapshot_create(ctx, sb_id, NULL, true, false, &implicit, &hold, &err) <
+		    0) {
 			create_args_release(&a);
 			return cmd_report(&err);
 		}

@@ -19,7 +19,7 @@ const char *const sbx_cap_names[] = {
 	"volumes",    "net-none",     "net-open",  "net-allow",	   "net-host",	   "add-host",
 	"host-port",  "image",	      "template",  "ttl",	   "hostname",	   "cp",
 	"egress-log", "snapshot",     "nested",	   "net-rate",	   "net-update",   "fs",
-	"secrets",    NULL,
+	"secrets",    "checkpoint",   NULL,
 };
 
 /* --- the JSON mapping ------------------------------------------------------------------------ */

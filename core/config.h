@@ -47,6 +47,7 @@ enum sbx_cap {
 	SBX_CAP_NET_UPDATE = 1u << 28,	/* update --net, --net-allow, --net-deny, --net-rate */
 	SBX_CAP_FS = 1u << 29,		/* fs: the file verbs */
 	SBX_CAP_SECRETS = 1u << 30,	/* --secret: credentials the egress proxy injects */
+	SBX_CAP_CHECKPOINT = 1u << 31,	/* pause --checkpoint (with a runtime that has it) */
 };
 /* "exec-stdin", ... in bit order, NULL-terminated */
 extern const char *const sbx_cap_names[];

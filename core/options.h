@@ -31,6 +31,8 @@ struct sbx_preview_opts {
 struct sbx_pause_opts {
 	bool release;	    /* end every process, keep the files and the record */
 	long long grace_ms; /* release: SIGTERM, then SIGKILL after this long */
+	bool checkpoint;    /* --checkpoint: the runtime writes the processes and their memory to
+			     * disk, then they end (released; resume starts them from there) */
 };
 
 /* sbx update: what changes in a sandbox's configuration (NULL / false: unchanged); the

@@ -382,12 +382,18 @@ int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_paus
 				   p->name);
 	if (o->release && need(p, SBX_CAP_RELEASE, "pause --release", err) < 0)
 		return -1;
+	if (o->checkpoint && !(p->caps & SBX_CAP_CHECKPOINT))
+		return sbx_err_set(
+			err, SBX_E_UNSUPPORTED,
+			"pause --checkpoint needs --runtime gvisor of the local provider "
+			"(provider '%s' cannot write a sandbox's memory to disk)",
+			p->name);
 	const char *l = label_of(rec);
 	switch (rec->state) {
 	case SBX_STATE_RUNNING:
 		break;
 	case SBX_STATE_PAUSED:
-		if (!o->release)
+		if (!o->release && !o->checkpoint)
 			return 0; /* already what was asked */
 		break;
 	case SBX_STATE_RELEASED:
@@ -416,7 +422,9 @@ int sbx_sandbox_pause(struct sbx_ctx *ctx, const char *sb, const struct sbx_paus
 	sbx_test_hook("pause-provider-done");
 	/* paused is seen by looking (the freezer); released must be remembered, and so must
 	 * every state a hosted provider reports */
-	return o->release || p->remote ? sbx_store_save(&ctx->store, rec, true, err) : 0;
+	return o->release || o->checkpoint || p->remote
+		? sbx_store_save(&ctx->store, rec, true, err)
+		: 0;
 }
 
 int sbx_sandbox_resume(struct sbx_ctx *ctx, const char *sb, struct sbx_err *err)

@@ -317,7 +317,7 @@ static int write_info(int dir, const json_t *info, struct sbx_err *err)
 }
 
 int sbx_snapshot_create(struct sbx_ctx *ctx, const char *sb, const char *name, bool implicit,
-			json_t **ret, int *ret_hold, struct sbx_err *err)
+			bool memory, json_t **ret, int *ret_hold, struct sbx_err *err)
 {
 	_cleanup_record_ struct sbx_record *rec = NULL;
 	_cleanup_close_ int lk = -1, root = -1, tmplk = -1, held = -1;
@@ -343,6 +343,12 @@ int sbx_snapshot_create(struct sbx_ctx *ctx, const char *sb, const char *name, b
 	if (!p->snapshot || !(p->caps & SBX_CAP_SNAPSHOT))
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "provider '%s' does not support snapshots", p->name);
+	if (memory && !(p->caps & SBX_CAP_CHECKPOINT))
+		return sbx_err_set(
+			err, SBX_E_UNSUPPORTED,
+			"snapshot create --memory needs --runtime gvisor of the local "
+			"provider (provider '%s' cannot write a sandbox's memory to disk)",
+			p->name);
 	const char *l = rec->name ? rec->name : rec->id;
 	if (rec->state != SBX_STATE_RUNNING && rec->state != SBX_STATE_PAUSED &&
 	    rec->state != SBX_STATE_RELEASED && rec->state != SBX_STATE_STOPPED)
@@ -377,6 +383,8 @@ int sbx_snapshot_create(struct sbx_ctx *ctx, const char *sb, const char *name, b
 	json_object_set_new(info, "created", json_string(when));
 	json_object_set_new(info, "created_unix", json_integer(now));
 	json_object_set_new(info, "implicit", json_boolean(implicit));
+	if (memory)
+		json_object_set_new(info, "memory", json_true());
 	if (dir < 0) {
 		sbx_err_errno(err, "cannot open '%s'", tmp);
 		goto out;

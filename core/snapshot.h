@@ -10,9 +10,11 @@
 /* the files of SB copied into a new snapshot (name NULL: unnamed); *ret is its record:
  * {id, name, sandbox_id, sandbox_name, provider, image, image_id, created, created_unix,
  * size, file_count, implicit, files, id_map, map_kind}. An implicit one (a fork's) lives
- * only while *ret_hold is open: a later call removes it once nobody holds it */
+ * only while *ret_hold is open: a later call removes it once nobody holds it. With memory, the
+ * sandbox's processes and memory too ("memory": true; a provider with SBX_CAP_CHECKPOINT,
+ * whose forks start with the processes running) */
 int sbx_snapshot_create(struct sbx_ctx *ctx, const char *sb, const char *name, bool implicit,
-			json_t **ret, int *ret_hold, struct sbx_err *err);
+			bool memory, json_t **ret, int *ret_hold, struct sbx_err *err);
 /* every snapshot (of SB alone, unless NULL: by its id, or its name once it is gone), oldest
  * first */
 int sbx_snapshot_list(struct sbx_ctx *ctx, const char *sb, json_t **ret, struct sbx_err *err);

@@ -2,6 +2,7 @@
  * (-t), as another user (-u), or detached with its output in the sandbox's log (-d). */
 #define _GNU_SOURCE
 #include "providers/local/local.h"
+#include "providers/local/gvisor.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -742,6 +743,8 @@ static int exec_run(struct sbx_ctx *ctx, const struct sbx_record *rec,
 int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	       int *ret_status, struct sbx_err *err)
 {
+	if (local_gvisor(rec))
+		return local_gvisor_exec(ctx, rec, o, ret_status, err);
 	if (o->detach)
 		return local_job_exec(ctx, rec, o, ret_status, err, exec_run);
 	return exec_run(ctx, rec, o, NULL, ret_status, err);

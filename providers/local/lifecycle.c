@@ -1,6 +1,7 @@
 /* The local provider: Linux namespaces on this host, no daemon, no root needed. */
 #define _GNU_SOURCE
 #include "providers/local/local.h"
+#include "providers/local/gvisor.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -252,6 +253,8 @@ static int root_from(struct sbx_ctx *ctx, const struct sbx_record *rec, const st
 				return sbx_err_errno(err, "cannot hand '%s' to the sandbox", p);
 		}
 	}
+	if (local_fork_memory(rec, info, tree, s->uid, s->gid, err) < 0)
+		return -1;
 	return unpack(ctx, rec, s, tree, info, false, err);
 }
 
@@ -285,6 +288,8 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 		return -1;
 	local_touch_activity(rec->dir);
 	sbx_test_hook("boot-cgroups");
+	if (s->gvisor && local_gvisor_prepare(rec, s->uid, s->gid, err) < 0)
+		return -1;
 
 	int rp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rp) < 0)
@@ -381,6 +386,7 @@ static struct local_setup setup_of(const struct sbx_record *rec)
 		.disk = c->disk > 0,
 		.nested = c->nested,
 		.cgroup_writable = c->nested,
+		.gvisor = local_gvisor(rec),
 	};
 	for (char **l = c->image.layers; l && *l; l++)
 		s.n_layers++;
@@ -413,6 +419,8 @@ static int local_create(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 	_cleanup_free_ void *bpf = NULL;
 	size_t bpf_len = 0;
 
+	if (s.gvisor && local_gvisor_check(rec, err) < 0)
+		return -1;
 	struct local_idmap map;
 	local_idmap_find(&map);
 	ids_for(&s, &map);
@@ -481,6 +489,13 @@ static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx
 	long long oom = local_cgroup_oom_kills(rec->dir);
 	json_object_set_new(live, "oom_kills", oom >= 0 ? json_integer(oom) : json_null());
 	local_cgroup_stats(rec->dir, live);
+	json_object_set_new(live, "runtime", json_string(local_gvisor(rec) ? "gvisor" : "local"));
+	if (local_runtime_of(rec)) {
+		long long ck = local_checkpoint_size(rec->dir);
+		json_object_set_new(live, "checkpointed", json_boolean(ck >= 0));
+		json_object_set_new(live, "checkpoint_bytes",
+				    ck >= 0 ? json_integer(ck) : json_null());
+	}
 	long long ttl = rec->config.ttl_ms;
 	long long dl = rec->state == SBX_STATE_RUNNING ? local_idle_deadline(rec->dir, ttl) : 0;
 	if (dl > 0) {
@@ -687,6 +702,31 @@ static int local_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct
 	struct local_pids pids;
 
 	(void)ctx;
+	if (o->checkpoint) {
+		const struct local_runtime_ops *rt = local_runtime_of(rec);
+		if (!rt)
+			return sbx_err_set(
+				err, SBX_E_UNSUPPORTED,
+				"pause --checkpoint needs --runtime gvisor (sandbox '%s' "
+				"runs on the default runtime)",
+				rec->name ? rec->name : rec->id);
+		if (local_read_pids(rec->dir, &pids) < 0)
+			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running",
+					   rec->id);
+		/* frozen processes cannot be written out */
+		if (local_is_frozen(rec->dir, &pids) == 1 &&
+		    local_freeze(rec->dir, &pids, false, err) < 0)
+			return -1;
+		if (rt->checkpoint(rec, err) < 0)
+			return -1;
+		/* what is left (init, the supervisor, runsc's ends) goes: the image is the sandbox */
+		if (stop_all(rec, 0, err) < 0)
+			return -1;
+		_cleanup_free_ char *p = xasprintf("%s/pids", rec->dir);
+		(void)unlink(p);
+		rec->state = SBX_STATE_RELEASED;
+		return 0;
+	}
 	if (o->release) {
 		if (stop_all(rec, o->grace_ms, err) < 0)
 			return -1;
@@ -790,6 +830,8 @@ static int local_restore(struct sbx_ctx *ctx, struct sbx_record *rec, const char
 	return 0;
 }
 
+static const char *const local_runtimes[] = { "gvisor", NULL };
+
 const struct sbx_provider sbx_provider_local = {
 	.name = "local",
 	.summary = "Linux namespaces on this host",
@@ -801,8 +843,9 @@ const struct sbx_provider sbx_provider_local = {
 		SBX_CAP_NET_OPEN | SBX_CAP_NET_ALLOW | SBX_CAP_NET_HOST | SBX_CAP_ADD_HOST |
 		SBX_CAP_HOST_PORT | SBX_CAP_IMAGE | SBX_CAP_NESTED | SBX_CAP_TTL |
 		SBX_CAP_HOSTNAME | SBX_CAP_CP | SBX_CAP_EGRESS_LOG | SBX_CAP_NET_RATE |
-		SBX_CAP_NET_UPDATE | SBX_CAP_FS | SBX_CAP_SNAPSHOT,
+		SBX_CAP_NET_UPDATE | SBX_CAP_FS | SBX_CAP_SNAPSHOT | SBX_CAP_CHECKPOINT,
 	.default_workdir = "/workspace",
+	.runtimes = local_runtimes,
 	.create = local_create,
 	.exec = local_exec,
 	.cp_in = local_cp_in,

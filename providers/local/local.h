@@ -27,6 +27,10 @@
  *                 inside, the variables of each exec
  *   tls.c         the CLI (the CA) and the supervisor (net-tls.c): OpenSSL, dlopen'ed
  *   init.c        init: the sandbox's root and mounts, then PID 1 (reaper, socket factory)
+ *   gvisor.c      --runtime gvisor: the CLI (the bundle, checkpoints), the supervisor (runsc
+ *                 run or restore), and runsc in the sandbox's namespaces (gvisor.h)
+ *   gvisor-exec.c the CLI: sbx exec on a gVisor sandbox, through runsc exec
+ *   gvisor-checkpoint.c  the CLI: pause --checkpoint, snapshot --memory, a fork's memory
  * Below the processes, used by any of them (they call no file above):
  *   state.c       the sandbox's pids file, joining its namespaces, its activity clock, its
  *                 image's layers, freezing it without a cgroup
@@ -114,6 +118,7 @@ struct local_setup {
 	bool cgroup_writable;
 	bool nested; /* --nested: seccomp.bpf is the nested profile; /proc and /sys stay fully
 		      * visible, so a user namespace made inside may mount its own */
+	bool gvisor; /* --runtime gvisor: the supervisor boots runsc once init is ready */
 };
 
 /* the supervisor's report to the creating CLI */

@@ -4,6 +4,7 @@
  * tree is a btrfs subvolume (a store on btrfs), each copy is one snapshot of it instead. */
 #define _GNU_SOURCE
 #include "providers/local/local.h"
+#include "providers/local/gvisor.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -414,6 +415,10 @@ int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 	if (!slash)
 		return sbx_err_set(err, SBX_E_SYSTEM, "bad snapshot path '%s'", dest);
 	*slash = 0;
+	/* --memory: the runtime's image of the processes first, beside the tree */
+	if (json_is_true(json_object_get(info, "memory")) &&
+	    local_snapshot_memory(rec, dir, err) < 0)
+		return -1;
 	/* stacked on a snapshot: what the overlay shows of it and the upper, as one tree */
 	_cleanup_free_ char *base = local_base_of(rec->dir);
 	_cleanup_free_ char *base_tree = base ? base_tree_of(ctx, base, err) : NULL;
@@ -587,7 +592,8 @@ int local_snapshot_unpack(struct sbx_ctx *ctx, const struct sbx_record *rec, con
 	const char *id = sbx_json_str(info, "id");
 	if (t < 0)
 		return sbx_err_errno(err, "cannot open '%s'", tree);
-	if (id && sbx_id_valid(id) && (base || !sbx_subvol_root_fd(t)))
+	/* a gVisor sandbox's gofer serves one tree: it never stacks */
+	if (id && sbx_id_valid(id) && (base || !sbx_subvol_root_fd(t)) && !local_gvisor(rec))
 		return stack(rec, id, replace, hostname, hosts, &m, err);
 	bool image = streq(files_of(rec), "fs/upper");
 	_cleanup_free_ char *dir = xasprintf(image ? "%s/fs" : "%s", rec->dir);

@@ -18,6 +18,7 @@
 #include "core/proc.h"
 #include "core/store.h"
 #include "core/test-hook.h"
+#include "providers/local/gvisor.h"
 
 #ifndef AT_RECURSIVE
 #define AT_RECURSIVE 0x8000
@@ -286,6 +287,13 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 	char nmsg[300];
 	struct local_net *net = local_net_start(s, sync_p[1], nmsg, sizeof(nmsg));
 	if (!net) {
+		errno = 0;
+		sup_fail(report_fd, pid, "%s", nmsg);
+	}
+	/* --runtime gvisor: runsc's sandbox, in init's namespaces, before anyone can exec */
+	if (s->gvisor &&
+	    local_gvisor_boot(s->dir, s->id, pid, s->map.kind != LOCAL_MAP_SELF,
+			      local_gvisor_netstack(s->config), nmsg, sizeof(nmsg)) < 0) {
 		errno = 0;
 		sup_fail(report_fd, pid, "%s", nmsg);
 	}
