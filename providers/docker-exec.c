@@ -424,13 +424,12 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 	env[ne] = xasprintf("SBX_EXEC_ID=%s", tok);
 	char *const *old_env = r->env;
 	r->env = env;
-	char *id = exec_create(d, rec, r, true, err);
+	_cleanup_free_ char *id = exec_create(d, rec, r, true, err);
 	r->env = old_env;
 	free(env[ne]);
 	free(env);
 	if (!id)
 		return -1;
-	_cleanup_free_ char *idp = id;
 	_cleanup_free_ char *path = xasprintf("/exec/%s/start", id);
 	_cleanup_free_ char *body = xasprintf("{\"Detach\":false,\"Tty\":%s}",
 					      r->tty ? "true" : "false");
