@@ -6,7 +6,8 @@
 # (control: the same pause --checkpoint on a gVisor sandbox works), a gVisor sandbox on the
 # proxy's network, and, run by an ordinary user, any (runsc cannot make its own network stack
 # there; control: root's checkpoint above). snapshot create --memory: files and processes, and
-# three forks of it that run the processes, each diverging on its own.
+# three forks of it that run the processes, each diverging on its own. A gVisor sandbox's pause
+# stops its CPU time (control: it runs when resumed).
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies (prog)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -29,6 +30,25 @@ while True:
     os.rename("/workspace/n.tmp", "/workspace/n")
     time.sleep(0.02)'
 count() { sbx exec "$1" cat /workspace/n | cut -d" " -f1; }
+field() { "$SBX" inspect "$1" | python3 -c "import json, sys; print(json.load(sys.stdin)$2)"; }
+# ns_of SB: the pid namespace of SB's init; in_ns NS: the host pids in it
+ns_of() { readlink "/proc/$(field "$1" '["pid"]')/ns/pid"; }
+in_ns() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$1" ] && echo "${p#/proc/}"
+	done
+	return 0
+}
+# ticks NS: the CPU time (utime + stime) of every process in pid namespace NS
+ticks() {
+	local p t=0
+	for p in $(in_ns "$1"); do
+		t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$t"
+}
+ticks_move() { test "$(ticks "$1")" != "$2"; }
 
 if [ "$(id -u)" -eq 0 ]; then
 	test_expect_success 'pause --checkpoint: processes and memory to disk, inspect says so' '
@@ -110,6 +130,16 @@ else
 		expect_code 0 sbx exec c1 true && sbx rm -f c1 >/dev/null
 	'
 fi
+
+test_expect_success 'pause of a gVisor sandbox: its CPU time stands still, and runs again on resume' '
+	sbx create --name p1 --runtime gvisor --net none >/dev/null &&
+	sbx exec p1 sh -c "nohup sh -c \"while :; do :; done\" >/dev/null 2>&1 &" &&
+	ns=$(ns_of p1) && t=$(ticks "$ns") && wait_until 20 ticks_move "$ns" "$t" &&
+	sbx pause p1 >/dev/null && test_eq paused "$(sb_state p1)" &&
+	a=$(ticks "$ns") && sleep 0.5 && test_eq "$a" "$(ticks "$ns")" "CPU ticks while paused" &&
+	sbx resume p1 >/dev/null && wait_until 20 ticks_move "$ns" "$a" &&
+	sbx rm -f p1 >/dev/null
+'
 
 test_expect_success 'the default runtime refuses pause --checkpoint (one line); plain pause works' '
 	sbx create --name l1 --net none >/dev/null &&
