@@ -9,8 +9,9 @@
 # stopped and checkpointed when its processes are in the image, and resume restores them.
 # snapshot create --memory: the files are copied while the processes are stopped (a process
 # that checks its counter in memory against its file finds them of one moment in each fork;
-# control: it does notice a file changed under it); three forks of it each run the processes
-# on and diverge; one killed, the others go on. A gVisor sandbox's pause
+# control: it does notice a file changed under it); three forks of it, made without repeating
+# --runtime or --net (taken from the snapshot; a contradicting --net refused in one line), each
+# run the processes on and diverge; one killed, the others go on. A gVisor sandbox's pause
 # stops its CPU time (control: it runs when resumed). Refusals in one line (exit 125): the
 # default runtime (naming --runtime gvisor; control: a plain pause works), a gVisor sandbox on
 # the proxy's network, and, run by an ordinary user, any (runsc cannot make its own network
@@ -197,8 +198,8 @@ if [ "$(id -u)" -eq 0 ]; then
 		advances s1 && expect_code 1 sbx exec s1 test -e /workspace/mismatch
 	'
 
-	test_expect_success 'three forks of a memory snapshot: each runs on from its memory' '
-		for i in 1 2 3; do sbx fork mem --name k$i --runtime gvisor --net none >/dev/null || exit 1; done &&
+	test_expect_success 'three forks of a memory snapshot, no options repeated: each runs on from its memory' '
+		for i in 1 2 3; do sbx fork mem --name k$i >/dev/null || exit 1; done &&
 		for i in 1 2 3; do
 			json_of k$i "o = r[\"options\"]; assert o[\"runtime\"] == \"gvisor\" and o[\"net\"][\"mode\"] == \"none\", o" &&
 			advances k$i && sleep 0.1 && advances k$i &&
@@ -223,7 +224,15 @@ if [ "$(id -u)" -eq 0 ]; then
 		test_eq 3 "$(for k in k1 k2 k3; do count $k; done | sort -u | wc -l)" &&
 		sbx exec k3 pkill -f prog.py && sleep 0.3 && b=$(count k3) && sleep 0.3 &&
 		test_eq "$b" "$(count k3)" "the killed fork" &&
-		advances k1 && advances k2 && advances s1 && sbx rm -f k1 k2 k3 >/dev/null
+		advances k1 && advances k2 && advances s1
+	'
+
+	test_expect_success 'a fork of a memory snapshot with a contradicting --net is refused (one line)' '
+		expect_code 125 sbx fork mem --name k4 --net open 2>err &&
+		expect_one_error_line err "snapshot .mem. holds the processes and memory of a sandbox on --net none.*leave out --net" &&
+		expect_code 125 sbx inspect k4 2>/dev/null &&
+		sbx fork mem --name k4 --runtime gvisor --net none >/dev/null && advances k4 &&
+		sbx rm -f k1 k2 k3 k4 >/dev/null
 	'
 
 	test_expect_success 'snapshot --memory killed while the files are copied: stopped and checkpointed, no snapshot' '
