@@ -424,28 +424,15 @@ size_t local_ns_members(pid_t init, pid_t **ret)
 	return n;
 }
 
-/* thread tid of process pid: its state letter (0 when gone), and whether a SIGSTOP is pending
- * for it */
-static char thread_state(pid_t pid, long tid, bool *ret_stop_pending)
+/* thread tid of process pid: its state letter (0 when gone) */
+static char thread_state(pid_t pid, long tid)
 {
 	char p[96];
-	snprintf(p, sizeof(p), "/proc/%d/task/%ld/status", (int)pid, tid);
-	_cleanup_free_ char *t = sbx_read_file(p, 1 << 16, NULL);
-	static const char *const keys[] = { "\nSigPnd:", "\nShdPnd:" };
-	const char *s = t ? strstr(t, "\nState:") : NULL;
+	snprintf(p, sizeof(p), "/proc/%d/task/%ld/stat", (int)pid, tid);
+	_cleanup_free_ char *t = sbx_read_file(p, 4096, NULL);
+	const char *s = t ? strrchr(t, ')') : NULL;
 
-	*ret_stop_pending = false;
-	for (size_t k = 0; t && k < ARRAY_SIZE(keys); k++) {
-		const char *v = strstr(t, keys[k]);
-		if (v && (strtoull(v + strlen(keys[k]), NULL, 16) >> (SIGSTOP - 1)) & 1)
-			*ret_stop_pending = true;
-	}
-	if (!s)
-		return 0;
-	s += strlen("\nState:");
-	while (*s == ' ' || *s == '\t')
-		s++;
-	return *s;
+	return s && s[1] == ' ' ? s[2] : 0;
 }
 
 /* SIGSTOP to each thread of pid not stopped yet, each its own: a traced thread stops only for a
@@ -463,16 +450,15 @@ static size_t stop_threads(pid_t pid)
 	while (d && (e = readdir(d))) {
 		char *end;
 		long tid = strtol(e->d_name, &end, 10);
-		bool pending;
 		if (tid <= 0 || *end)
 			continue;
-		char st = thread_state(pid, tid, &pending);
+		char st = thread_state(pid, tid);
 		if (st == 'T' || st == 't' || st == 'Z' || st == 'X' || !st)
 			continue;
 		(void)syscall(SYS_tgkill, (int)pid, (int)tid, SIGSTOP);
 		/* in uninterruptible sleep with the SIGSTOP pending: it runs no code of its own
 		 * before it stops */
-		if (st == 'D' && pending)
+		if (st == 'D' && sbx_proc_stop_pending(pid, (pid_t)tid))
 			continue;
 		busy++;
 	}
