@@ -97,10 +97,10 @@ bool sbx_proc_alive(pid_t pid, unsigned long long start)
 	return f && st != 'Z' && st != 'X' && starttime_of(f, &v) == 0 && v == start;
 }
 
-bool sbx_proc_stop_pending(pid_t pid)
+bool sbx_proc_stop_pending(pid_t pid, pid_t tid)
 {
-	char p[64];
-	snprintf(p, sizeof(p), "/proc/%d/status", (int)pid);
+	char p[96];
+	snprintf(p, sizeof(p), "/proc/%d/task/%d/status", (int)pid, (int)(tid ? tid : pid));
 	_cleanup_free_ char *t = sbx_read_file(p, 1 << 16, NULL);
 	static const char *const keys[] = { "\nSigPnd:", "\nShdPnd:" };
 

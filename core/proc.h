@@ -17,8 +17,9 @@ int sbx_proc_starttime(pid_t pid, unsigned long long *ret);
 /* pid is the process that started at start, and alive: not a zombie, not another process on a
  * reused pid */
 bool sbx_proc_alive(pid_t pid, unsigned long long start);
-/* a SIGSTOP waits for pid to take it (pending to the process or its thread) */
-bool sbx_proc_stop_pending(pid_t pid);
+/* a SIGSTOP waits for thread tid of process pid (0: its main thread) to take it (pending to
+ * the process or to the thread) */
+bool sbx_proc_stop_pending(pid_t pid, pid_t tid);
 /* the pids /proc lists (this pid namespace's, for the /proc mounted), malloc'd; -1 with errno
  * when /proc cannot be read */
 int sbx_proc_list(pid_t **ret, size_t *ret_n);

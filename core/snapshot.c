@@ -558,6 +558,38 @@ char *sbx_snapshot_provider(struct sbx_store *st, const char *snap)
 	return p ? xstrdup(p) : NULL;
 }
 
+/* a snapshot of processes and memory restores only on the runtime and network it was taken
+ * on, which its record names: a fork takes them from it (as a container's restore takes its
+ * configuration), and only an option that says otherwise is refused */
+static int memory_options(struct sbx_config *c, const json_t *info, const char *snap,
+			  struct sbx_err *err)
+{
+	const char *rt = sbx_json_str(info, "runtime"), *net = sbx_json_str(info, "net");
+	char msg[300];
+
+	if (rt && c->runtime && !streq(rt, c->runtime))
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "snapshot '%s' holds the processes and memory of a sandbox of "
+				   "--runtime %s, which restore only there: leave out --runtime %s",
+				   snap, rt, c->runtime);
+	if (rt && !c->runtime)
+		c->runtime = xstrdup(rt);
+	if (!net || !streq(net, "none"))
+		return 0;
+	if (c->net.set && c->net.mode != SBX_NET_NONE)
+		return sbx_err_set(err, SBX_E_USAGE,
+				   "snapshot '%s' holds the processes and memory of a sandbox on "
+				   "--net none, which restore only there: leave out --net",
+				   snap);
+	c->net.set = true;
+	c->net.mode = SBX_NET_NONE;
+	c->net.preset = false;
+	if (sbx_config_validate(c, msg, sizeof(msg)) < 0)
+		return sbx_err_set(err, SBX_E_USAGE, "%s (a fork of snapshot '%s' has --net none)",
+				   msg, snap);
+	return 0;
+}
+
 int sbx_snapshot_prepare_create(struct sbx_ctx *ctx, struct sbx_config *c, const char *provider,
 				int *ret_lock, struct sbx_err *err)
 {
@@ -593,6 +625,9 @@ int sbx_snapshot_prepare_create(struct sbx_ctx *ctx, struct sbx_config *c, const
 			"snapshot '%s' holds the files of a sandbox on the host's system, "
 			"not on an image: leave out --image",
 			c->from);
+	if (json_is_true(json_object_get(info, "memory")) &&
+	    memory_options(c, info, c->from, err) < 0)
+		return -1;
 	free(c->from);
 	c->from = TAKE_PTR(id);
 	*ret_lock = TAKE_FD(lk);

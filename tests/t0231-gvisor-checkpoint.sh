@@ -1,46 +1,119 @@
 #!/bin/bash
-# Memory checkpoints on --runtime gvisor. pause --checkpoint: the processes and memory written to disk and
-# its processes gone (inspect says checkpointed, with the bytes on disk), then resume starts
-# them where they were: a counter counts on from where it stopped, a shell's variable, an open
-# file and a loopback socket pair survive. Refusals in one line (exit 125): the default runtime
-# (control: the same pause --checkpoint on a gVisor sandbox works), a gVisor sandbox on the
-# proxy's network, and, run by an ordinary user, any (runsc cannot make its own network stack
-# there; control: root's checkpoint above). snapshot create --memory: files and processes, and
-# three forks of it that run the processes, each diverging on its own.
+# Memory checkpoints on --runtime gvisor.
+# pause --checkpoint: the processes and memory written to disk, and nothing of the sandbox left
+# running (no process in its pid namespace, no runsc, its cgroup memory gone; controls before),
+# inspect says checkpointed with the bytes on disk; resume starts them where they were: a
+# counter counts on from where it stopped, a shell's variable, an open file and a loopback socket
+# pair survive. sbx killed at every step of a checkpoint (and of its resume, and mid-write from
+# outside) leaves a sandbox whose state is true: running when the checkpoint never began,
+# stopped and checkpointed when its processes are in the image, and resume restores them.
+# snapshot create --memory: the files are copied while the processes are stopped (a process
+# that checks its counter in memory against its file finds them of one moment in each fork;
+# control: it does notice a file changed under it); three forks of it, made without repeating
+# --runtime or --net (taken from the snapshot; a contradicting --net refused in one line), each
+# run the processes on and diverge; one killed, the others go on. A gVisor sandbox's pause
+# stops its CPU time (control: it runs when resumed). Refusals in one line (exit 125): the
+# default runtime (naming --runtime gvisor; control: a plain pause works), a gVisor sandbox on
+# the proxy's network, and, run by an ordinary user, any (runsc cannot make its own network
+# stack there; control: root's checkpoint above).
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies (prog)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS python3
 [ -x "${SBX_RUNSC:-/usr/bin/runsc}" ] || TEST_SKIP_ALL="no runsc (scripts/install-deps installs it)"
 
-# what runs in the sandbox: a counter, a shell holding a variable and a file open, and a
-# socket pair over loopback that says what it got
+# what runs in the sandbox: a counter that steps by what /workspace/step says (1 without it), a
+# shell holding a variable and a file open, and a socket pair over loopback that says what it
+# got. Before each step it reads the counter back from its file: the file holds what it last
+# wrote (or the one before, had it stopped between the two), else its memory and its files are
+# of different moments, and it says so in /workspace/mismatch
 prog='import os, socket, time
 a = socket.socket(); a.bind(("127.0.0.1", 0)); a.listen(1)
 b = socket.create_connection(a.getsockname()); c, _ = a.accept()
 f = open("/workspace/held", "w")
-n = 0
+n = prev = 0
 while True:
-    n += 1
+    try:
+        seen = int(open("/workspace/n").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        seen = None
+    if n and seen is not None and seen not in (prev, n):
+        with open("/workspace/mismatch", "a") as m:
+            m.write("memory %d file %d\n" % (n, seen))
+    try:
+        step = int(open("/workspace/step").read())
+    except (OSError, ValueError):
+        step = 1
+    prev, n = n, n + step
     b.sendall(b"x"); got = c.recv(1)
     f.seek(0); f.write(str(n) + "\n"); f.flush()
     with open("/workspace/n.tmp", "w") as o:
         o.write("%d %s\n" % (n, got.decode()))
     os.rename("/workspace/n.tmp", "/workspace/n")
     time.sleep(0.02)'
-count() { sbx exec "$1" cat /workspace/n | cut -d" " -f1; }
+echo "$prog" >prog.py
+
+count() { "$SBX" exec "$1" cat /workspace/n | cut -d" " -f1; }
+# above SB N: SB's counter is past N
+above() { test "$(count "$1")" -gt "$2"; }
+# start SB: the counter program runs in SB, and has counted
+start() {
+	"$SBX" cp prog.py "$1":/workspace/prog.py &&
+		"$SBX" exec "$1" sh -c "nohup python3 /workspace/prog.py >/dev/null 2>&1 &" &&
+		wait_until 20 above "$1" 3
+}
+# advances SB: its counter moves on from what it is now
+advances() {
+	local a
+	a=$(count "$1") && wait_until 20 above "$1" "$a"
+}
+json_of() { "$SBX" inspect "$1" >"$1.json" && json_assert "$1.json" "$2"; }
+field() { "$SBX" inspect "$1" | python3 -c "import json, sys; print(json.load(sys.stdin)$2)"; }
+# ns_of SB: the pid namespace of SB's init; in_ns NS: the host pids in it
+ns_of() { readlink "/proc/$(field "$1" '["pid"]')/ns/pid"; }
+in_ns() {
+	local p
+	for p in /proc/[0-9]*; do
+		[ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$1" ] && echo "${p#/proc/}"
+	done
+	return 0
+}
+# runsc_of ID: runsc's processes that name sandbox ID (its sentry)
+runsc_of() { pgrep -f "^runsc-sandbox .* $1\$" 2>/dev/null | wc -l; }
+# ticks NS: the CPU time (utime + stime) of every process in pid namespace NS
+ticks() {
+	local p t=0
+	for p in $(in_ns "$1"); do
+		t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$t"
+}
+ticks_move() { test "$(ticks "$1")" != "$2"; }
+# tamper SB: its counter's file changed under it (again, should the program's own rename have
+# replaced the change before it read it), until the program says its memory and file differ
+tamper() {
+	"$SBX" exec "$1" sh -c "echo 999999999 x >/workspace/n" &&
+		"$SBX" exec "$1" test -s /workspace/mismatch
+}
+# stopped_checkpointed SB: what a checkpoint cut short after its image was written shows
+stopped_checkpointed() {
+	json_of "$1" "assert r[\"state\"] == \"stopped\" and r[\"checkpointed\"] is True and r[\"checkpoint_bytes\"] > 0, r"
+}
 
 if [ "$(id -u)" -eq 0 ]; then
-	test_expect_success 'pause --checkpoint: processes and memory to disk, inspect says so' '
-		sbx create --name c1 --runtime gvisor --net none >/dev/null &&
-		echo "$prog" >prog.py && sbx cp prog.py c1:/workspace/prog.py &&
-		sbx exec c1 sh -c "nohup python3 /workspace/prog.py >/dev/null 2>&1 &" &&
+	test_expect_success 'pause --checkpoint: memory and processes to disk, nothing of them left running' '
+		sbx create --name c1 --runtime gvisor --net none >/dev/null && start c1 &&
 		sbx exec c1 sh -c "V=kept; export V; mkfifo /workspace/fifo; nohup sh -c \"read x </workspace/fifo; echo \\\$V \\\$x >/workspace/shell\" >/dev/null 2>&1 &" &&
-		wait_until 20 sh -c "test \"\$(\"$SBX\" exec c1 cat /workspace/n | cut -d\" \" -f1)\" -gt 5" &&
+		sbx exec c1 sh -c "nohup python3 -c \"import os, time; b = os.urandom(64 << 20); open(\\\"/workspace/held64\\\", \\\"w\\\").close(); time.sleep(1e9)\" >/dev/null 2>&1 &" &&
+		wait_until 20 sbx exec c1 test -e /workspace/held64 &&
+		id=$(field c1 "[\"id\"]") && ns=$(ns_of c1) &&
+		test "$(in_ns "$ns" | wc -l)" -ge 2 && test_eq 1 "$(runsc_of "$id")" &&
+		json_of c1 "assert r[\"memory_stats\"][\"usage\"] > 64 << 20, r" &&
 		sbx pause --checkpoint c1 >/dev/null &&
-		sbx inspect c1 >j &&
-		json_assert j "assert r[\"state\"] == \"released\" and r[\"checkpointed\"] is True and r[\"checkpoint_bytes\"] > 4096, r" &&
-		expect_code 125 sbx exec c1 true 2>err && test_eq 1 "$(wc -l <err)" &&
+		json_of c1 "assert r[\"state\"] == \"released\" and r[\"checkpointed\"] is True and r[\"checkpoint_bytes\"] > 4096, r" &&
+		test -z "$(in_ns "$ns")" && test_eq 0 "$(runsc_of "$id")" &&
+		json_of c1 "assert r[\"memory_stats\"][\"usage\"] is None, r" &&
+		expect_code 125 sbx exec c1 true 2>err && expect_one_error_line err "is released; run .sbx resume c1." &&
 		sbx cp c1:/workspace/n before && a=$(cut -d" " -f1 before) && sleep 0.5 &&
 		sbx cp c1:/workspace/n again && test_eq "$(cat before)" "$(cat again)" &&
 		echo "$a" >at-checkpoint
@@ -48,52 +121,133 @@ if [ "$(id -u)" -eq 0 ]; then
 
 	test_expect_success 'resume: the counter counts on from where it stopped, state kept' '
 		sbx resume c1 >/dev/null && test_eq running "$(sb_state c1)" &&
-		sbx inspect c1 >j && json_assert j "assert r[\"checkpointed\"] is False, r" &&
+		json_of c1 "assert r[\"checkpointed\"] is False and r[\"memory_stats\"][\"usage\"] > 64 << 20, r" &&
 		a=$(cat at-checkpoint) && b=$(count c1) && test "$b" -ge "$a" &&
-		test "$b" -lt "$((a + 40))" &&
-		wait_until 20 sh -c "test \"\$(\"$SBX\" exec c1 cat /workspace/n | cut -d\" \" -f1)\" -gt $((a + 5))" &&
+		wait_until 20 above c1 $((a + 5)) &&
 		sbx exec c1 cat /workspace/n >n && test_match "^[0-9]+ x$" "$(cat n)" &&
 		sbx exec c1 sh -c "echo fed >/workspace/fifo" &&
 		wait_until 10 sbx exec c1 test -s /workspace/shell &&
-		test_eq "kept fed" "$(sbx exec c1 cat /workspace/shell)"
+		test_eq "kept fed" "$(sbx exec c1 cat /workspace/shell)" &&
+		expect_code 1 sbx exec c1 test -e /workspace/mismatch
 	'
 
 	test_expect_success 'a second checkpoint and resume of the same sandbox' '
 		a=$(count c1) && sbx pause --checkpoint c1 >/dev/null && sbx resume c1 >/dev/null &&
-		test "$(count c1)" -ge "$a" && sbx rm -f c1 >/dev/null &&
-		test -z "$(sbx ls -q)"
+		test "$(count c1)" -ge "$a" && advances c1
 	'
 
-	test_expect_success 'snapshot create --memory: files and processes; the sandbox runs on' '
-		sbx create --name s1 --runtime gvisor --net none >/dev/null &&
-		sbx cp prog.py s1:/workspace/prog.py &&
-		sbx exec s1 sh -c "nohup python3 /workspace/prog.py >/dev/null 2>&1 &" &&
-		wait_until 20 sh -c "test \"\$(\"$SBX\" exec s1 cat /workspace/n | cut -d\" \" -f1)\" -gt 5" &&
+	# killed before runsc began, or as it began (its runsc dies with it): nothing happened
+	for step in checkpoint-noted checkpoint-started; do
+		test_expect_success "pause --checkpoint killed at $step: undone, it runs on" "
+			expect_code 137 env SBX_TEST_CRASH_AT=$step \"\$SBX\" pause --checkpoint c1 &&
+			test_eq running \"\$(sb_state c1)\" &&
+			json_of c1 'assert r[\"checkpointed\"] is False, r' &&
+			expect_code 0 sbx exec c1 true && advances c1 && sleep 0.3 && advances c1
+		"
+	done
+
+	# killed once the image was written: stopped, checkpointed; resume restores
+	for step in checkpoint-ended checkpoint-written pause-provider-done; do
+		test_expect_success "pause --checkpoint killed at $step: stopped and checkpointed; resume restores it" "
+			id=\$(field c1 '[\"id\"]') &&
+			a=\$(count c1) && expect_code 137 env SBX_TEST_CRASH_AT=$step \"\$SBX\" pause --checkpoint c1 &&
+			stopped_checkpointed c1 && test_eq 0 \"\$(runsc_of \$id)\" &&
+			expect_code 125 sbx exec c1 true 2>err && expect_one_error_line err 'is stopped.*run .sbx resume c1.' &&
+			sbx resume c1 >/dev/null && test_eq running \"\$(sb_state c1)\" &&
+			test \"\$(count c1)\" -ge \"\$a\" && advances c1 &&
+			json_of c1 'assert r[\"checkpointed\"] is False, r'
+		"
+	done
+
+	test_expect_success 'resume killed while it restores: stopped and checkpointed; resume restores it' '
+		a=$(count c1) && sbx pause --checkpoint c1 >/dev/null &&
+		expect_code 125 env SBX_TEST_CRASH_AT=restore-set-aside "$SBX" resume c1 2>err &&
+		stopped_checkpointed c1 &&
+		sbx resume c1 >/dev/null && test "$(count c1)" -ge "$a" && advances c1
+	'
+
+	test_expect_success 'pause --checkpoint killed from outside as runsc writes: the state is true, resume restores' '
+		sbx exec c1 sh -c "nohup python3 -c \"import os, time; b = os.urandom(192 << 20); open(\\\"/workspace/held192\\\", \\\"w\\\").close(); time.sleep(1e9)\" >/dev/null 2>&1 &" &&
+		wait_until 30 sbx exec c1 test -e /workspace/held192 &&
+		id=$(field c1 "[\"id\"]") && img=$SBX_HOME/sandboxes/$id/gvisor/checkpoint/checkpoint.img &&
+		a=$(count c1) && { "$SBX" pause --checkpoint c1 >/dev/null 2>&1 & p=$!; } &&
+		i=0 && while [ ! -s "$img" ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i + 1)); done &&
+		kill -9 $p && { wait $p; true; } &&
+		sbx inspect c1 >k.json &&
+		json_assert k.json "assert r[\"state\"] in (\"stopped\", \"released\"), r" &&
+		wait_until 60 json_of c1 "assert r[\"checkpointed\"] is True, r" &&
+		test_eq 0 "$(runsc_of "$id")" && expect_code 125 sbx exec c1 true 2>/dev/null &&
+		sbx resume c1 >/dev/null && test "$(count c1)" -ge "$a" && advances c1 &&
+		test_eq 1 "$(runsc_of "$id")"
+	'
+
+	test_expect_success 'resume while a sentry that sbx left still writes the image: it waits, then restores' '
+		id=$(field c1 "[\"id\"]") && img=$SBX_HOME/sandboxes/$id/gvisor/checkpoint/checkpoint.img &&
+		a=$(count c1) && { "$SBX" pause --checkpoint c1 >/dev/null 2>&1 & p=$!; } &&
+		i=0 && while [ ! -s "$img" ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i + 1)); done &&
+		kill -9 $p && { wait $p; true; } &&
+		sbx resume c1 >/dev/null && test_eq running "$(sb_state c1)" &&
+		test "$(count c1)" -ge "$a" && advances c1 &&
+		sbx rm -f c1 >/dev/null && test -z "$(sbx ls -q)"
+	'
+
+	test_expect_success 'snapshot create --memory: files and processes of one moment; the sandbox runs on' '
+		sbx create --name s1 --runtime gvisor --net none >/dev/null && start s1 &&
 		sbx snapshot create --memory --name mem --json s1 >snap &&
-		json_assert snap "assert r[\"memory\"] is True, r" &&
-		a=$(count s1) && wait_until 20 sh -c "test \"\$(\"$SBX\" exec s1 cat /workspace/n | cut -d\" \" -f1)\" -gt $a"
+		json_assert snap "assert r[\"memory\"] is True and r[\"runtime\"] == \"gvisor\" and r[\"net\"] == \"none\", r" &&
+		advances s1 && expect_code 1 sbx exec s1 test -e /workspace/mismatch
 	'
 
-	test_expect_success 'three forks of a memory snapshot run its processes, each its own' '
-		at=$(json_assert snap "print(r[\"id\"])") &&
-		for i in 1 2 3; do sbx fork mem --name k$i --runtime gvisor --net none >/dev/null || exit 1; done &&
+	test_expect_success 'three forks of a memory snapshot, no options repeated: each runs on from its memory' '
+		for i in 1 2 3; do sbx fork mem --name k$i >/dev/null || exit 1; done &&
 		for i in 1 2 3; do
-			wait_until 20 sh -c "test \"\$(\"$SBX\" exec k$i cat /workspace/n | cut -d\" \" -f1)\" -gt 1" || exit 1
-		done &&
-		sbx exec k1 sh -c "echo one >/workspace/mine" && sbx exec k2 sh -c "echo two >/workspace/mine" &&
-		test_eq one "$(sbx exec k1 cat /workspace/mine)" && test_eq two "$(sbx exec k2 cat /workspace/mine)" &&
-		expect_code 1 sbx exec k3 test -e /workspace/mine &&
-		expect_code 1 sbx exec s1 test -e /workspace/mine &&
-		sbx exec k3 pkill -f prog.py && sleep 0.3 && b=$(count k3) && sleep 0.3 &&
-		test_eq "$b" "$(count k3)" "the stopped fork" &&
-		c=$(count k1) && wait_until 20 sh -c "test \"\$(\"$SBX\" exec k1 cat /workspace/n | cut -d\" \" -f1)\" -gt $c" &&
-		test_match "^[0-9]+ x$" "$(sbx exec k2 cat /workspace/n)"
+			json_of k$i "o = r[\"options\"]; assert o[\"runtime\"] == \"gvisor\" and o[\"net\"][\"mode\"] == \"none\", o" &&
+			advances k$i && sleep 0.1 && advances k$i &&
+			expect_code 1 sbx exec k$i test -e /workspace/mismatch || exit 1
+		done
 	'
 
-	test_expect_success 'a fork of a memory snapshot on the default runtime is refused (one line)' '
-		expect_code 125 sbx fork mem --name k4 2>err && test_eq 1 "$(wc -l <err)" &&
-		test_grep "forks need --runtime gvisor --net none" err &&
-		sbx rm -f s1 k1 k2 k3 >/dev/null && sbx snapshot rm mem >/dev/null && test -z "$(sbx ls -q)"
+	test_expect_success 'the check would see memory and files of different moments (control)' '
+		wait_until 20 tamper k1 &&
+		test_grep "file 999999999" <(sbx exec k1 cat /workspace/mismatch) &&
+		sbx exec k1 rm /workspace/mismatch
+	'
+
+	test_expect_success 'the forks diverge, each on its own; one killed, the others go on' '
+		sbx exec k1 sh -c "echo 1 >/workspace/step" && sbx exec k2 sh -c "echo 1000 >/workspace/step" &&
+		sbx exec k3 sh -c "echo 1000000 >/workspace/step" &&
+		for k in k1:1 k2:1000 k3:1000000; do
+			sb=${k%:*} && step=${k#*:} && advances $sb && sleep 0.2 &&
+			a=$(count $sb) && wait_until 20 above $sb "$a" && b=$(count $sb) &&
+			test "$(( (b - a) % step ))" -eq 0 || exit 1
+		done &&
+		test_eq 3 "$(for k in k1 k2 k3; do count $k; done | sort -u | wc -l)" &&
+		sbx exec k3 pkill -f prog.py && sleep 0.3 && b=$(count k3) && sleep 0.3 &&
+		test_eq "$b" "$(count k3)" "the killed fork" &&
+		advances k1 && advances k2 && advances s1
+	'
+
+	test_expect_success 'a fork of a memory snapshot with a contradicting --net is refused (one line)' '
+		expect_code 125 sbx fork mem --name k4 --net open 2>err &&
+		expect_one_error_line err "snapshot .mem. holds the processes and memory of a sandbox on --net none.*leave out --net" &&
+		expect_code 125 sbx inspect k4 2>/dev/null &&
+		sbx fork mem --name k4 --runtime gvisor --net none >/dev/null && advances k4 &&
+		sbx rm -f k1 k2 k3 k4 >/dev/null
+	'
+
+	test_expect_success 'snapshot --memory killed while the files are copied: stopped and checkpointed, no snapshot' '
+		a=$(count s1) &&
+		expect_code 137 env SBX_TEST_CRASH_AT=snapshot-memory-stopped "$SBX" snapshot create --memory --name m2 s1 &&
+		stopped_checkpointed s1 && sbx snapshot ls --json >snaps &&
+		json_assert snaps "assert [s[\"name\"] for s in r] == [\"mem\"], r" &&
+		sbx resume s1 >/dev/null && test "$(count s1)" -ge "$a" && advances s1
+	'
+
+	test_expect_success 'snapshot --memory killed once the sandbox was restored: it runs' '
+		expect_code 137 env SBX_TEST_CRASH_AT=restore-ran "$SBX" snapshot create --memory --name m3 s1 &&
+		test_eq running "$(sb_state s1)" && json_of s1 "assert r[\"checkpointed\"] is False, r" &&
+		advances s1 && sbx rm -f s1 >/dev/null && sbx snapshot rm mem >/dev/null &&
+		test -z "$(sbx ls -q)"
 	'
 
 	test_expect_success 'a gVisor sandbox on the proxy network is refused (one line)' '
@@ -111,15 +265,25 @@ else
 	'
 fi
 
-test_expect_success 'the default runtime refuses pause --checkpoint (one line); plain pause works' '
+test_expect_success 'pause of a gVisor sandbox: its CPU time stands still, and runs again on resume' '
+	sbx create --name p1 --runtime gvisor --net none >/dev/null &&
+	sbx exec p1 sh -c "nohup sh -c \"while :; do :; done\" >/dev/null 2>&1 &" &&
+	ns=$(ns_of p1) && t=$(ticks "$ns") && wait_until 20 ticks_move "$ns" "$t" &&
+	sbx pause p1 >/dev/null && test_eq paused "$(sb_state p1)" &&
+	a=$(ticks "$ns") && sleep 0.5 && test_eq "$a" "$(ticks "$ns")" "CPU ticks while paused" &&
+	sbx resume p1 >/dev/null && wait_until 20 ticks_move "$ns" "$a" &&
+	sbx rm -f p1 >/dev/null
+'
+
+test_expect_success 'the default runtime refuses pause --checkpoint, naming gVisor (one line); plain pause works' '
 	sbx create --name l1 --net none >/dev/null &&
-	expect_code 125 sbx pause --checkpoint l1 2>err && test_eq 1 "$(wc -l <err)" &&
-	test_grep "pause --checkpoint needs --runtime gvisor" err &&
+	expect_code 125 sbx pause --checkpoint l1 2>err &&
+	expect_one_error_line err "pause --checkpoint needs --runtime gvisor \(sandbox .l1. runs on the default runtime\)" &&
 	test_eq running "$(sb_state l1)" &&
 	sbx pause l1 >/dev/null && test_eq paused "$(sb_state l1)" && sbx rm -f l1 >/dev/null
 '
 
-test_expect_success 'snapshot create --memory on the default runtime is refused (one line)' '
+test_expect_success 'snapshot create --memory on the default runtime is refused, naming gVisor (one line)' '
 	sbx create --name l2 --net none >/dev/null &&
 	expect_code 125 sbx snapshot create --memory l2 2>err && test_eq 1 "$(wc -l <err)" &&
 	test_grep "needs --runtime gvisor" err && test -z "$(sbx snapshot ls -q)" &&

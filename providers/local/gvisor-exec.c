@@ -81,6 +81,12 @@ int local_gvisor_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	if (local_is_frozen(rec->dir, &pids) == 1)
 		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is paused; run 'sbx resume %s'",
 				   label, label);
+	enum sbx_state cut;
+	if (local_checkpoint_look(rec, &pids, &cut))
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' is stopped (its checkpoint was cut short); run "
+				   "'sbx resume %s'",
+				   label, label);
 	local_touch_activity(rec->dir);
 	_cleanup_free_ char *user = NULL;
 	if (o->user && user_arg(o->user, label, &user, err) < 0)

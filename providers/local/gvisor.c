@@ -29,14 +29,15 @@
  *  - files: the root is DIR/root with the host's system view bound read-only, as a local
  *    sandbox's, served by the gofer with --file-access=shared, so sbx cp (which writes the same
  *    tree through init's mount namespace) and the sandbox see each other's writes;
- *  - checkpoints: pause --checkpoint runs runsc checkpoint into DIR/gvisor/checkpoint (the
+ *  - checkpoints (gvisor-checkpoint.c, struct local_runtime_ops: what a microVM runtime would
+ *    fill in too): pause --checkpoint runs runsc checkpoint into DIR/gvisor/checkpoint (the
  *    sandbox's processes and memory; they end) and releases the rest; resume boots again and
- *    the supervisor runs runsc restore from it instead of run, then removes it. snapshot
- *    --memory checkpoints the same way, links the image into the snapshot and restores the
- *    sandbox at once (runsc's --leave-running never returned here); a fork copies the image
- *    into its own directory, so its boot restores it. gVisor sandboxes copy a snapshot's tree
- *    rather than stack on it (the gofer serves one tree). The runtime interface (struct
- *    local_runtime_ops, gvisor-checkpoint.c) is what a microVM runtime would fill in too;
+ *    the supervisor's boot restores the image instead of running runsc run, then removes it.
+ *    snapshot --memory checkpoints the same way, copies the files while nothing runs, keeps
+ *    the image and restores the sandbox at once (runsc's --leave-running never returned
+ *    here); a fork copies the image into its own directory, so its boot restores it. gVisor
+ *    sandboxes copy a snapshot's tree rather than stack on it (the gofer serves one tree). A
+ *    checkpoint its sbx did not see to the end is found out by looking (a note beside it);
  *  - exec (gvisor-exec.c) is runsc exec, through /bin/sh's exec for 126 and 127, its streams
  *    relayed through pipes (gVisor writes a file it is given at an offset of its own). */
 #define _GNU_SOURCE
@@ -46,6 +47,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -318,7 +320,7 @@ static int attach(int fd, const char *at)
 }
 
 static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *args,
-				   const char *runsc)
+				   const char *runsc, pid_t caller)
 {
 	static const char *const names[] = { "rootfs", "bundle", "state", "checkpoint" };
 	static const char *const sub[] = { "root", "gvisor/bundle", "gvisor/state",
@@ -352,9 +354,15 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	if ((r->map_range && setgroups(0, NULL) < 0) || setresgid(0, 0, 0) < 0 ||
 	    setresuid(0, 0, 0) < 0)
 		child_fail("become root in the sandbox");
+	/* set once our ids are what they stay (a change of them clears it) */
+	if (r->die_with_caller && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != caller))
+		_exit(125);
 	/* a process whose children's pid namespace is not its own makes no threads: runsc runs
 	 * in a child of ours, born in init's pid namespace, and we wait for it */
 	{
+		int alive[2] = { -1, -1 };
+		if (r->die_with_caller && pipe2(alive, O_CLOEXEC) < 0)
+			child_fail("make a pipe");
 		pid_t c = fork();
 		if (c < 0)
 			child_fail("fork");
@@ -363,6 +371,11 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 			_exit(st < 0 ? 125 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
 		}
 		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* our parent, outside our pid namespace, is beyond getppid(): gone already, its
+		 * end of the pipe says so */
+		struct pollfd pf = { .fd = alive[0], .events = POLLIN };
+		if (r->die_with_caller && (close(alive[1]) < 0 || poll(&pf, 1, 0) != 0))
+			_exit(125);
 	}
 	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		child_fail("make a mount namespace");
@@ -413,11 +426,12 @@ pid_t local_runsc_spawn(const struct local_runsc *r, char *const *args, struct s
 	if (!runsc)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--runtime gvisor needs runsc");
 	fflush(NULL);
+	pid_t caller = getpid();
 	pid_t pid = fork();
 	if (pid < 0)
 		return sbx_err_errno(err, "cannot start runsc");
 	if (pid == 0)
-		runsc_child(r, args, runsc);
+		runsc_child(r, args, runsc, caller);
 	return pid;
 }
 
@@ -436,57 +450,20 @@ int local_runsc_wait(pid_t pid)
 
 /* --- boot (the supervisor) ---------------------------------------------------------------- */
 
-char *local_checkpoint_dir(const char *dir)
-{
-	return xasprintf("%s/gvisor/checkpoint", dir);
-}
-
-static long long tree_size(int dfd)
-{
-	DIR *d = fdopendir(dfd);
-	struct dirent *e;
-	long long sum = 0;
-
-	if (!d) {
-		close(dfd);
-		return 0;
-	}
-	while ((e = readdir(d))) {
-		struct stat st;
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		if (S_ISDIR(st.st_mode)) {
-			int sub = openat(dirfd(d), e->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0)
-				sum += tree_size(sub);
-		} else {
-			sum += (long long)st.st_blocks * 512;
-		}
-	}
-	closedir(d);
-	return sum;
-}
-
-long long local_checkpoint_size(const char *dir)
-{
-	_cleanup_free_ char *ck = local_checkpoint_dir(dir);
-	_cleanup_free_ char *img = xasprintf("%s/checkpoint.img", ck);
-	struct stat st;
-
-	if (lstat(img, &st) < 0 || !S_ISREG(st.st_mode))
-		return -1;
-	int fd = open(ck, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? -1 : tree_size(fd);
-}
-
 int local_gvisor_boot(const char *dir, const char *id, pid_t init, bool map_range, bool net_none,
 		      char *msg, size_t len)
 {
 	struct sbx_err err = { 0 };
-	bool restore = local_checkpoint_size(dir) >= 0;
+
+	/* a checkpoint: its processes restored instead (gvisor-checkpoint.c) */
+	if (local_runtime_gvisor.image_size(dir) >= 0) {
+		struct local_boot b = { .dir = dir,
+					.id = id,
+					.init = init,
+					.map_range = map_range,
+					.net_none = net_none };
+		return local_runtime_gvisor.restore(&b, msg, len);
+	}
 	/* runsc's messages: a file, as what runsc run is given becomes the stdio of the
 	 * sandbox's first process too (a pipe would never end) */
 	_cleanup_free_ char *logp = xasprintf("%s/gvisor/runsc.log", dir);
@@ -499,15 +476,10 @@ int local_gvisor_boot(const char *dir, const char *id, pid_t init, bool map_rang
 				 .init = init,
 				 .map_range = map_range,
 				 .net_none = net_none,
-				 .checkpoint = restore,
 				 .fd = { -1, -1, logfd } };
 	char *run[] = { "run", "--detach", "--bundle=/tmp/bundle", (char *)id, NULL };
-	char *rst[] = {
-		"restore",  "--detach", "--bundle=/tmp/bundle", "--image-path=/tmp/checkpoint",
-		(char *)id, NULL
-	};
 	/* runsc's processes are charged to the sandbox and frozen with it */
-	pid_t pid = local_runsc_spawn(&r, restore ? rst : run, &err);
+	pid_t pid = local_runsc_spawn(&r, run, &err);
 	if (pid < 0) {
 		close(logfd);
 		snprintf(msg, len, "%s", err.msg);
@@ -523,16 +495,9 @@ int local_gvisor_boot(const char *dir, const char *id, pid_t init, bool map_rang
 			out[--n] = 0;
 		char *nl = strrchr(out, '\n');
 		close(logfd);
-		snprintf(msg, len, "runsc %s failed: %s", restore ? "restore" : "run",
-			 nl ? nl + 1 : (n ? out : "no message"));
+		snprintf(msg, len, "runsc run failed: %s", nl ? nl + 1 : (n ? out : "no message"));
 		return -1;
 	}
 	close(logfd);
-	if (restore) {
-		/* restored: the image is spent (the next checkpoint writes a new one) */
-		_cleanup_free_ char *ck = local_checkpoint_dir(dir);
-		_cleanup_free_ char *img = xasprintf("%s/checkpoint.img", ck);
-		(void)unlink(img);
-	}
 	return 0;
 }

@@ -30,28 +30,79 @@ void local_gvisor_state_reset(const char *dir);
 int local_gvisor_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		      const struct sbx_exec_opts *o, int *ret_status, struct sbx_err *err);
 
-/* memory checkpoints: a runtime that can write its processes and memory to a directory and
- * start them again from it (gVisor now; a microVM later) */
-struct local_runtime_ops {
-	const char *name;
-	/* processes and memory to DIR/gvisor/checkpoint; the sandbox's processes end */
-	int (*checkpoint)(const struct sbx_record *rec, struct sbx_err *err);
-	/* the same, the sandbox left running, the image then moved to dir/checkpoint.img */
-	int (*snapshot)(const struct sbx_record *rec, const char *dir, struct sbx_err *err);
+/* --- memory checkpoints (gvisor-checkpoint.c) ---------------------------------------------
+ * A runtime that can write a sandbox's processes and memory to an image and start them again
+ * from it: gVisor now, a microVM runtime later. A sandbox's image lives in its directory (for
+ * gVisor DIR/gvisor/checkpoint); a memory snapshot keeps one of its own (SNAPDIR/memory); a
+ * fork of it starts from a copy. */
+
+/* what a boot restores with (the supervisor's, or a snapshot's in the CLI) */
+struct local_boot {
+	const char *dir, *id;
+	pid_t init;
+	bool map_range;
+	bool net_none;
 };
-/* snapshot --memory: the runtime's image of the running sandbox's processes (left running) in
- * snapdir/memory; UNSUPPORTED naming the runtime that has it on any other sandbox */
-int local_snapshot_memory(const struct sbx_record *rec, const char *snapdir, struct sbx_err *err);
+
+struct local_runtime_ops {
+	const char *name; /* its --runtime NAME */
+	/* the options its checkpoints need, and why (the refusals say it); a fork of a memory
+	 * snapshot runs with the same (its record says which) */
+	bool needs_net_none;
+	const char *net_none_why;
+	bool needs_root;
+	const char *root_why;
+	/* the CLI: the processes and memory of running sandbox rec to its image; they end, and
+	 * nothing of the runtime's is left running (its memory freed) */
+	int (*checkpoint)(const struct sbx_record *rec, struct sbx_err *err);
+	/* at boot, when the sandbox has an image: its processes started from it, the image then
+	 * spent (an image is restored once); -1 with msg */
+	int (*restore)(const struct local_boot *b, char *msg, size_t len);
+	/* the CLI: the image of running sandbox rec into directory to; while its processes are
+	 * stopped, stopped(arg) runs (the copy of its files: both are of one moment); then they
+	 * run on from the image */
+	int (*snapshot)(const struct sbx_record *rec, const char *to,
+			int (*stopped)(void *arg, struct sbx_err *err), void *arg,
+			struct sbx_err *err);
+	/* the CLI, at create --from: the image a snapshot kept in directory from, copied into
+	 * new sandbox dir's for its first boot to restore (owned by sandbox root, uid:gid) */
+	int (*fork)(const char *from, const char *dir, uid_t uid, gid_t gid, struct sbx_err *err);
+	/* the size on disk of sandbox dir's image, -1 when it has none */
+	long long (*image_size)(const char *dir);
+};
+
+/* gVisor's (gvisor.c's boot restores through it) */
+extern const struct local_runtime_ops local_runtime_gvisor;
+/* the runtime of sandbox rec when it can checkpoint, or NULL; the one named so, or NULL */
+const struct local_runtime_ops *local_runtime_of(const struct sbx_record *rec);
+const struct local_runtime_ops *local_runtime_named(const char *name);
+/* pause --checkpoint (what, for the message): rec's runtime, once it is sure it can; on a
+ * runtime without checkpoints UNSUPPORTED, naming the runtime that has them */
+const struct local_runtime_ops *local_checkpoint_runtime(const struct sbx_record *rec,
+							 const char *what, struct sbx_err *err);
+/* snapshot --memory: the runtime's image of the running sandbox's processes in
+ * snapdir/memory (info records the runtime and network its forks take), stopped(arg) run
+ * while they are stopped, then they run on; UNSUPPORTED naming the runtime that has it on any
+ * other sandbox */
+int local_snapshot_memory(const struct sbx_record *rec, const char *snapdir, json_t *info,
+			  int (*stopped)(void *arg, struct sbx_err *err), void *arg,
+			  struct sbx_err *err);
 /* create --from a snapshot with memory: its image copied in for the boot to restore (the
- * sandbox must be one that can: gVisor on its own network stack); 0 when it has none */
+ * sandbox must be of the snapshot's runtime and able to restore); 0 when it has none */
 int local_fork_memory(const struct sbx_record *rec, const json_t *info, const char *tree, uid_t uid,
 		      gid_t gid, struct sbx_err *err);
-/* the sandbox's runtime when it can checkpoint, or NULL */
-const struct local_runtime_ops *local_runtime_of(const struct sbx_record *rec);
-/* the checkpoint directory of a sandbox (malloc'd); its size on disk in bytes, -1 when it has
- * none */
+/* the checkpoint directory of a sandbox (malloc'd) */
 char *local_checkpoint_dir(const char *dir);
-long long local_checkpoint_size(const char *dir);
+/* inspect: the size on disk of the sandbox's whole image (one being written is not yet), -1 */
+long long local_checkpoint_bytes(const struct sbx_record *rec);
+/* look() at a sandbox whose init and supervisor live: when a checkpoint of it was cut short
+ * (its sbx killed), true with what it is now in *ret (stopped: its processes are in the image
+ * or being written there; a checkpoint that never began is undone and false returned) */
+bool local_checkpoint_look(const struct sbx_record *rec, const struct local_pids *pids,
+			   enum sbx_state *ret);
+/* resume of a stopped or released sandbox: a checkpoint cut short settled first (an image
+ * still being written is waited for; what is left of one that cannot be restored goes) */
+int local_checkpoint_settle(const struct sbx_record *rec, struct sbx_err *err);
 
 /* runs runsc (argv after its global flags) in the sandbox's user, network and pid namespaces
  * (its processes die with init; its state names pids of that namespace) with fds 0-2 as given
@@ -62,6 +113,9 @@ struct local_runsc {
 	bool map_range;
 	bool net_none;	 /* --network=none (else host: the sandbox's own network namespace) */
 	bool checkpoint; /* DIR/gvisor/checkpoint reachable at /tmp/checkpoint */
+	/* killed when its caller dies (a checkpoint's runsc: what an sbx killed midway left
+	 * must not go on changing the sandbox after the look that found it) */
+	bool die_with_caller;
 	int fd[3];
 };
 pid_t local_runsc_spawn(const struct local_runsc *r, char *const *args, struct sbx_err *err);

@@ -464,6 +464,10 @@ static enum sbx_state look(const struct sbx_record *rec, struct local_pids *pids
 		return down;
 	if (sbx_proc_alive(pids->init_pid, pids->init_start) &&
 	    sbx_proc_alive(pids->sup_pid, pids->sup_start)) {
+		/* a memory checkpoint its sbx did not see to the end (gvisor-checkpoint.c) */
+		enum sbx_state cut;
+		if (local_checkpoint_look(rec, pids, &cut))
+			return cut;
 		if (local_is_frozen(rec->dir, pids) != 1)
 			return SBX_STATE_RUNNING;
 		/* frozen by a snapshot that was killed before it could thaw it */
@@ -491,7 +495,7 @@ static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx
 	local_cgroup_stats(rec->dir, live);
 	json_object_set_new(live, "runtime", json_string(local_gvisor(rec) ? "gvisor" : "local"));
 	if (local_runtime_of(rec)) {
-		long long ck = local_checkpoint_size(rec->dir);
+		long long ck = local_checkpoint_bytes(rec);
 		json_object_set_new(live, "checkpointed", json_boolean(ck >= 0));
 		json_object_set_new(live, "checkpoint_bytes",
 				    ck >= 0 ? json_integer(ck) : json_null());
@@ -703,13 +707,10 @@ static int local_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct
 
 	(void)ctx;
 	if (o->checkpoint) {
-		const struct local_runtime_ops *rt = local_runtime_of(rec);
+		const struct local_runtime_ops *rt = local_checkpoint_runtime(
+			rec, "pause --checkpoint", err);
 		if (!rt)
-			return sbx_err_set(
-				err, SBX_E_UNSUPPORTED,
-				"pause --checkpoint needs --runtime gvisor (sandbox '%s' "
-				"runs on the default runtime)",
-				rec->name ? rec->name : rec->id);
+			return -1;
 		if (local_read_pids(rec->dir, &pids) < 0)
 			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running",
 					   rec->id);
@@ -757,8 +758,9 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 		rec->state = SBX_STATE_RUNNING;
 		return 0;
 	}
-	/* released or stopped: whatever is left ends, then the sandbox boots on its files */
-	if (stop_all(rec, 0, err) < 0)
+	/* released or stopped: whatever is left ends, then the sandbox boots on its files (or
+	 * from a checkpoint: one cut short is settled first) */
+	if (local_checkpoint_settle(rec, err) < 0 || stop_all(rec, 0, err) < 0)
 		return -1;
 	_cleanup_free_ char *root = xasprintf("%s/root", rec->dir);
 	struct stat st;

@@ -30,7 +30,9 @@
  *   gvisor.c      --runtime gvisor: the CLI (the bundle, checkpoints), the supervisor (runsc
  *                 run or restore), and runsc in the sandbox's namespaces (gvisor.h)
  *   gvisor-exec.c the CLI: sbx exec on a gVisor sandbox, through runsc exec
- *   gvisor-checkpoint.c  the CLI: pause --checkpoint, snapshot --memory, a fork's memory
+ *   gvisor-checkpoint.c  memory checkpoints (struct local_runtime_ops): the CLI (pause
+ *                 --checkpoint, snapshot --memory, a fork's image, what a checkpoint cut
+ *                 short left) and the supervisor's boot (runsc restore)
  * Below the processes, used by any of them (they call no file above):
  *   state.c       the sandbox's pids file, joining its namespaces, its activity clock, its
  *                 image's layers, freezing it without a cgroup

@@ -357,6 +357,21 @@ static int capture(struct sbx_ctx *ctx, const struct sbx_record *rec, struct cop
 	return r;
 }
 
+/* the copy of a memory snapshot, run by the runtime while the sandbox's processes are stopped
+ * (nothing of it runs but init: nothing to freeze) */
+struct memory_copy {
+	struct sbx_ctx *ctx;
+	struct copy_job *j;
+	const struct local_idmap *m;
+};
+
+static int copy_stopped(void *arg, struct sbx_err *err)
+{
+	struct memory_copy *mc = arg;
+
+	return run_copy(mc->ctx, mc->j, mc->m, err);
+}
+
 static int remove_tree(struct sbx_ctx *ctx, const char *path, const struct local_idmap *m,
 		       struct sbx_err *err);
 
@@ -415,10 +430,6 @@ int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 	if (!slash)
 		return sbx_err_set(err, SBX_E_SYSTEM, "bad snapshot path '%s'", dest);
 	*slash = 0;
-	/* --memory: the runtime's image of the processes first, beside the tree */
-	if (json_is_true(json_object_get(info, "memory")) &&
-	    local_snapshot_memory(rec, dir, err) < 0)
-		return -1;
 	/* stacked on a snapshot: what the overlay shows of it and the upper, as one tree */
 	_cleanup_free_ char *base = local_base_of(rec->dir);
 	_cleanup_free_ char *base_tree = base ? base_tree_of(ctx, base, err) : NULL;
@@ -433,7 +444,12 @@ int local_snapshot(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 			      .image = on_image(rec),
 			      .below = below,
 			      .n_below = n_below };
-	if (capture(ctx, rec, &j, &m, err) < 0)
+	/* --memory: the runtime's image of the processes beside the tree, which is copied while
+	 * they are stopped (the files and the memory are of one moment) */
+	struct memory_copy mc = { .ctx = ctx, .j = &j, .m = &m };
+	if (json_is_true(json_object_get(info, "memory"))
+		    ? local_snapshot_memory(rec, dir, info, copy_stopped, &mc, err) < 0
+		    : capture(ctx, rec, &j, &m, err) < 0)
 		return -1;
 	if (j.stats.subvol) {
 		/* one btrfs snapshot: what it holds is counted once the sandbox runs again, in

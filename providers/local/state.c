@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "providers/local/local.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -423,12 +424,55 @@ size_t local_ns_members(pid_t init, pid_t **ret)
 	return n;
 }
 
-/* SIGSTOP (or SIGCONT) to every process of the pid namespace until each is stopped: new ones
- * forked meanwhile are caught on the next round. A process stops only once it runs again (one
- * starved of CPU on a loaded host takes its time), so the wait is bounded by time, not by a
- * count of rounds. A process in uninterruptible sleep with the SIGSTOP pending runs no code of
- * its own before it stops, and counts as stopped: one waiting in vfork for a child that was
- * stopped before its exec would never wake to take it. */
+/* thread tid of process pid: its state letter (0 when gone) */
+static char thread_state(pid_t pid, long tid)
+{
+	char p[96];
+	snprintf(p, sizeof(p), "/proc/%d/task/%ld/stat", (int)pid, tid);
+	_cleanup_free_ char *t = sbx_read_file(p, 4096, NULL);
+	const char *s = t ? strrchr(t, ')') : NULL;
+
+	return s && s[1] == ' ' ? s[2] : 0;
+}
+
+/* SIGSTOP to each thread of pid not stopped yet, each its own: a traced thread stops only for a
+ * signal of its own, and one sent to its process stops only the thread that takes it until
+ * the tracer passes it on, which it never does while it is stopped itself (gVisor's ptrace
+ * platform runs a sandbox's code in threads its sentry traces). How many still run */
+static size_t stop_threads(pid_t pid)
+{
+	char p[64];
+	size_t busy = 0;
+	struct dirent *e;
+
+	snprintf(p, sizeof(p), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(p);
+	while (d && (e = readdir(d))) {
+		char *end;
+		long tid = strtol(e->d_name, &end, 10);
+		if (tid <= 0 || *end)
+			continue;
+		char st = thread_state(pid, tid);
+		if (st == 'T' || st == 't' || st == 'Z' || st == 'X' || !st)
+			continue;
+		(void)syscall(SYS_tgkill, (int)pid, (int)tid, SIGSTOP);
+		/* in uninterruptible sleep with the SIGSTOP pending: it runs no code of its own
+		 * before it stops */
+		if (st == 'D' && sbx_proc_stop_pending(pid, (pid_t)tid))
+			continue;
+		busy++;
+	}
+	if (d)
+		closedir(d);
+	return busy;
+}
+
+/* SIGSTOP (to each thread) or SIGCONT to every process of the pid namespace until each is
+ * stopped: new ones forked meanwhile are caught on the next round. A process stops only once it
+ * runs again (one starved of CPU on a loaded host takes its time), so the wait is bounded by
+ * time, not by a count of rounds. A process in uninterruptible sleep with the SIGSTOP pending
+ * runs no code of its own before it stops, and counts as stopped: one waiting in vfork for a
+ * child that was stopped before its exec would never wake to take it. */
 static int signal_all(pid_t init, bool stop, struct sbx_err *err)
 {
 	long long deadline = sbx_now_ms() + 10000;
@@ -438,13 +482,10 @@ static int signal_all(pid_t init, bool stop, struct sbx_err *err)
 		pid_t *v;
 		size_t n = local_ns_members(init, &v), busy = 0;
 		for (size_t i = 0; i < n; i++) {
-			char st = sbx_proc_state(v[i]);
-			if (stop && (st == 'T' || st == 't' || st == 'Z' || st == 'X' || !st))
-				continue;
-			(void)kill(v[i], stop ? SIGSTOP : SIGCONT);
-			if (stop && st == 'D' && sbx_proc_stop_pending(v[i]))
-				continue;
-			busy++;
+			if (stop)
+				busy += stop_threads(v[i]);
+			else
+				(void)kill(v[i], SIGCONT);
 		}
 		free(v);
 		if (!stop || !busy)
