@@ -11,6 +11,8 @@
 
 #define CONTROL_TIMEOUT_MS 30000
 #define START_TIMEOUT_S 300
+#define WATCH_WINDOW_MS 1000 /* a starting pod is looked at again this often */
+#define WATCH_LINE_MAX (4 << 20)
 #define AGENTS_GROUP "agents.x-k8s.io"
 #define AGENTS_API "/apis/agents.x-k8s.io/v1alpha1"
 #define CLAIMS_API "/apis/extensions.agents.x-k8s.io/v1alpha1"
@@ -352,6 +354,98 @@ static char *owner_waiting(const struct kube *k, const char *api, const char *co
 	return xstrdup("the Sandbox's controller has not made its pod yet");
 }
 
+/* a watch of one pod, as its JSON lines come: {"type": ADDED|MODIFIED|DELETED|ERROR, "object"} */
+struct pod_watch {
+	struct strbuf line;
+	char **last;  /* why it waits, as the last event said */
+	bool running; /* it runs */
+	bool changed; /* it failed, ended or went: the caller looks again */
+	bool bad;     /* not a watch sbx understands: the caller polls */
+};
+
+static bool watch_line(const char *p, size_t n, void *arg)
+{
+	struct pod_watch *w = arg;
+
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] != '\n') {
+			if (w->line.len < WATCH_LINE_MAX)
+				strbuf_addch(&w->line, p[i]);
+			continue;
+		}
+		_cleanup_json_ json_t *ev = json_loadb(strbuf_str(&w->line), w->line.len, 0, NULL);
+		strbuf_reset(&w->line);
+		const char *type = sbx_json_str(ev, "type");
+		json_t *pod = json_object_get(ev, "object");
+		if (type && streq(type, "DELETED")) {
+			w->changed = true;
+		} else if (type && (streq(type, "ADDED") || streq(type, "MODIFIED")) &&
+			   json_is_object(pod)) {
+			char *why = NULL;
+			enum sbx_state s = pod_state(pod, &why);
+			w->running = s == SBX_STATE_RUNNING;
+			w->changed = s == SBX_STATE_ERROR || s == SBX_STATE_STOPPED;
+			if (why) {
+				free(*w->last);
+				*w->last = why;
+			}
+		} else {
+			w->bad = true; /* an ERROR event, or not an event */
+		}
+		if (w->running || w->changed || w->bad)
+			return false;
+	}
+	return true;
+}
+
+/* waits up to ms for pod name to change, told at once by a watch (the poll's pauses would
+ * add up to a second to a start): 1 when it runs, 0 when it changed otherwise or the time
+ * is up (the caller looks again), -1 when the cluster gives no usable watch (it polls) */
+static int watch_pod(const struct kube *k, const char *name, long long ms, char **last)
+{
+	struct strbuf tail = STRBUF_INIT;
+	strbuf_addstr(&tail, "?watch=true&fieldSelector=metadata.name%3D");
+	sbx_url_escape(&tail, name);
+	strbuf_addf(&tail, "&timeoutSeconds=%lld", ms / 1000 + 1);
+	_cleanup_free_ char *url = kurl(k, "/api/v1", "pods", NULL, tail.buf);
+	strbuf_release(&tail);
+	const char *hdrs[3] = { 0 };
+	size_t nh = 0;
+	if (k->r.auth)
+		hdrs[nh++] = k->r.auth;
+	hdrs[nh] = "Accept: application/json";
+	struct pod_watch w = { .line = STRBUF_INIT, .last = last };
+	struct sbx_http_req q = SBX_HTTP_REQ_INIT;
+	q.url = url;
+	q.headers = hdrs;
+	q.on_data = watch_line;
+	q.arg = &w;
+	q.timeout_ms = ms;
+	q.stall_s = (long)(ms / 1000) + 2;
+	q.setup = k->r.setup;
+	q.setup_arg = k->r.setup_arg;
+	q.tls_hint = k->r.tls_hint;
+	struct sbx_http_resp resp;
+	struct sbx_err e = { 0 };
+	long long t0 = sbx_now_ms();
+	int pr = sbx_http_perform(&q, &resp, "Kubernetes", &e);
+	int r = w.running ? 1 : w.changed ? 0 : -1;
+	/* the window passed with the pod still starting */
+	if (r < 0 && !w.bad &&
+	    ((pr < 0 && resp.timed_out) ||
+	     (pr == 0 && resp.status == 200 && sbx_now_ms() - t0 >= ms - 100)))
+		r = 0;
+	if (r < 0)
+		sbx_debug("no watch of pod %s (%s, HTTP %ld); polling it", name,
+			  pr < 0	  ? e.msg
+				  : w.bad ? "an event sbx does not take"
+					  : "it ended",
+			  resp.status);
+	sbx_http_resp_release(&resp);
+	strbuf_release(&w.line);
+	return r;
+}
+
 /* owner_api, owner_coll: the Sandbox or claim that makes the pod (NULL: a pod of sbx's own) */
 static int wait_running(const struct kube *k, const char *name, const char *owner_api,
 			const char *owner_coll, struct sbx_err *err)
@@ -360,6 +454,7 @@ static int wait_running(const struct kube *k, const char *name, const char *owne
 	long long t0 = sbx_now_ms(), deadline = t0 + start_timeout_ms();
 	long long pause = 100;
 	_cleanup_free_ char *last = NULL;
+	bool watch = true;
 
 	for (;;) {
 		_cleanup_json_ json_t *pod = NULL;
@@ -395,12 +490,22 @@ static int wait_running(const struct kube *k, const char *name, const char *owne
 			free(last);
 			last = why;
 		}
-		if (sbx_now_ms() + pause > deadline)
+		long long left = deadline - sbx_now_ms();
+		if (left <= 0 || (!watch && left < pause))
 			return sbx_err_set(
 				err, SBX_E_TIMEOUT,
 				"pod '%s' did not start in %lld s%s%s (SBX_KUBE_START_TIMEOUT "
 				"sets the wait)",
 				name, (deadline - t0) / 1000, last ? ": " : "", last ? last : "");
+		if (watch) {
+			int w = watch_pod(k, name, left < WATCH_WINDOW_MS ? left : WATCH_WINDOW_MS,
+					  &last);
+			if (w > 0)
+				return 0;
+			if (w == 0)
+				continue;
+			watch = false;
+		}
 		struct timespec ts = { (time_t)(pause / 1000), (long)(pause % 1000) * 1000000L };
 		(void)nanosleep(&ts, NULL);
 		if (pause < 1000)

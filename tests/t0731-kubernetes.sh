@@ -322,6 +322,21 @@ test_expect_success 'a pod that never schedules: create fails with the scheduler
 	state >st.json && json_assert st.json "assert len(r[\"sandboxes\"]) == 1, r"
 '
 
+test_expect_success 'create watches its pod until it runs; refused the watch, it polls' '
+	ctl -X DELETE "$K8S/_fake/requests" >/dev/null &&
+	sbx create --provider kubernetes --image busybox --name watched >id &&
+	ctl "$K8S/_fake/requests" >rq.json &&
+	json_assert rq.json "w = [q for q in r if q[\"method\"] == \"GET\" and
+     q[\"path\"] == \"/api/v1/namespaces/default/pods\" and \"watch=true\" in q[\"query\"]]
+assert w and \"fieldSelector=metadata.name%3Dsbx-$(cat id)\" in w[0][\"query\"], r" &&
+	sbx rm -f watched &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods\$\", \"kind\": \"status\", \"status\": 403, \"times\": 0}" &&
+	sbx --debug create --provider kubernetes --image busybox --name polled >/dev/null 2>dbg;
+	rc=$?; unfault && test $rc = 0 && test_grep "no watch of pod .*HTTP 403" dbg &&
+	sbx inspect polled >rec.json && json_assert rec.json "assert r[\"state\"] == \"running\"" &&
+	sbx rm -f polled
+'
+
 test_expect_success 'an exec credential plugin by its path (control); an expired token refused' '
 	printf "#!/bin/sh\necho \"{\\\\\"kind\\\\\":\\\\\"ExecCredential\\\\\",\\\\\"status\\\\\":{\\\\\"token\\\\\":\\\\\"\$T\\\\\",\\\\\"expirationTimestamp\\\\\":\\\\\"\$EXP\\\\\"}}\"\n" >plugin &&
 	chmod +x plugin && T=$TOKEN EXP=2099-01-01T00:00:00Z ./plugin | "$TEST_PYTHON" -m json.tool >/dev/null &&

@@ -654,6 +654,7 @@ class Exec:
         self._marks = {}
         self._wlock = threading.Lock()
         self.timeout_ms = timeout_ms
+        self._timed_out = False   # before _reap can look at it
         args = sbx._exec_args(sid, ["perl", "-e", _WRAPPER, self.marker.decode()] + self.argv,
                               env, cwd, user, stdin)
         sbx._log(*args[:-len(self.argv) - 3], "...", *self.argv)
@@ -667,7 +668,6 @@ class Exec:
         self._t_out.start()
         self._t_err.start()
         threading.Thread(target=self._reap, daemon=True).start()
-        self._timed_out = False
         if timeout_ms:
             t = threading.Timer(timeout_ms / 1000.0, self._timeout)
             t.daemon = True
