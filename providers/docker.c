@@ -836,25 +836,6 @@ static int docker_list(struct sbx_ctx *ctx, json_t **ret, struct sbx_err *err)
 	return 0;
 }
 
-static int docker_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struct sbx_err *err)
-{
-	_cleanup_(docker_release) struct docker d = { 0 };
-	static const long accept[] = { 404, 0 };
-
-	fwd_stop_all(rec, "docker");
-	if (!rec->provider_id)
-		return 0; /* never made */
-	if (docker_init(&d, rec, err) < 0)
-		return -1;
-	_cleanup_free_ char *path = xasprintf("/containers/%s?force=1&v=1", rec->provider_id);
-	struct docker_call c = { .method = "DELETE",
-				 .path = path,
-				 .accept = accept,
-				 .timeout_ms = CREATE_TIMEOUT_MS,
-				 .what = "remove the container" };
-	return docker_do(&d, &c, NULL, err) < 0 ? -1 : 0;
-}
-
 static int post(const struct sbx_record *rec, const char *verb, const char *what,
 		struct sbx_err *err)
 {
@@ -869,6 +850,30 @@ static int post(const struct sbx_record *rec, const char *verb, const char *what
 				 .accept = accept,
 				 .timeout_ms = CREATE_TIMEOUT_MS,
 				 .what = what };
+	return docker_do(&d, &c, NULL, err) < 0 ? -1 : 0;
+}
+
+static int docker_rm(struct sbx_ctx *ctx, struct sbx_record *rec, bool force, struct sbx_err *err)
+{
+	_cleanup_(docker_release) struct docker d = { 0 };
+	static const long accept[] = { 404, 0 };
+
+	fwd_stop_all(rec, "docker");
+	if (!rec->provider_id)
+		return 0; /* never made */
+	if (docker_init(&d, rec, err) < 0)
+		return -1;
+	/* a paused container is thawed first: removed frozen, a gVisor one leaves its
+	 * containerd shim running */
+	struct sbx_err e = { 0 };
+	if (rec->state == SBX_STATE_PAUSED)
+		(void)post(rec, "unpause", "unpause the container", &e);
+	_cleanup_free_ char *path = xasprintf("/containers/%s?force=1&v=1", rec->provider_id);
+	struct docker_call c = { .method = "DELETE",
+				 .path = path,
+				 .accept = accept,
+				 .timeout_ms = CREATE_TIMEOUT_MS,
+				 .what = "remove the container" };
 	return docker_do(&d, &c, NULL, err) < 0 ? -1 : 0;
 }
 

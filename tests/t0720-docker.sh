@@ -95,6 +95,16 @@ fetch_until() {
 	return 1
 }
 
+# whether a process's command line has the word $1 (a container's containerd shim has its id)
+proc_names() {
+	local p a
+	for p in /proc/[0-9]*; do
+		{ mapfile -d '' a <"$p/cmdline"; } 2>/dev/null || continue
+		case " ${a[*]} " in *" $1 "*) return 0 ;; esac
+	done
+	return 1
+}
+
 # the field of a preview's JSON
 pv() { "$TEST_PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
 
@@ -444,8 +454,10 @@ test_expect_success 'ls: a daemon that cannot be reached: a warning naming it, i
 	test_grep "^sbx: warning: cannot list docker sandboxes on tcp://127.0.0.1:$FWD_PORT, showing their states as last seen: " err &&
 	test_grep -E "^[0-9a-f]+ +viatcp +docker +running" lt &&
 	test_grep -E "^[0-9a-f]+ +lim +docker +running" lt &&
-	fwd_start "$TRASH/fwd" "$FWD_PORT" && sbx rm -f viatcp >/dev/null &&
-	sbx ls >lt 2>err && test ! -s err
+	fwd_start "$TRASH/fwd2" "$FWD_PORT" && sbx rm -f viatcp >/dev/null
+	r=$?
+	stop_pid "$(cat "$TRASH/fwd2.pid")" # (started in this subshell: stopped here)
+	test "$r" = 0 && sbx ls >lt 2>err && test ! -s err
 '
 
 # a registry on the loopback of the daemon's network namespace (the image it pulls)
@@ -492,7 +504,7 @@ test_expect_success 'create pulls an image from a registry: its steps as plain l
 	sbx rm -f pulled2 >/dev/null
 '
 
-test_expect_success 'runsc: --runtime runsc is the container HostConfig.Runtime, and its commands run under gVisor' '
+test_expect_success 'runsc: --runtime runsc is the container HostConfig.Runtime, its commands run under gVisor; rm of it paused leaves no shim' '
 	if [ -z "$DOCKERD_RUNSC" ]; then echo "runsc is missing (scripts/install-deps installs it)"; false; fi &&
 	sbx create --provider docker --image base:1 --runtime runsc --name gv >/dev/null &&
 	test_eq runsc "$(dkr inspect -f "{{.HostConfig.Runtime}}" "$(cid gv)")" &&
@@ -502,7 +514,9 @@ test_expect_success 'runsc: --runtime runsc is the container HostConfig.Runtime,
 	test_eq in-tmp "$(sbx exec gv cat /tmp/t)" &&
 	test_ne "$(cat /proc/version)" "$(sbx exec gv cat /proc/version)" &&
 	test_eq "$(cat /proc/version)" "$(sbx exec lim cat /proc/version)" &&
-	sbx rm -f gv >/dev/null
+	c=$(cid gv) && proc_names "$c" && sbx pause gv >/dev/null && sbx rm -f gv >/dev/null &&
+	for i in $(seq 50); do proc_names "$c" || break; sleep 0.2; done &&
+	if proc_names "$c"; then echo "the shim of the removed paused container runs on"; false; fi
 '
 
 # the shared verb checks (tests/helpers/verbs.sh); a stop sbx made shows released

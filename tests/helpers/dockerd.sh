@@ -65,7 +65,7 @@ dockerd_start() {
 dkr() { docker -H "$DOCKERD_HOST" "$@"; }
 
 dockerd_stop() {
-	local i ids
+	local i ids a
 	[ -n "${DOCKERD_PID:-}" ] || return 0
 	# its own socket: DOCKER_HOST may name another engine by now
 	ids=$(docker -H "$DOCKERD_HOST" ps -aq 2>/dev/null) || true
@@ -79,6 +79,12 @@ dockerd_stop() {
 	kill -KILL "$DOCKERD_PID" 2>/dev/null || true
 	wait "$DOCKERD_PID" 2>/dev/null || true
 	DOCKERD_PID=
+	# what outlives it (a containerd shim whose container would not go: a paused gVisor one),
+	# found by its command line naming DIR: this file's own
+	for i in /proc/[0-9]*; do
+		{ mapfile -d '' a <"$i/cmdline"; } 2>/dev/null || continue
+		case " ${a[*]} " in *" $DOCKERD_DIR/"* | *"=$DOCKERD_DIR/"*) kill -KILL "${i#/proc/}" 2>/dev/null ;; esac
+	done
 	# what the data root still has mounted (a layer of a container killed with it)
 	grep -F " $DOCKERD_DIR/" /proc/self/mounts | awk '{ print $2 }' | sort -r |
 		while read -r m; do umount -l "$m" 2>/dev/null || true; done
