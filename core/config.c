@@ -534,6 +534,50 @@ int sbx_config_supported(const struct sbx_config *c, unsigned caps, const char *
 	return 0;
 }
 
+/* s is text: the record keeps the options as JSON, which has no other strings (jansson would
+ * drop such a value, and the sandbox would silently lack it) */
+static int text_ok(const char *s, const char *what, size_t i, char *msg, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = s ? strlen(s) : 0;
+
+	for (size_t k = 0; k < n;) {
+		size_t l = sbx_utf8_seq_len(p + k, n - k);
+		if (!l) {
+			_cleanup_free_ char *safe = sbx_term_safe(s);
+			_cleanup_free_ char *w = i ? xasprintf("%s %zu", what, i) : xstrdup(what);
+			snprintf(msg, len,
+				 "%s '%.80s' is not valid UTF-8: options are kept as text", w,
+				 safe);
+			return -1;
+		}
+		k += l;
+	}
+	return 0;
+}
+
+int sbx_config_text(const struct sbx_config *c, char *msg, size_t len)
+{
+	size_t i;
+
+	for (i = 0; c->env && c->env[i]; i++)
+		if (text_ok(c->env[i], "variable", i + 1, msg, len) < 0)
+			return -1;
+	for (i = 0; c->labels && c->labels[i]; i++)
+		if (text_ok(c->labels[i], "label", i + 1, msg, len) < 0)
+			return -1;
+	for (i = 0; i < c->n_volumes; i++)
+		if (text_ok(c->volumes[i].host, "volume", i + 1, msg, len) < 0 ||
+		    text_ok(c->volumes[i].dest, "volume", i + 1, msg, len) < 0)
+			return -1;
+	if (text_ok(c->workdir, "-w", 0, msg, len) < 0 ||
+	    text_ok(c->hostname, "--hostname", 0, msg, len) < 0 ||
+	    text_ok(c->image.ref, "--image", 0, msg, len) < 0 ||
+	    text_ok(c->runtime, "--runtime", 0, msg, len) < 0)
+		return -1;
+	return 0;
+}
+
 int sbx_config_validate(const struct sbx_config *c, char *msg, size_t len)
 {
 	return sbx_net_validate(&c->net, msg, len);

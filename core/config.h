@@ -190,5 +190,8 @@ int sbx_config_runtime_ok(const struct sbx_config *c, const char *const *runtime
 			  const char *provider, struct sbx_err *err);
 /* what goes together (--net and its companions); a usage message in msg */
 int sbx_config_validate(const struct sbx_config *c, char *msg, size_t len);
+/* every string of it (-e, --label, -v, -w, ...) is text (valid UTF-8), as the record, JSON,
+ * needs; else -1 and the one-line refusal naming it in msg */
+int sbx_config_text(const struct sbx_config *c, char *msg, size_t len);
 
 #endif

@@ -224,6 +224,23 @@ int sbx_dial_shared(const char *url, struct sbx_dial **ret, struct sbx_err *err)
 	return 0;
 }
 
+void sbx_dial_forward(struct sbx_dial *d, int port)
+{
+	free(d->forward);
+	d->forward = xasprintf("127.0.0.1:%d", port);
+}
+
+void sbx_dial_shared_forget(void)
+{
+	/* sbx_dial_free leaves a forked child's copies' ssh processes to the parent */
+	for (size_t i = 0; i < SHARED_MAX; i++) {
+		sbx_dial_free(shared[i]);
+		free(shared_url[i]);
+		shared[i] = NULL;
+		shared_url[i] = NULL;
+	}
+}
+
 char **sbx_dial_argv(const struct sbx_dial *d)
 {
 	char **v = xcalloc(20, sizeof(char *));
@@ -245,6 +262,14 @@ char **sbx_dial_argv(const struct sbx_dial *d)
 	if (d->port) {
 		v[n++] = xstrdup("-p");
 		v[n++] = xstrdup(d->port);
+	}
+	if (d->forward) {
+		/* a TCP port on the remote host: ssh's own channel to it */
+		v[n++] = xstrdup("-W");
+		v[n++] = xstrdup(d->forward);
+		v[n++] = xstrdup("--");
+		v[n++] = xstrdup(d->host);
+		return v;
 	}
 	v[n++] = xstrdup("--");
 	v[n++] = xstrdup(d->host);
@@ -509,6 +534,7 @@ void sbx_dial_free(struct sbx_dial *d)
 		(void)close(d->lfd);
 	free(d->connect_to);
 	free(d->connect_list);
+	free(d->forward);
 	free(d->host);
 	free(d->user);
 	free(d->port);

@@ -34,6 +34,9 @@ struct sbx_dial {
 	char *user;   /* NULL: ssh's choice */
 	char *port;   /* NULL: ssh's choice */
 	char *config; /* an ssh config to read instead of the passwd entry's (see dial.c), or NULL */
+	/* "127.0.0.1:PORT": its connections are ssh's channels to that port on the remote host
+	 * (ssh -W) rather than docker system dial-stdio; NULL: the engine */
+	char *forward;
 	struct sbx_dial_conn conns[SBX_DIAL_MAX_CONNS];
 	int lfd;	    /* the listening socket libcurl's connections reach (-1: none yet) */
 	char *connect_to;   /* "::127.0.0.1:PORT" of it, for CURLOPT_CONNECT_TO */
@@ -54,6 +57,13 @@ int sbx_dial_new(const char *url, struct sbx_dial **ret, struct sbx_err *err);
 /* the dial of url for this whole process (sbx call): made on first use, the same one after
  * (so that every request of the call can share its session's connection), ended at exit */
 int sbx_dial_shared(const char *url, struct sbx_dial **ret, struct sbx_err *err);
+/* connections of d (sbx_dial_open) reach TCP port on the remote host's loopback, through ssh's
+ * own channel (ssh -W; the remote sshd must allow TCP forwarding), not the engine */
+void sbx_dial_forward(struct sbx_dial *d, int port);
+/* the shared dials are dropped: their ssh processes ended where this process started them, left
+ * alone where it did not (a forked child's copies: the parent's), so that later calls make
+ * dials of their own */
+void sbx_dial_shared_forget(void);
 /* ends every connection (its ssh reaped) and frees; NULL is fine */
 void sbx_dial_free(struct sbx_dial *d);
 static inline void sbx_dial_freep(struct sbx_dial **d)

@@ -137,6 +137,7 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 				   "starting with a letter or digit, at most %d characters",
 				   o->name, SBX_NAME_MAX);
 	if (sbx_config_validate(&o->config, msg, sizeof(msg)) < 0 ||
+	    sbx_config_text(&o->config, msg, sizeof(msg)) < 0 ||
 	    sbx_secrets_validate(&o->config, msg, sizeof(msg)) < 0)
 		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
 	/* what the provider cannot do, or cannot do now, is said before anything exists */

@@ -1,6 +1,8 @@
 /* The Docker provider's exec: an exec instance started over a hijacked connection (raw stdin
  * up, 8-byte-framed stdout and stderr down, or one raw stream with a tty), its end read from
- * the exec's inspect; --timeout and kill through a second exec. */
+ * the exec's inspect; a command the runtime could not start told apart from one that ran (by
+ * the runtime's own words, held back meanwhile); --timeout and interrupts through
+ * docker_kill_exec (docker-proc.c). */
 #define _GNU_SOURCE
 #include "providers/docker.h"
 
@@ -18,9 +20,16 @@
 
 #define HEAD_MAX 16384
 #define HELD_MAX 4096
-/* how the runtime says a command could not start (on stdout, with exec's Pid 0) */
+/* after --timeout's kill, how long the stream may stay open (a process that escaped holds it) */
+#define TIMEOUT_GRACE_MS 2000
+/* how the runtime says a command could not start: Docker on stdout (exec's Pid 0), also for an
+ * unknown -u; Podman on stderr; runc's last words when a file it found could not be executed
+ * (a missing #! interpreter), on stderr with status 1 */
 #define RUNTIME_FAILED "OCI runtime exec failed"
+#define RUNTIME_NO_USER "unable to find "
 #define RUNTIME_FAILED_PODMAN "Error: "
+#define RUNTIME_EXEC "exec "
+#define RUNTIME_ENOENT ": no such file or directory"
 
 struct sink {
 	int fd;		    /* -1: buf (or dropped) */
@@ -32,6 +41,8 @@ struct run {
 	char *const *env;
 	const char *cwd, *user;
 	bool tty, stdin_open;
+	bool quiet_args; /* sbx's own command (cp, logs): a bad argument is named by its value */
+	bool podman;	 /* the engine is Podman's (how it words a failure) */
 	long long timeout_ms;
 	struct sink out, err;
 	struct sbx_exec_result *res;
@@ -187,21 +198,16 @@ struct demux {
 	const struct docker *d;
 	const char *id; /* the exec's */
 	bool raw;	/* a tty: one stream, no frames */
-	unsigned char hdr[8];
-	size_t hdr_len;
-	size_t left; /* of the current frame */
-	int stream;
-	/* the start of each stream while it reads like a runtime's failure to start the command
-	 * (Docker's on stdout, Podman's on stderr), until the command is seen started */
+	struct docker_frames f;
+	/* the start of each stream while it reads like the runtime's failure to start the
+	 * command, until the command is seen started (or, for runc's last words, to the end) */
 	struct strbuf held[2];
 	bool passed[2];
 	bool started;
 	long long checked; /* when the exec was last looked at */
+	size_t total[2];   /* bytes of each stream */
 	int werr;
 };
-
-static int exec_state(const struct docker *d, const char *id, bool *running, long long *code,
-		      long long *pid, struct sbx_err *err);
 
 /* the command started (the exec has a pid): what was held is its own output */
 static bool seen_started(struct demux *m)
@@ -212,23 +218,60 @@ static bool seen_started(struct demux *m)
 
 	if (!m->started && sbx_now_ms() - m->checked >= 100) {
 		m->checked = sbx_now_ms();
-		m->started = exec_state(m->d, m->id, &running, &code, &pid, &e) == 0 && pid != 0;
+		m->started = docker_exec_state(m->d, m->id, &running, &code, &pid, &e) == 0 &&
+			pid != 0;
 	}
 	return m->started;
 }
 
-static void out_put(struct demux *m, int stream, const char *p, size_t n)
+/* h (so far) could be the start of word */
+static bool could_be(const struct strbuf *h, const char *word)
 {
-	static const char *const prefix[2] = { RUNTIME_FAILED, RUNTIME_FAILED_PODMAN };
+	size_t k = strlen(word);
+	return !memcmp(h->buf, word, h->len < k ? h->len : k);
+}
+
+/* h (so far) could be runc's one line "exec PATH: no such file or directory" */
+static bool could_be_enoent_line(const struct strbuf *h)
+{
+	const char *nl = memchr(h->buf, '\n', h->len);
+	size_t k = strlen(RUNTIME_ENOENT);
+
+	if (!could_be(h, RUNTIME_EXEC))
+		return false;
+	if (!nl)
+		return true;
+	size_t n = (size_t)(nl - h->buf);
+	if (n && h->buf[n - 1] == '\r')
+		n--;
+	return nl == h->buf + h->len - 1 && n > k && !memcmp(h->buf + n - k, RUNTIME_ENOENT, k);
+}
+
+/* whether stream i's start, held in h, is held on */
+static bool hold(struct demux *m, int i, const struct strbuf *h)
+{
+	if (h->len > HELD_MAX)
+		return false;
+	bool out = i == 0, err = i == 1 || m->raw;
+	if (err && could_be_enoent_line(h))
+		return true; /* to the end: the command did start, as the daemon sees it */
+	if (m->r->podman ? err && could_be(h, RUNTIME_FAILED_PODMAN)
+			 : out && (could_be(h, RUNTIME_FAILED) || could_be(h, RUNTIME_NO_USER)))
+		return !seen_started(m);
+	return false;
+}
+
+static void out_put(void *arg, int stream, const char *p, size_t n)
+{
+	struct demux *m = arg;
 	int i = stream == 2 ? 1 : 0;
 	const struct sink *s = i ? &m->r->err : &m->r->out;
 	struct strbuf *h = &m->held[i];
 
+	m->total[i] += n;
 	if (!m->passed[i]) {
-		size_t pl = strlen(prefix[i]);
 		strbuf_add(h, p, n);
-		size_t k = h->len < pl ? h->len : pl;
-		if (h->len <= HELD_MAX && !memcmp(h->buf, prefix[i], k) && !seen_started(m))
+		if (hold(m, i, h))
 			return;
 		m->passed[i] = true;
 		p = h->buf;
@@ -242,139 +285,161 @@ static void out_put(struct demux *m, int stream, const char *p, size_t n)
 
 static void demux_feed(struct demux *m, const char *p, size_t n)
 {
-	if (m->raw) {
+	if (m->raw)
 		out_put(m, 1, p, n);
-		return;
-	}
-	while (n) {
-		if (m->left == 0) {
-			size_t k = 8 - m->hdr_len < n ? 8 - m->hdr_len : n;
-			memcpy(m->hdr + m->hdr_len, p, k);
-			m->hdr_len += k;
-			p += k;
-			n -= k;
-			if (m->hdr_len < 8)
-				return;
-			m->hdr_len = 0;
-			m->stream = m->hdr[0];
-			m->left = (size_t)m->hdr[4] << 24 | (size_t)m->hdr[5] << 16 |
-				(size_t)m->hdr[6] << 8 | m->hdr[7];
-			continue;
+	else
+		docker_frames_feed(&m->f, p, n, out_put, m);
+}
+
+/* --- a command that did not start ------------------------------------------------------------ */
+
+enum start_fail {
+	SF_NONE,
+	SF_NOTFOUND, /* 127 */
+	SF_NOEXEC,   /* 126 */
+	SF_INTERP,   /* 126: found, but its interpreter is missing */
+	SF_CWD,	     /* 125: -w */
+	SF_USER,     /* 125: -u */
+	SF_OTHER     /* 125: the runtime's words */
+};
+
+/* the text of s from after the first `from` (or its start) up to the next ": " (or its end) */
+static void part(const char *s, const char *from, char *out, size_t n)
+{
+	const char *p = from ? strstr(s, from) : NULL;
+	p = p ? p + strlen(from) : s;
+	const char *e = strstr(p, ": ");
+	snprintf(out, n, "%.*s", (int)(e ? (size_t)(e - p) : strlen(p)), p);
+}
+
+/* what the runtime's line l says: runc's and crun's words (as Docker and Podman pass them on)
+ * and gVisor's; why gets the reason of a -w or -u failure, or the line itself */
+static enum start_fail classify(const char *l, char *why, size_t n)
+{
+	static const char *const podman_end[] = {
+		": OCI runtime attempted to invoke a command that was not found",
+		": OCI permission denied", ": OCI runtime error", ": unknown"
+	};
+	if (strstr(l, "chdir to cwd (\""))
+		return part(l, ") set in config.json failed: ", why, n), SF_CWD; /* runc */
+	if (strstr(l, "chdir to `"))
+		return part(l, "`: ", why, n), SF_CWD; /* crun */
+	if (strstr(l, "failed to find initial working directory \""))
+		return part(l, "\": ", why, n), SF_CWD; /* runsc */
+	const char *u = strstr(l, "unable to find user ");
+	if (!u)
+		u = strstr(l, "unable to find group ");
+	if (u) {
+		snprintf(why, n, "%s", u);
+		for (size_t i = 0; i < ARRAY_SIZE(podman_end); i++) {
+			char *e = strstr(why, podman_end[i]);
+			if (e)
+				*e = 0;
 		}
-		size_t k = m->left < n ? m->left : n;
-		out_put(m, m->stream == 2 ? 2 : 1, p, k);
-		m->left -= k;
-		p += k;
-		n -= k;
+		return SF_USER;
 	}
+	if (strstr(l, "executable file not found in $PATH") ||		    /* runc */
+	    (strstr(l, "executable file `") && strstr(l, "` not found")) || /* crun */
+	    strstr(l, "error finding executable \""))			    /* runsc */
+		return SF_NOTFOUND;
+	/* runc: exec: "X": stat X: ...; crun: open executable: ...; runsc: failed to load X: ... */
+	if (strstr(l, "exec: \"") || strstr(l, "open executable: ") ||
+	    strstr(l, "failed to load ")) {
+		if (strcasestr(l, "no such file or directory"))
+			return SF_NOTFOUND;
+		if (strcasestr(l, "permission denied"))
+			return SF_NOEXEC;
+	}
+	const char *p = l;
+	if (startswith(p, RUNTIME_FAILED_PODMAN))
+		p += strlen(RUNTIME_FAILED_PODMAN);
+	if (startswith(p, RUNTIME_FAILED ": "))
+		p += strlen(RUNTIME_FAILED ": ");
+	snprintf(why, n, "%s", p);
+	return SF_OTHER;
 }
 
-/* --- exec instances --------------------------------------------------------------------------- */
-
-static char *exec_create(const struct docker *d, const struct sbx_record *rec, const struct run *r,
-			 bool attach, struct sbx_err *err)
+/* the first line of h, without its line end */
+static char *first_line(const struct strbuf *h)
 {
-	json_t *cmd = json_array(), *env = json_array();
-	_cleanup_json_ json_t *resp = NULL;
-
-	for (char *const *a = r->argv; *a; a++)
-		json_array_append_new(cmd, json_string(*a));
-	for (char *const *e = r->env; e && *e; e++) {
-		if (strchr(*e, '=')) {
-			json_array_append_new(env, json_string(*e));
-		} else if (getenv(*e)) {
-			_cleanup_free_ char *kv = xasprintf("%s=%s", *e, getenv(*e));
-			json_array_append_new(env, json_string(kv));
-		}
-	}
-	_cleanup_json_ json_t *body = json_pack("{s:o, s:o, s:b, s:b, s:b, s:b}", "Cmd", cmd, "Env",
-						env, "AttachStdin", r->stdin_open, "AttachStdout",
-						attach, "AttachStderr", attach, "Tty", r->tty);
-	if (r->cwd)
-		json_object_set_new(body, "WorkingDir", json_string(r->cwd));
-	if (r->user)
-		json_object_set_new(body, "User", json_string(r->user));
-	_cleanup_free_ char *path = xasprintf("/containers/%s/exec", rec->provider_id);
-	struct docker_call c = {
-		.method = "POST", .path = path, .body = body, .what = "start the command"
-	};
-	if (docker_do(d, &c, &resp, err) < 0) {
-		if (err->kind == SBX_E_STATE && strstr(err->msg, "paused"))
-			return sbx_err_set(err, SBX_E_STATE,
-					   "sandbox '%s' is paused; run 'sbx resume %s' (or 'sbx "
-					   "exec --resume')",
-					   remote_label(rec), remote_label(rec)),
-			       NULL;
-		return NULL;
-	}
-	const char *id = sbx_json_str(resp, "Id");
-	if (!id || strlen(id) != 64 || strspn(id, "0123456789abcdef") != 64) {
-		sbx_err_set(err, SBX_E_REMOTE,
-			    "cannot start the command: Docker's answer has no "
-			    "valid Id");
-		return NULL;
-	}
-	return xstrdup(id);
+	const char *s = strbuf_str(h);
+	size_t n = strcspn(s, "\r\n");
+	return xstrndup(s, n);
 }
 
-/* GET /exec/ID/json: running, exit code, pid (the daemon host's) */
-static int exec_state(const struct docker *d, const char *id, bool *running, long long *code,
-		      long long *pid, struct sbx_err *err)
+/* h is all runc said: "exec PATH: no such file or directory", PATH the command's (its path as
+ * given, or as found in PATH) */
+static bool runc_enoent(const struct strbuf *h, const char *cmd)
 {
-	_cleanup_json_ json_t *resp = NULL;
-	_cleanup_free_ char *path = xasprintf("/exec/%s/json", id);
-	struct docker_call c = { .path = path, .what = "read the command's end" };
-
-	if (docker_do(d, &c, &resp, err) < 0)
-		return -1;
-	*running = json_is_true(json_object_get(resp, "Running"));
-	*code = sbx_json_int(resp, "ExitCode", -1);
-	*pid = sbx_json_int(resp, "Pid", 0);
-	return 0;
+	if (!could_be_enoent_line(h) || !memchr(h->buf, '\n', h->len))
+		return false;
+	_cleanup_free_ char *l = first_line(h);
+	size_t n = strlen(l) - strlen(RUNTIME_ENOENT), k = strlen(cmd);
+	const char *path = l + strlen(RUNTIME_EXEC);
+	size_t pl = n - strlen(RUNTIME_EXEC);
+	if (strchr(cmd, '/'))
+		return pl == k && !memcmp(path, cmd, k);
+	return pl > k && path[0] == '/' && path[pl - k - 1] == '/' &&
+		!memcmp(path + pl - k, cmd, k);
 }
 
-/* the processes of exec token tok get signal sig (a second exec: the API has no exec kill) */
-int docker_kill_token(const struct docker *d, const struct sbx_record *rec, const char *tok,
-		      int sig, struct sbx_err *err)
+/* whether the exec that ended (code, pid) never ran its command; if so err says why */
+static bool start_failed(const struct demux *m, long long code, long long pid,
+			 const struct sbx_record *rec, struct sbx_err *err)
 {
-	_cleanup_free_ char *sigs = xasprintf("%d", sig);
-	char *by_token[] = {
-		"/bin/sh",
-		"-c",
-		"for p in /proc/[0-9]*; do [ \"${p#/proc/}\" = $$ ] && continue; "
-		"tr '\\000' '\\n' <$p/environ 2>/dev/null | grep -qx \"SBX_EXEC_ID=$2\" && "
-		"kill -$1 ${p#/proc/} 2>/dev/null; done; exit 0",
-		"sh",
-		sigs,
-		(char *)tok,
-		NULL
-	};
-	/* no token: every process but init (and this shell) */
-	char *every[] = { "/bin/sh", "-c", "kill -$1 -1 2>/dev/null; exit 0", "sh", sigs, NULL };
-	char **argv = tok ? by_token : every;
-	struct run r = {
-		.argv = argv, .cwd = "/", .user = "0", .out = { -1, NULL }, .err = { -1, NULL }
-	};
-	_cleanup_free_ char *id = exec_create(d, rec, &r, false, err);
-	if (!id)
-		return -1;
-	_cleanup_free_ char *path = xasprintf("/exec/%s/start", id);
-	_cleanup_json_ json_t *body = json_pack("{s:b, s:b}", "Detach", 1, "Tty", 0);
-	struct docker_call c = {
-		.method = "POST", .path = path, .body = body, .what = "stop the command"
-	};
-	if (docker_do(d, &c, NULL, err) < 0)
-		return -1;
-	for (int i = 0; i < 100; i++) {
-		bool running;
-		long long code, pid;
-		if (exec_state(d, id, &running, &code, &pid, err) < 0)
-			return -1;
-		if (!running && pid)
-			return 0;
-		usleep(20000);
+	const struct run *r = m->r;
+	const struct strbuf *o = &m->held[0], *e = m->raw ? &m->held[0] : &m->held[1];
+	bool held_o = !m->passed[0] && o->len, held_e = !m->passed[m->raw ? 0 : 1] && e->len;
+	enum start_fail f = SF_NONE;
+	char why[300] = "";
+
+	if (code == 1 && held_e && (m->raw || !m->total[0]) && runc_enoent(e, r->argv[0]))
+		f = SF_INTERP;
+	else if (!r->podman && pid == 0) {
+		/* Docker: it never had a process; its words on stdout */
+		_cleanup_free_ char *l = first_line(held_o ? o : e);
+		f = *l ? classify(l, why, sizeof(why)) : SF_OTHER;
+		if (!*l)
+			snprintf(why, sizeof(why), "Docker reports status %lld and no process",
+				 code);
+	} else if (r->podman && (code == 125 || code == 126 || code == 127) && held_e &&
+		   could_be(e, RUNTIME_FAILED_PODMAN)) {
+		_cleanup_free_ char *l = first_line(e);
+		if (strstr(l, ": OCI ")) /* Podman's own ending of a runtime's failure */
+			f = classify(l, why, sizeof(why));
 	}
-	return 0;
+	const char *label = remote_label(rec), *cmd = r->argv[0];
+	switch (f) {
+	case SF_NONE:
+		return false;
+	case SF_NOTFOUND:
+		sbx_err_set(err, SBX_E_CMD_NOTFOUND, "'%s': command not found in sandbox '%s'", cmd,
+			    label);
+		break;
+	case SF_NOEXEC:
+		sbx_err_set(err, SBX_E_CMD_NOEXEC,
+			    "'%s': cannot execute in sandbox '%s': permission denied", cmd, label);
+		break;
+	case SF_INTERP:
+		sbx_err_set(err, SBX_E_CMD_NOEXEC,
+			    "'%s': cannot execute in sandbox '%s': no such file or directory (its "
+			    "interpreter is missing)",
+			    cmd, label);
+		break;
+	case SF_CWD:
+		sbx_err_set(err, SBX_E_USAGE, "cannot change to directory '%s' in sandbox '%s': %s",
+			    r->cwd ? r->cwd : "", label, why);
+		break;
+	case SF_USER:
+		sbx_err_set(err, SBX_E_USAGE, "cannot run as user '%s' in sandbox '%s': %s",
+			    r->user ? r->user : "", label, why);
+		break;
+	case SF_OTHER:
+		sbx_err_set(err, SBX_E_REMOTE, "cannot start '%s' in sandbox '%s': %s", cmd, label,
+			    why);
+		break;
+	}
+	return true;
 }
 
 /* --- the caller's terminal (-t) --------------------------------------------------------------- */
@@ -405,8 +470,7 @@ static void resize(const struct docker *d, const char *id)
 	(void)docker_do(d, &c, NULL, &e);
 }
 
-/* --- one command -------------------------------------------------------------------------------
- */
+/* --- one command -------------------------------------------------------------------------- */
 
 /* runs r to its end: *ret_status its status (128+N for a signal, 124 after --timeout) */
 static int run(const struct docker *d, const struct sbx_record *rec, struct run *r, int *ret_status,
@@ -414,7 +478,8 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 {
 	char tok[17];
 	remote_random_hex(tok, 16);
-	/* the command's processes carry the token: what --timeout ends */
+	/* the command's processes carry the token too: where the exec's pid cannot be found
+	 * inside (gVisor), --timeout ends what kept it */
 	size_t ne = 0;
 	while (r->env && r->env[ne])
 		ne++;
@@ -422,10 +487,15 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 	for (size_t i = 0; i < ne; i++)
 		env[i] = r->env[i];
 	env[ne] = xasprintf("SBX_EXEC_ID=%s", tok);
-	char *const *old_env = r->env;
-	r->env = env;
-	_cleanup_free_ char *id = exec_create(d, rec, r, true, err);
-	r->env = old_env;
+	struct docker_exec_spec spec = { .argv = r->argv,
+					 .env = env,
+					 .cwd = r->cwd,
+					 .user = r->user,
+					 .tty = r->tty,
+					 .stdin_open = r->stdin_open,
+					 .attach = true,
+					 .quiet_args = r->quiet_args };
+	_cleanup_free_ char *id = docker_exec_create(d, rec, &spec, err);
 	free(env[ne]);
 	free(env);
 	if (!id)
@@ -444,6 +514,13 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 
 	if (conn_open(d, path, body, "start the command", &c, err) < 0) {
 		conn_close(&c);
+		/* Podman refuses an unknown -u at the start */
+		const char *u = strstr(err->msg, "unable to find ");
+		if (r->user && u && err->kind != SBX_E_NETWORK) {
+			_cleanup_free_ char *why = xstrdup(u);
+			sbx_err_set(err, SBX_E_USAGE, "cannot run as user '%s' in sandbox '%s': %s",
+				    r->user, remote_label(rec), why);
+		}
 		return -1;
 	}
 	if (r->tty) {
@@ -461,6 +538,7 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 	if (c.in_len)
 		demux_feed(&m, c.in, c.in_len);
 	long long deadline = r->timeout_ms > 0 ? sbx_now_ms() + r->timeout_ms : 0;
+	long long cut = 0; /* timed out: when the stream is closed at the latest */
 	bool in_open = r->stdin_open, timed_out = false, broken = false;
 	int killed_sig = 0;
 	/* stdin read but not sent yet: sent as the connection takes it, while the output is
@@ -475,8 +553,9 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 				       { .fd = in_open && !pend_len ? 0 : -1, .events = POLLIN },
 				       { .fd = r->tty ? winch_pipe[0] : -1, .events = POLLIN } };
 		int ms = 1000; /* a signal, or the deadline, is looked at once a second at least */
-		if (deadline && !timed_out) {
-			long long left = deadline - sbx_now_ms();
+		long long until = timed_out ? cut : deadline;
+		if (until) {
+			long long left = until - sbx_now_ms();
 			ms = left < 0 ? 0 : left > 1000 ? 1000 : (int)left;
 		}
 		int n = poll(p, 3, ms);
@@ -488,12 +567,19 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 			/* the caller was interrupted: the command gets the same signal */
 			killed_sig = remote_got_signal;
 			struct sbx_err e = { 0 };
-			(void)docker_kill_token(d, rec, tok, killed_sig, &e);
+			(void)docker_kill_exec(d, rec, id, tok, killed_sig, &e);
 		}
 		if (deadline && !timed_out && sbx_now_ms() >= deadline) {
 			timed_out = true;
-			if (docker_kill_token(d, rec, tok, SIGKILL, err) < 0)
+			if (docker_kill_exec(d, rec, id, tok, SIGKILL, err) < 0)
 				goto out;
+			cut = sbx_now_ms() + TIMEOUT_GRACE_MS;
+		}
+		if (timed_out && sbx_now_ms() >= cut) {
+			sbx_debug("docker: the stream of exec %.12s stayed open after its kill: "
+				  "closed",
+				  id);
+			break;
 		}
 		if (n > 0 && p[2].revents) {
 			char b[64];
@@ -553,37 +639,26 @@ static int run(const struct docker *d, const struct sbx_record *rec, struct run 
 	/* the end: the exec's inspect says how (and whether the daemon is still there) */
 	bool running = true;
 	long long code = -1, pid = 0;
-	for (int i = 0; i < 50 && running; i++) {
-		if (exec_state(d, id, &running, &code, &pid, err) < 0) {
+	for (int i = 0; i < (timed_out ? 1 : 50) && running; i++) {
+		if (docker_exec_state(d, id, &running, &code, &pid, err) < 0) {
 			sbx_err_prefix(err, "the command's end is unknown");
 			goto out;
 		}
-		if (running)
+		if (running && !timed_out)
 			usleep(20000);
 	}
-	if (running) {
+	if (running && !timed_out) {
 		sbx_err_set(err, SBX_E_REMOTE,
 			    broken ? "the connection to the Docker daemon broke during the command"
 				   : "the Docker daemon ended the command's output early");
 		goto out;
 	}
-	if (pid == 0 && (code == 126 || code == 127)) {
-		/* it never started: the runtime's words go to stderr */
-		const char *o = strbuf_str(&m.held[0]), *e = strbuf_str(&m.held[1]);
-		bool nf = strstr(o, "executable file not found") ||
-			strstr(o, "no such file or directory") ||
-			strstr(e, "executable file not found") ||
-			strstr(e, "no such file or directory");
-		sbx_err_set(err, nf ? SBX_E_CMD_NOTFOUND : SBX_E_CMD_NOEXEC,
-			    nf ? "'%s': command not found in sandbox '%s'"
-			       : "'%s': cannot execute in sandbox '%s': permission denied",
-			    r->argv[0], remote_label(rec));
+	if (!timed_out && start_failed(&m, code, pid, rec, err))
 		goto out;
-	}
-	if (m.held[0].len && sink_put(&r->out, m.held[0].buf, m.held[0].len) < 0 && !m.werr)
-		m.werr = errno;
-	if (m.held[1].len && sink_put(&r->err, m.held[1].buf, m.held[1].len) < 0 && !m.werr)
-		m.werr = errno;
+	for (int i = 0; i < 2; i++)
+		if (!m.passed[i] && m.held[i].len &&
+		    sink_put(i ? &r->err : &r->out, m.held[i].buf, m.held[i].len) < 0 && !m.werr)
+			m.werr = errno;
 	if (m.werr) {
 		errno = m.werr;
 		sbx_err_errno(err, "cannot write the command's output");
@@ -629,8 +704,17 @@ int docker_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct 
 			 .out = { o->result ? o->result->out_fd : 1, NULL },
 			 .err = { o->result ? o->result->err_fd : 2, NULL },
 			 .res = o->result };
+	r.podman = docker_is_podman(rec);
 	if (o->detach) {
 		/* its output to a log in the container, its processes marked (sbx logs, kill) */
+		for (size_t i = 0; o->argv[i]; i++) {
+			_cleanup_free_ char *what = i ? xasprintf("argument %zu of the command", i)
+						      : xstrdup("the command");
+			json_t *j = docker_text(o->argv[i], what, err);
+			if (!j)
+				return -1;
+			json_decref(j);
+		}
 		char tok[17];
 		remote_random_hex(tok, 16);
 		char **argv = docker_job_argv(o->argv, tok);
@@ -641,10 +725,13 @@ int docker_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct 
 		for (size_t i = 0; i < ne; i++)
 			env[i] = o->env[i];
 		env[ne] = xasprintf("SBX_EXEC_ID=%s", tok);
-		r.argv = argv;
-		r.env = env;
-		r.stdin_open = false;
-		_cleanup_free_ char *id = exec_create(&d, rec, &r, false, err);
+		struct docker_exec_spec spec = { .argv = argv,
+						 .env = env,
+						 .cwd = r.cwd,
+						 .user = r.user,
+						 .tty = r.tty,
+						 .quiet_args = true };
+		_cleanup_free_ char *id = docker_exec_create(&d, rec, &spec, err);
 		free(env[ne]);
 		free(env);
 		sbx_strv_free(argv);
@@ -684,6 +771,8 @@ int docker_sh(const struct sbx_record *rec, const char *script, const char *cons
 	struct run r = { .argv = (char *const *)argv,
 			 .cwd = "/",
 			 .user = "0",
+			 .quiet_args = true,
+			 .podman = docker_is_podman(rec),
 			 .out = { -1, out },
 			 .err = { -1, errout } };
 	return run(&d, rec, &r, ret_status, err);

@@ -130,12 +130,12 @@ int docker_job_kill(struct sbx_ctx *ctx, const struct sbx_record *rec, const cha
 	if (remote_check_running("Docker", rec, err) < 0 || docker_init(&d, rec, err) < 0)
 		return -1;
 	if (!id)
-		return docker_kill_token(&d, rec, NULL, sig, err);
+		return docker_kill_all(&d, rec, sig, err);
 	if (job_view(&d, rec, id, &j, &tok, err) < 0)
 		return -1;
 	if (!streq(sbx_json_str(j, "state") ?: "", "running"))
 		return 0;
-	return docker_kill_token(&d, rec, tok, sig, err);
+	return docker_kill_exec(&d, rec, id, tok, sig, err);
 }
 
 int docker_job_logs(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *id, bool follow,

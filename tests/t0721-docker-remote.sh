@@ -1,11 +1,13 @@
 #!/bin/bash
 # The docker provider on engines other than a local dockerd's socket, each through the shared
 # verb checks: DOCKER_HOST=ssh://… (an sshd of the file's own on 127.0.0.1 in front of a private
-# dockerd, tests/helpers/sshd.sh: every connection is `ssh … docker system dial-stdio`), and
-# Podman's Docker-compatible API service (tests/helpers/podman.sh), as root. Also: the user's
-# ssh config is honoured (an alias of it); ssh failing is one line in ssh's words (125); a host
-# or user that ssh would take for an option is refused before ssh runs, with controls (these
-# two for any user: they need no engine); no ssh process outlives a call.
+# dockerd, tests/helpers/sshd.sh: every connection is `ssh … docker system dial-stdio`, its
+# sessions in the dockerd's network namespace, so that a preview's ssh channel reaches the
+# ports it publishes there), and Podman's Docker-compatible API service (tests/helpers/
+# podman.sh), as root (rootless Podman is t0722's). Also: the user's ssh config is honoured (an
+# alias of it); ssh failing is one line in ssh's words (125); a host or user that ssh would
+# take for an option is refused before ssh runs, with controls (these two for any user: they
+# need no engine); no ssh process outlives a call.
 # run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
 # shellcheck source=tests/lib.sh disable=SC2034 # VERBS_* are read by verbs.sh
@@ -23,11 +25,12 @@ fi
 # the ssh processes of this file's (their command lines name its sshd's port or alias, or a
 # host of the checks below)
 ssh_left() {
-	local p
+	local p a c re="^/usr/bin/ssh .*(-p ${SSHD_PORT:-none} |${SSHD_ALIAS:-none} |nosuch\.invalid )"
+	# builtins only: a scan of every process is quick on a busy machine too
 	for p in /proc/[0-9]*; do
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null |
-			grep -qE "^/usr/bin/ssh .*(-p ${SSHD_PORT:-none} |${SSHD_ALIAS:-none} |nosuch.invalid )" &&
-			echo "${p#/proc/}"
+		{ mapfile -d '' a <"$p/cmdline"; } 2>/dev/null || continue
+		c="${a[*]} "
+		[[ $c =~ $re ]] && echo "${p#/proc/}"
 	done
 	return 0
 }
@@ -64,14 +67,16 @@ elif [ "$(id -u)" -ne 0 ]; then
 	TEST_SKIP_ALL="needs a private dockerd, an sshd and a podman service, which run as root"
 elif ! dockerd_start "$TRASH/dockerd"; then
 	TEST_SKIP_ALL=$DOCKERD_WHY
-elif ! sshd_start "$TRASH/sshd" "$DOCKER_HOST"; then
+elif ! sshd_start "$TRASH/sshd" "$DOCKER_HOST" "$DOCKERD_PID"; then
 	TEST_SKIP_ALL=$SSHD_WHY
 elif ! podman_start "$TRASH/podman"; then
 	TEST_SKIP_ALL=$PODMAN_WHY
 fi
-# the private dockerd's own socket, for dkr (DOCKER_HOST is the engine each part uses)
-DOCKERD_HOST=${DOCKER_HOST:-}
-dkr() { DOCKER_HOST=$DOCKERD_HOST docker "$@"; }
+# (dkr, of dockerd.sh, reaches the private dockerd's own socket: DOCKER_HOST is the engine each
+# part uses)
+
+# inside the podman service's network namespace (where its published ports are)
+in_podman_net() { nsenter --net="/proc/$PODMAN_PID/ns/net" "$@"; }
 
 # the container behind a sandbox, and the DOCKER_HOST its record keeps
 cid() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["provider_id"])'; }
@@ -82,7 +87,8 @@ test_expect_success 'set-up: a busybox image in sbx store (and in the podman ser
 		--preset busybox >/dev/null &&
 	sbx image import base.tar >/dev/null &&
 	pdm load -q -i base.tar >/dev/null &&
-	expect_code 1 dkr image inspect base:1 >/dev/null 2>&1
+	expect_code 1 dkr image inspect base:1 >/dev/null 2>&1 &&
+	dkr network create sbxnet >/dev/null
 '
 
 # --- ssh:// --------------------------------------------------------------------------------
@@ -131,10 +137,39 @@ test_expect_success 'ssh://: control of the refusals: a plain host and user reac
 	test_eq ok "$(sbx exec opt echo ok)" && sbx rm -f opt >/dev/null
 '
 
-# the shared verb checks, through ssh
+test_expect_success 'ssh://: a preview through ssh own channel to the remote loopback, with the token in front' '
+	SBX_DOCKER_NETWORK=sbxnet DOCKER_HOST=$SSHD_URL sbx create --provider docker \
+		--image base:1 --name farweb --net open --port 8080 >/dev/null &&
+	sbx exec -d farweb sh -c "echo far-box >/tmp/index.html; httpd -f -p 8080 -h /tmp" >/dev/null &&
+	sbx preview --json farweb 8080 >pv.json &&
+	json_assert pv.json "assert r[\"upstream\"].endswith(\" via $SSHD_URL\"), r" &&
+	"$TEST_PYTHON" - pv.json >fetch.out <<-\EOF &&
+	import json, sys, time, urllib.error, urllib.request
+	p = json.load(open(sys.argv[1]))
+	base = p["url"].split("?")[0]
+	def get(token):
+	    q = urllib.request.Request(base + "index.html")
+	    if token:
+	        q.add_header("X-Sbx-Preview-Token", token)
+	    for _ in range(100):
+	        try:
+	            return urllib.request.urlopen(q, timeout=10).read().decode().strip()
+	        except urllib.error.HTTPError as e:
+	            if e.code != 502:
+	                return str(e.code)
+	        time.sleep(0.2)
+	print(get(None), get(p["token"]))
+	EOF
+	test_eq "401 far-box" "$(cat fetch.out)" &&
+	sbx preview --rm farweb 8080 && sbx rm -f farweb >/dev/null && test -z "$(ssh_left)"
+'
+
+# the shared verb checks, through ssh (a preview's ssh channel too)
 DOCKER_HOST=${SSHD_URL:-}
 export DOCKER_HOST
-verbs_suite docker-ssh --provider docker --image base:1
+VERBS_MORE="start-fail timeout-procs preview"
+VERBS_PREVIEW_CREATE="--net open --port 8080"
+SBX_DOCKER_NETWORK=sbxnet verbs_suite docker-ssh --provider docker --image base:1
 
 test_expect_success 'ssh://: no ssh process outlives the calls; rm removes the containers' '
 	test -z "$(ssh_left)" &&
@@ -154,6 +189,7 @@ test_expect_success 'podman: create and exec through the Docker API of podman sy
 DOCKER_HOST=${PODMAN_HOST:-}
 export DOCKER_HOST
 VERBS_SKIP=
+VERBS_PREVIEW_IN=in_podman_net
 verbs_suite podman --provider docker --image base:1
 
 test_expect_success 'podman: rm removes the container from the service' '

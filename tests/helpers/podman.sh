@@ -1,37 +1,53 @@
 # Sourced by tests (and bench/docker): Podman's Docker-compatible API service for one test
-# file, as root, with every piece of its state under DIR (storage root, run root, libpod's tmp
-# directory, network configuration, volumes), so that nothing of the host's podman state is
-# read or touched. It runs in a network namespace of its own, as tests/helpers/dockerd.sh's
-# dockerd does (a bridge it makes stays there); the file's exit handler removes its containers,
-# stops it by its PID, unmounts what it left under DIR and removes its images.
-#   podman_start DIR   starts it; PODMAN_HOST is its unix:// URL (for DOCKER_HOST); 1 (and a
-#                      reason in PODMAN_WHY) where it cannot start here
+# file, with every piece of its state under DIR (storage root, run root, libpod's tmp
+# directory, network configuration, volumes, and for an ordinary user XDG_RUNTIME_DIR), so that
+# nothing of the host's podman state is read or touched. As root it runs in a network namespace
+# of its own, as tests/helpers/dockerd.sh's dockerd does (a bridge it makes stays there); as
+# an ordinary user it is rootless (a user namespace of its own, the user's subordinate ids when
+# /etc/subuid has some, else that uid alone; its containers --net none only: no slirp4netns).
+# The file's exit handler removes its containers, stops it by its PID (and a rootless one's
+# pause process), unmounts what it left under DIR and removes its images and storage.
+#   podman_start DIR   starts it; PODMAN_HOST is its unix:// URL (for DOCKER_HOST),
+#                      PODMAN_ROOTLESS=1 for an ordinary user; 1 (and a reason in PODMAN_WHY)
+#                      where it cannot start here
 #   pdm ARGS...        the podman command line against the same state (podman load, ps, ...)
 #   podman_stop        what the exit handler runs
 # shellcheck shell=bash disable=SC2034 # PODMAN_WHY and PODMAN_HOST are read by the sourcing file
 
 PODMAN_WHY=
 
+# podman's options for the state under DIR
+podman_opts() {
+	PODMAN_OPTS=(--root "$1/root" --runroot "$1/run" --tmpdir "$1/tmp"
+		--network-config-dir "$1/net" --volumepath "$1/volumes" --storage-driver vfs
+		--cgroup-manager cgroupfs --events-backend file --runtime /usr/sbin/runc)
+	# rootless without subordinate ids: the image's other owners become the user's own
+	[ "$(id -u)" -eq 0 ] || PODMAN_OPTS+=(--storage-opt vfs.ignore_chown_errors=true)
+}
+
 pdm() {
-	/usr/bin/podman --root "$PODMAN_DIR/root" --runroot "$PODMAN_DIR/run" \
-		--tmpdir "$PODMAN_DIR/tmp" --network-config-dir "$PODMAN_DIR/net" \
-		--volumepath "$PODMAN_DIR/volumes" --storage-driver vfs \
-		--cgroup-manager cgroupfs --events-backend file --runtime /usr/sbin/runc "$@"
+	podman_opts "$PODMAN_DIR"
+	/usr/bin/podman "${PODMAN_OPTS[@]}" "$@"
 }
 
 podman_start() {
-	local d=$1 i nproc
+	local d=$1 i nproc netns=(unshare --net)
 	PODMAN_DIR=$d
-	if [ "$(id -u)" -ne 0 ]; then
-		PODMAN_WHY='the podman service runs as root only here'
-		return 1
-	fi
+	PODMAN_ROOTLESS=
 	# runc, not crun: crun refuses this machine's hybrid cgroups (v1 controllers beside v2)
 	if [ ! -x /usr/bin/podman ] || [ ! -x /usr/sbin/runc ]; then
 		PODMAN_WHY='podman or runc is missing (scripts/install-deps installs podman, docker.io)'
 		return 1
 	fi
 	mkdir -p "$d/root" "$d/run" "$d/tmp" "$d/net" "$d/volumes" || return 1
+	if [ "$(id -u)" -ne 0 ]; then
+		# rootless: its runtime directory of its own; no network namespace of the test's
+		# (it makes its user namespace itself; its containers have none but loopback)
+		PODMAN_ROOTLESS=1
+		netns=()
+		mkdir -p "$d/xdg" && chmod 700 "$d/xdg" || return 1
+		export XDG_RUNTIME_DIR=$d/xdg
+	fi
 	# root here lacks CAP_SYS_RESOURCE: containers get this shell's open-files limit and a
 	# process limit below podman's own (which it lowers at start), not podman's defaults
 	# (higher, which the runtime then cannot set)
@@ -44,12 +60,11 @@ podman_start() {
 	EOF
 	export CONTAINERS_CONF=$d/containers.conf
 	PODMAN_HOST="unix://$d/podman.sock"
+	podman_opts "$d"
 	# setsid: its own session; unshare --net: loopback of its own only
-	setsid unshare --net sh -c 'ip link set lo up 2>/dev/null; exec "$@"' sh \
-		/usr/bin/podman --root "$d/root" --runroot "$d/run" --tmpdir "$d/tmp" \
-		--network-config-dir "$d/net" --volumepath "$d/volumes" --storage-driver vfs \
-		--cgroup-manager cgroupfs --events-backend file --runtime /usr/sbin/runc \
-		system service --time=0 "$PODMAN_HOST" >"$d/podman.log" 2>&1 </dev/null &
+	setsid "${netns[@]}" sh -c 'ip link set lo up 2>/dev/null; exec "$@"' sh \
+		/usr/bin/podman "${PODMAN_OPTS[@]}" system service --time=0 "$PODMAN_HOST" \
+		>"$d/podman.log" 2>&1 </dev/null &
 	PODMAN_PID=$!
 	if declare -F test_atexit >/dev/null; then
 		test_atexit 'podman_stop'
@@ -68,7 +83,8 @@ podman_leftovers() {
 	local p
 	for p in /proc/[0-9]*; do
 		[ "${p#/proc/}" != "$$" ] || continue
-		tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$PODMAN_DIR/" && echo "${p#/proc/}"
+		{ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -qF -- "$PODMAN_DIR/" &&
+			echo "${p#/proc/}"
 	done
 	return 0
 }
@@ -92,6 +108,13 @@ podman_stop() {
 	sleep 0.2
 	podman_leftovers | while read -r i; do kill -KILL "$i" 2>/dev/null || true; done
 	pdm rmi -a -f >/dev/null 2>&1 || true
+	if [ -n "$PODMAN_ROOTLESS" ]; then
+		# files of its subordinate ids, which only its user namespace may remove; then the
+		# pause process that holds that namespace
+		pdm unshare rm -rf "$PODMAN_DIR/root" "$PODMAN_DIR/run" >/dev/null 2>&1 || true
+		i=$(cat "$PODMAN_DIR/tmp/pause.pid" 2>/dev/null) || i=
+		[ -z "$i" ] || kill -KILL "$i" 2>/dev/null || true
+	fi
 	# what is still mounted under DIR (a container's shm, a layer)
 	grep -F " $PODMAN_DIR/" /proc/self/mounts | awk '{ print $2 }' | sort -r |
 		while read -r m; do umount -l "$m" 2>/dev/null || true; done

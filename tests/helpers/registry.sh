@@ -16,6 +16,9 @@
 #       skopeo copy --all oci:OCIDIR:TAG docker://REF over plain HTTP; the digests are kept
 #       (--preserve-digests) unless a --format converts the image
 #   registry_blob_gets LOG   how many blob GETs (not HEADs) LOG shows
+#   REGISTRY_NETNS=PID       (set before registry_start) the registry listens on the loopback of
+#       that process's network namespace (a private dockerd's), and reg_up and registry_push
+#       reach it there
 #   authproxy_start NAME UPSTREAM_PORT [authproxy.py options]
 #       Starts tests/helpers/authproxy.py in front of 127.0.0.1:UPSTREAM_PORT; sets
 #       PROXY_PORT PROXY_ALT_PORT PROXY_PID PROXY_LOG and registers its killing.
@@ -24,10 +27,19 @@
 REGISTRY_BIN=${REGISTRY_BIN:-/usr/bin/docker-registry}
 REGISTRY_HELPERS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
+# reg_in CMD...: CMD where the registry listens (REGISTRY_NETNS)
+reg_in() {
+	if [ -n "${REGISTRY_NETNS:-}" ]; then
+		nsenter --net="/proc/$REGISTRY_NETNS/ns/net" "$@"
+	else
+		"$@"
+	fi
+}
+
 # reg_up PORT: the registry answers /v2/ (200, or 401 when it wants credentials)
 reg_up() {
 	local code
-	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$1/v2/")
+	code=$(reg_in curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$1/v2/")
 	[ "$code" = 200 ] || [ "$code" = 401 ]
 }
 
@@ -108,7 +120,9 @@ registry_start() {
 		  secret: sbx-test-secret-$RANDOM$RANDOM
 		$auth
 		EOF
-		"$REGISTRY_BIN" serve "$dir/config.yml" >>"$REG_LOG" 2>&1 &
+		# (nsenter execs it: the pid is the registry's own)
+		${REGISTRY_NETNS:+nsenter --net=/proc/$REGISTRY_NETNS/ns/net} \
+			"$REGISTRY_BIN" serve "$dir/config.yml" >>"$REG_LOG" 2>&1 &
 		pid=$!
 		test_atexit "stop_pid $pid"
 		for i in $(seq 1 100); do
@@ -131,7 +145,7 @@ registry_push() {
 	local dir=$1 tag=$2 ref=$3 keep=--preserve-digests
 	shift 3
 	case " $* " in *" --format "*) keep= ;; esac # a conversion changes the digests
-	timeout 60 skopeo --insecure-policy copy -q --all --dest-tls-verify=false $keep "$@" \
+	reg_in timeout 60 skopeo --insecure-policy copy -q --all --dest-tls-verify=false $keep "$@" \
 		"oci:$dir:$tag" "docker://$ref"
 }
 

@@ -4,9 +4,14 @@
 # finds the private engine through the DOCKER_HOST that sshd sets for the session. Its host key,
 # a client key, its config, the client's config and known_hosts are made under DIR; the
 # client's config is $HOME/.ssh/config (HOME is the test's), where ssh as sbx runs it reads it.
-# No PAM, no passwords: the client key alone logs in, as the user running the test.
-#   sshd_start DIR ENGINE   ENGINE: the unix:// URL of the engine the sessions reach; 1 (and a
-#                           reason in SSHD_WHY) where sshd cannot start here
+# No PAM, no passwords: the client key alone logs in, as the user running the test. TCP
+# forwarding to the remote side's loopback is allowed (ssh -W 127.0.0.1:PORT: sbx's previews).
+#   sshd_start DIR ENGINE [PID]
+#                           ENGINE: the unix:// URL of the engine the sessions reach; PID: a
+#                           process whose network namespace the sessions run in (the private
+#                           dockerd's, where its published ports listen): then each connection
+#                           is an `sshd -i` started there by a listener of the caller's on
+#                           127.0.0.1; 1 (and a reason in SSHD_WHY) where sshd cannot start
 #   SSHD_URL                ssh://USER@127.0.0.1:PORT of it, SSHD_ALIAS an alias of the client
 #                           config for the same (ssh://$SSHD_ALIAS), SSHD_PORT, SSHD_PID
 #   sshd_stop               stops it by its PID (registered with test_atexit when that exists)
@@ -16,7 +21,7 @@ SSHD_WHY=
 SSHD_ALIAS=sbx-remote-engine
 
 sshd_start() {
-	local d=$1 engine=$2 user i port
+	local d=$1 engine=$2 netns=${3:-} user i port
 	SSHD_DIR=$d
 	if [ "$(id -u)" -ne 0 ]; then
 		SSHD_WHY='sshd runs as root only'
@@ -57,7 +62,8 @@ print(s.getsockname()[1])') || return 1
 	PasswordAuthentication no
 	KbdInteractiveAuthentication no
 	PermitRootLogin prohibit-password
-	AllowTcpForwarding no
+	AllowTcpForwarding local
+	PermitOpen 127.0.0.1:*
 	X11Forwarding no
 	PrintMotd no
 	SetEnv DOCKER_HOST=$engine
@@ -78,7 +84,24 @@ print(s.getsockname()[1])') || return 1
 	    LogLevel ERROR
 	EOF
 	chmod 600 "$HOME/.ssh/config"
-	/usr/sbin/sshd -D -e -f "$d/sshd_config" >"$d/sshd.log" 2>&1 </dev/null &
+	if [ -z "$netns" ]; then
+		/usr/sbin/sshd -D -e -f "$d/sshd_config" >"$d/sshd.log" 2>&1 </dev/null &
+	else
+		# inetd mode: each accepted connection is sshd's stdin and stdout, in netns's network
+		python3 - "$port" "/proc/$netns/ns/net" "$d/sshd_config" >"$d/sshd.log" 2>&1 </dev/null <<-\EOF &
+		import signal, socket, subprocess, sys
+		signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # sessions reaped as they end
+		ls = socket.socket()
+		ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+		ls.bind(("127.0.0.1", int(sys.argv[1])))
+		ls.listen(16)
+		while True:
+		    c, _ = ls.accept()
+		    subprocess.Popen(["/usr/bin/nsenter", "--net=" + sys.argv[2], "/usr/sbin/sshd", "-i",
+		                      "-e", "-f", sys.argv[3]], stdin=c, stdout=c)
+		    c.close()
+		EOF
+	fi
 	SSHD_PID=$!
 	if declare -F test_atexit >/dev/null; then
 		test_atexit 'sshd_stop'

@@ -12,6 +12,12 @@
 #   VERBS_RELEASED='released|stopped'  the states pause --release may leave (an ERE)
 #   VERBS_PAUSED_CP=1        0: cp of a paused sandbox is refused by the backend (the pause
 #                            check then looks at the count after resume only)
+#   VERBS_MORE="NAME ..."    the checks below marked (more) that the backend runs; the others
+#                            are counted as skipped ("not run for LABEL")
+#   VERBS_INTERP=126         (start-fail) the status of a script whose #! interpreter is missing
+#   VERBS_PREVIEW_CREATE=    (preview) more create options for its sandbox ("--port 8080")
+#   VERBS_PREVIEW_IN=        (preview) a command (a function) `sbx preview` and the client run
+#                            under, where the preview's address is reached (a network namespace)
 # The checks, by name:
 #   exit-codes    0, 1, 3, 126 (not executable), 127 (no such command), 137 (SIGKILL), 124
 #                 (--timeout)
@@ -27,6 +33,14 @@
 #   release       pause --release: processes end, files stay; resume runs again
 #   inspect       inspect --json and ls --json show the state
 #   rm            rm: gone from ls, inspect says no such sandbox (125)
+#   start-fail    (more) a command that cannot start: 127, 126, the interpreter's status; -w and
+#                 -u that do not exist: 125, one line each; controls: a command's own 126 and
+#                 127, and the runtime's words printed by a command, passed through
+#   timeout-procs (more) --timeout ends the command's processes: after `env -i`, a child in a
+#                 session of its own holding the output; control: without it they run on
+#   preview       (more) a preview of port 8080 (busybox httpd inside): refused without its
+#                 token (401), served with it (header, and the URL's token then a cookie),
+#                 closed by preview --rm
 # shellcheck shell=bash disable=SC2016,SC2034 # the test bodies are evaluated by lib.sh (and read VERBS_CREATE)
 
 VERBS_SKIP=${VERBS_SKIP:-}
@@ -34,6 +48,10 @@ VERBS_DIR=${VERBS_DIR:-/tmp}
 VERBS_USER=${VERBS_USER:-1000}
 VERBS_PAUSED_CP=${VERBS_PAUSED_CP:-1}
 VERBS_RELEASED=${VERBS_RELEASED:-released|stopped}
+VERBS_MORE=${VERBS_MORE:-}
+VERBS_INTERP=${VERBS_INTERP:-126}
+VERBS_PREVIEW_CREATE=${VERBS_PREVIEW_CREATE:-}
+VERBS_PREVIEW_IN=${VERBS_PREVIEW_IN:-}
 
 # _verbs_check NAME DESCRIPTION BODY: one test, or a skip with its reason
 _verbs_check() {
@@ -43,6 +61,17 @@ _verbs_check() {
 		why=VERBS_WHY_${name//-/_}
 		test_skip "$VERBS_LABEL: $desc" "${!why:-not supported by $VERBS_LABEL}"
 		return 0
+		;;
+	esac
+	case $name in
+	start-fail | timeout-procs | preview)
+		case " $VERBS_MORE " in
+		*" $name "*) ;;
+		*)
+			test_skip "$VERBS_LABEL: $desc" "not run for $VERBS_LABEL (VERBS_MORE)"
+			return 0
+			;;
+		esac
 		;;
 	esac
 	test_expect_success "$VERBS_LABEL: $desc" "cd \"\$TRASH/\$VB\" && $body"
@@ -56,7 +85,7 @@ verbs_suite() {
 	shift
 	VERBS_CREATE=("$@")
 	VB=$(_verbs_name 1)
-	export VB VERBS_DIR VERBS_USER VERBS_PAUSED_CP VERBS_RELEASED
+	export VB VERBS_DIR VERBS_USER VERBS_PAUSED_CP VERBS_RELEASED VERBS_INTERP
 	# the files of each suite's checks apart from another suite's of the same test file
 	mkdir -p "$TRASH/$VB"
 
@@ -77,6 +106,82 @@ verbs_suite() {
 		expect_code 137 sbx exec "$VB" sh -c "kill -9 \$\$" &&
 		expect_code 124 sbx exec --timeout 1s "$VB" sleep 30 &&
 		expect_code 0 sbx exec --timeout 30s "$VB" true
+	'
+
+	_verbs_check start-fail 'a command that cannot start: 127, 126; -w, -u: 125; controls' '
+		sbx exec "$VB" sh -c "mkdir -p $VERBS_DIR/vb-dir; printf \"#!/vb/no/interp\\necho ran\\n\" >$VERBS_DIR/vb-badi; chmod 755 $VERBS_DIR/vb-badi" &&
+		{ sbx exec "$VB" /vb/no/such >out 2>err; test_eq 127 $? "no such path"; } &&
+		expect_one_error_line err "/vb/no/such.: command not found" && test ! -s out &&
+		{ sbx exec "$VB" "$VERBS_DIR/vb-dir" >out 2>err; test_eq 126 $? "a directory"; } &&
+		expect_one_error_line err "vb-dir.: cannot execute" && test ! -s out &&
+		{ sbx exec "$VB" "$VERBS_DIR/vb-badi" >out 2>err; test_eq "$VERBS_INTERP" $? "no interpreter"; } &&
+		expect_one_error_line err "vb-badi" && test ! -s out &&
+		expect_code 125 sbx exec -w /vb/no/dir "$VB" true >out 2>err &&
+		expect_one_error_line err "cannot change to directory ./vb/no/dir." && test ! -s out &&
+		expect_code 125 sbx exec -u vb-no-user "$VB" true >out 2>err &&
+		expect_one_error_line err "cannot run as user .vb-no-user." && test ! -s out &&
+		{ sbx exec "$VB" sh -c "echo OCI runtime exec failed: mine; echo \"exec /x: no such file or directory\" >&2; exit 127" >out 2>err; test_eq 127 $? "its own 127"; } &&
+		test_eq "OCI runtime exec failed: mine" "$(cat out)" &&
+		test_eq "exec /x: no such file or directory" "$(cat err)" &&
+		{ sbx exec "$VB" sh -c "echo Error: mine >&2; exit 126" >out 2>err; test_eq 126 $? "its own 126"; } &&
+		test_eq "Error: mine" "$(cat err)" &&
+		test_eq "$VERBS_DIR" "$(sbx exec -w "$VERBS_DIR" "$VB" pwd)"
+	'
+
+	_verbs_check timeout-procs '--timeout ends the processes (env -i, a session of their own); control' '
+		expect_code 124 sbx exec --timeout 1s "$VB" sh -c "sleep 41; :" &&
+		expect_code 124 sbx exec --timeout 1s "$VB" env -i sleep 42 &&
+		expect_code 124 sbx exec --timeout 1s "$VB" sh -c "setsid sleep 43 & exec sleep 44" &&
+		wait_until 10 sh -c "! \"\$SBX\" exec \"$VB\" ps -o args | grep -q \"sleep 4[1-4]\"" &&
+		id=$(sbx exec -d "$VB" env -i sleep 45) &&
+		wait_until 10 sh -c "\"\$SBX\" exec \"$VB\" ps -o args | grep -q \"sleep 45\"" &&
+		sbx kill "$VB" "$id"
+	'
+
+	_verbs_check preview 'preview: refused without its token, served with it, closed' '
+		sbx create --name "$VB-pv" "${VERBS_CREATE[@]}" $VERBS_PREVIEW_CREATE >/dev/null &&
+		sbx exec "$VB-pv" sh -c "mkdir -p $VERBS_DIR/vb-www && echo vb-preview >$VERBS_DIR/vb-www/index.html" &&
+		sbx exec -d "$VB-pv" httpd -f -p 8080 -h "$VERBS_DIR/vb-www" >/dev/null &&
+		$VERBS_PREVIEW_IN "$SBX" preview --json "$VB-pv" 8080 >pv.json &&
+		$VERBS_PREVIEW_IN "$TEST_PYTHON" - pv.json >fetch.out <<-\EOF &&
+		import http.client, json, sys, time, urllib.parse
+		p = json.load(open(sys.argv[1]))
+		u = urllib.parse.urlsplit(p["url"])
+		def get(path, headers={}):
+		    for _ in range(100):
+		        c = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+		        c.request("GET", path, headers=headers)
+		        r = c.getresponse()
+		        body = r.read()
+		        if r.status != 502:
+		            return r, body
+		        time.sleep(0.2)  # the server inside is starting
+		    return r, body
+		r, _ = get("/index.html")
+		print("none", r.status)
+		r, b = get("/index.html", {"X-Sbx-Preview-Token": p["token"]})
+		print("header", r.status, b.decode().strip())
+		r, _ = get("/index.html?sbx_token=" + p["token"])
+		print("query", r.status, r.getheader("Location"))
+		cookie = r.getheader("Set-Cookie").split(";")[0]
+		r, b = get("/index.html", {"Cookie": cookie})
+		print("cookie", r.status, b.decode().strip())
+		EOF
+		test_eq "none 401
+header 200 vb-preview
+query 302 /index.html
+cookie 200 vb-preview" "$(cat fetch.out)" &&
+		sbx preview --json "$VB-pv" >list.json &&
+		json_assert list.json "assert [x[\"port\"] for x in r] == [8080], r" &&
+		sbx preview --rm "$VB-pv" 8080 &&
+		test_eq "[]" "$(sbx preview --json "$VB-pv" | tr -d " \n")" &&
+		expect_code 1 $VERBS_PREVIEW_IN "$TEST_PYTHON" -c "import json, socket, sys, urllib.parse
+u = urllib.parse.urlsplit(json.load(open(sys.argv[1]))[\"url\"])
+try:
+    socket.create_connection((u.hostname, u.port), timeout=5)
+except OSError:
+    sys.exit(1)" pv.json &&
+		sbx rm -f "$VB-pv" >/dev/null
 	'
 
 	_verbs_check streams 'stdout and stderr apart' '
