@@ -105,8 +105,7 @@ static int gvisor_snapshot(const struct sbx_record *rec, const char *dir, struct
 	local_idmap_of(rec, &m);
 	local_gvisor_state_reset(rec->dir);
 	if (local_read_pids(rec->dir, &pids) < 0 ||
-	    local_gvisor_boot(rec->dir, rec->id, pids.init_pid, m.kind != LOCAL_MAP_SELF, true, msg,
-			      sizeof(msg)) < 0) {
+	    local_gvisor_reboot(rec, pids.init_pid, msg, sizeof(msg)) < 0) {
 		(void)sbx_rm_rf(ck);
 		if (r == 0)
 			sbx_err_set(err, SBX_E_SYSTEM, "cannot start sandbox '%s' again: %s",
