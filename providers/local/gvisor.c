@@ -97,6 +97,12 @@ int local_gvisor_check(const struct sbx_record *rec, struct sbx_err *err)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "--runtime gvisor does not take --net host (its sandbox has a "
 				   "network namespace of its own)");
+	if (local_gvisor_netstack(c) && c->net.n_host_ports)
+		return sbx_err_set(
+			err, SBX_E_UNSUPPORTED,
+			"--runtime gvisor --net none (run by root) runs gVisor's own "
+			"network stack, where --host-port's forwarder cannot listen: use "
+			"--net allow= for a sandbox without egress but its --host-port");
 	if (c->nested)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "--runtime gvisor does not take --nested (gVisor's kernel makes "
