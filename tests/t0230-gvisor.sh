@@ -1,10 +1,14 @@
 #!/bin/bash
 # --runtime gvisor on the local provider: the shared verb checks (tests/helpers/verbs.sh) on a
-# gVisor sandbox, then what is gVisor's own: the runtime inspect reports, gVisor's kernel
-# inside, egress through sbx's proxy allowed and refused (with the log), --net none, a preview,
-# pause with a process that stands still, the host out of reach, the refusals of what gVisor
-# does not take, and no runsc process left after rm. As root and as another uid alike (runsc
-# runs as sandbox root inside the sandbox's user namespace either way).
+# gVisor sandbox on the host's view and on an image, then what is gVisor's own: the runtime
+# inspect reports, gVisor's kernel inside, egress through sbx's proxy allowed and refused (with
+# the log), --net none, previews with and without their token, pause with a process that stands
+# still, the host out of reach, the refusals of what gVisor does not take, --image and
+# volumes, the limits held inside gVisor with the sandbox alive (--memory, --pids-limit,
+# --cpus), a boot that does not finish, a gVisor kernel that ends (the sandbox in error), and
+# no runsc process left after rm. As root and as another uid alike (runsc runs as sandbox root
+# inside the sandbox's user namespace either way). The escape checks against gVisor are
+# t0800's and t0810's; --secret's, t0540's.
 # The whole file runs in a network namespace of its own (tests/helpers/testnet.sh), whose
 # servers at 192.0.2.2 (public) and 10.77.0.2 (private) play the internet.
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies; VERBS_* are
