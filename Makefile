@@ -70,6 +70,14 @@ $(TRAMPOLINE): providers/local/trampoline/exec.c
 	@$(CC) $(TRAMPOLINE_FLAGS) $(WARN) -o $@ $<
 $(BUILD)/providers/local/exec.o: $(TRAMPOLINE)
 $(BUILD)/providers/local/exec.o: DEFS += -DSBX_TRAMPOLINE='"$(TRAMPOLINE)"'
+# a gVisor sandbox's first process (its init inside gVisor), built the same way
+GINIT := $(BUILD)/sbx-ginit
+$(GINIT): providers/local/trampoline/ginit.c
+	@mkdir -p $(@D)
+	@echo "  CC      $< (static, no libc)"
+	@$(CC) $(TRAMPOLINE_FLAGS) $(WARN) -o $@ $<
+$(BUILD)/providers/local/gvisor-runsc.o: $(GINIT)
+$(BUILD)/providers/local/gvisor-runsc.o: DEFS += -DSBX_GINIT='"$(GINIT)"'
 
 $(BUILD)/sbx: $(CMD_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(DEPS_LIBS)

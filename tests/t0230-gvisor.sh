@@ -1,10 +1,14 @@
 #!/bin/bash
 # --runtime gvisor on the local provider: the shared verb checks (tests/helpers/verbs.sh) on a
-# gVisor sandbox, then what is gVisor's own: the runtime inspect reports, gVisor's kernel
-# inside, egress through sbx's proxy allowed and refused (with the log), --net none, a preview,
-# pause with a process that stands still, the host out of reach, the refusals of what gVisor
-# does not take, and no runsc process left after rm. As root and as another uid alike (runsc
-# runs as sandbox root inside the sandbox's user namespace either way).
+# gVisor sandbox on the host's view and on an image, then what is gVisor's own: the runtime
+# inspect reports, gVisor's kernel inside, egress through sbx's proxy allowed and refused (with
+# the log), --net none, previews with and without their token, pause with a process that stands
+# still, the host out of reach, the refusals of what gVisor does not take, --image and
+# volumes, the limits held inside gVisor with the sandbox alive (--memory, --pids-limit,
+# --cpus), a boot that does not finish, a gVisor kernel that ends (the sandbox in error), and
+# no runsc process left after rm. As root and as another uid alike (runsc runs as sandbox root
+# inside the sandbox's user namespace either way). The escape checks against gVisor are
+# t0800's and t0810's; --secret's, t0540's.
 # The whole file runs in a network namespace of its own (tests/helpers/testnet.sh), whose
 # servers at 192.0.2.2 (public) and 10.77.0.2 (private) play the internet.
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies; VERBS_* are
@@ -62,6 +66,16 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 verbs_suite gvisor --runtime gvisor
 
+# the same checks on an image (busybox's tools: its stat works where coreutils' does not)
+test_expect_success 'set-up: a busybox image' '
+	"$TEST_PYTHON" "$HELPERS/mkimage.py" --out bb.tar --format oci-archive \
+		--name localhost/gvbb:1 --preset busybox >/dev/null &&
+	sbx image import bb.tar >/dev/null
+'
+VERBS_SKIP="detach pause-memory"
+[ "$(id -u)" -eq 0 ] || VERBS_SKIP="$VERBS_SKIP user"
+verbs_suite gvisor-image --runtime gvisor --image localhost/gvbb:1
+
 pystat='import os, stat, sys; print(oct(stat.S_IMODE(os.lstat(sys.argv[1]).st_mode))[2:])'
 
 test_expect_success 'create --runtime gvisor: inspect says so, gVisor runs inside' '
@@ -108,6 +122,18 @@ test_expect_success 'preview reaches a port inside (gVisor on the sandbox networ
 	wait_until 20 curl -fsS "${url%/}/page" && test_eq page "$(curl -fsS "${url%/}/page")"
 '
 
+test_expect_success 'preview with its token (the default): 401 without it, 200 with it' '
+	sbx exec g1 sh -c "cd /workspace && nohup python3 -m http.server -b 127.0.0.1 8001 >/dev/null 2>&1 &" &&
+	url=$(sbx preview g1 8001) && base=${url%%\?*} && tok=${url##*sbx_token=} &&
+	echo "$url" | test_grep -Ex "http://127\.0\.0\.1:[0-9]+/\?sbx_token=[0-9a-f]{32}" &&
+	wait_until 20 curl -fsS -H "X-Sbx-Preview-Token: $tok" "${base}page" &&
+	test_eq page "$(curl -fsS -H "X-Sbx-Preview-Token: $tok" "${base}page")" &&
+	curl -s -o /dev/null -w "%{http_code}" "${base}page" >code && test_eq 401 "$(cat code)" &&
+	curl -s -o /dev/null -w "%{http_code}" -H "X-Sbx-Preview-Token: x$tok" "${base}page" >code &&
+	test_eq 401 "$(cat code)" &&
+	curl -s -L -c jar -b jar -o /dev/null -w "%{http_code}" "$url" >code && test_eq 200 "$(cat code)"
+'
+
 test_expect_success 'pause stops a counting process, resume lets it count on' '
 	sbx exec g1 sh -c "nohup sh -c \"i=0; while :; do i=\\\$((i+1)); echo \\\$i >/tmp/n.tmp; mv /tmp/n.tmp /tmp/n; sleep 0.01; done\" >/dev/null 2>&1 &" &&
 	wait_until 20 sbx exec g1 test -s /tmp/n &&
@@ -145,9 +171,129 @@ test_expect_success 'what gVisor does not take is refused in one line (exit 125)
 	test_eq 1 "$(grep -c "^sbx: error:" err)" && test_grep "does not take --net host" err &&
 	expect_code 125 sbx create --runtime nosuch 2>err && test_eq 1 "$(wc -l <err)" &&
 	expect_code 125 sbx exec -d g1 true 2>err && test_grep "exec -d is not supported" err &&
+	if [ "$(id -u)" -eq 0 ]; then
+		: "gVisor'"'"'s own network stack (--net none, root): no preview reaches it, nor --host-port" &&
+		expect_code 125 sbx preview g2 8000 2>err &&
+		expect_one_error_line err "runs gVisor.s own network stack .* which a preview cannot reach" &&
+		expect_code 125 sbx create --runtime gvisor --net none --host-port 18080:80 2>err &&
+		expect_one_error_line err "where --host-port.s forwarder cannot listen"
+	fi &&
 	expect_code 125 env SBX_RUNSC=runsc "$SBX" create --runtime gvisor 2>err &&
 	test_grep "absolute path" err &&
 	test_eq 2 "$(sbx ls -q | wc -l)"
+'
+
+# sb_dir SB: the host path of a sandbox's directory
+sb_dir() { echo "$SBX_HOME/sandboxes/$(sbx inspect "$1" | "$TEST_PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["id"])')"; }
+
+test_expect_success '--image: the image'"'"'s root (its files, not the host'"'"'s), kept over a release' '
+	sbx create --name gi --runtime gvisor --image localhost/gvbb:1 >/dev/null &&
+	sbx exec gi test -x /bin/busybox && test -x /usr/bin/python3 &&
+	expect_code 1 sbx exec gi test -e /usr/bin/python3 &&
+	test_eq gi "$(sbx exec gi cat /etc/hostname)" &&
+	sbx exec gi sh -c "echo made >/workspace/m" && sbx pause --release gi >/dev/null &&
+	sbx resume gi >/dev/null && test_eq made "$(sbx exec gi cat /workspace/m)" &&
+	echo in >in && sbx cp in gi:/workspace/in && test_eq in "$(sbx exec gi cat /workspace/in)" &&
+	sbx rm -f gi >/dev/null
+'
+
+test_expect_success 'volumes: -v HOST:DEST and :ro' '
+	mkdir -p share && echo shared >share/f && echo file >single &&
+	sbx create --name gv --runtime gvisor -v "$PWD/share:/data" -v "$PWD/single:/etc-like/single:ro" \
+		-v "$PWD/share:/ro:ro" >/dev/null &&
+	test_eq shared "$(sbx exec gv cat /data/f)" &&
+	sbx exec gv sh -c "echo back >/data/g" && test_eq back "$(cat share/g)" &&
+	test_eq file "$(sbx exec gv cat /etc-like/single)" &&
+	expect_code 2 sbx exec gv sh -c "echo x >/ro/h" 2>/dev/null && test ! -e share/h &&
+	test_eq "$(id -u)" "$(stat -c %u share/g)" &&
+	sbx rm -f gv >/dev/null
+'
+
+# writable cgroup for --memory, --pids-limit and --cpus (root; a delegated subtree)
+LIMITS=
+for d in /sys/fs/cgroup /sys/fs/cgroup/memory /sys/fs/cgroup/unified; do
+	[ -w "$d/cgroup.procs" ] && LIMITS=1 && break
+done
+if [ -n "$LIMITS" ]; then
+	test_expect_success '--memory: gVisor says it has that much; past it the biggest process is killed (137), the sandbox runs on' '
+		sbx create --name gm --runtime gvisor --memory 200m >/dev/null &&
+		test_eq 204800 "$(sbx exec gm awk "/^MemTotal:/ { print \$2 }" /proc/meminfo)" &&
+		expect_code 137 sbx exec gm python3 -c "b = b\"x\" * (400 << 20); print(len(b))" &&
+		test_eq running "$(sb_state gm)" && test_eq alive "$(sbx exec gm echo alive)" &&
+		sbx inspect gm >jm && json_assert jm "assert r[\"oom_kills\"] >= 1, r" &&
+		: "control: below the limit the same allocation goes through; without one, 400 MiB do" &&
+		test_eq 104857600 "$(sbx exec gm python3 -c "b = b\"x\" * (100 << 20); print(len(b))")" &&
+		sbx create --name gm2 --runtime gvisor >/dev/null &&
+		test_eq 419430400 "$(sbx exec gm2 python3 -c "b = b\"x\" * (400 << 20); print(len(b))")" &&
+		test_ne 204800 "$(sbx exec gm2 awk "/^MemTotal:/ { print \$2 }" /proc/meminfo)" &&
+		sbx rm -f gm gm2 >/dev/null
+	'
+
+	test_expect_success '--pids-limit: a fork bomb stops at the limit inside; gVisor and the sandbox run on' '
+		sbx create --name gp --runtime gvisor --pids-limit 40 >/dev/null &&
+		sbx exec gp sh -c "(i=0; while [ \$i -lt 200 ]; do sleep 30 & i=\$((i+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo \$#" >n &&
+		n=$(cat n) && test_ne "" "$n" && test "$n" -le 40 && test "$n" -ge 20 &&
+		test_eq running "$(sb_state gp)" && test_eq alive "$(sbx exec gp echo alive)" &&
+		: "control: 80 processes under --pids-limit 100 (gVisor'"'"'s own threads are not counted)" &&
+		sbx create --name gp2 --runtime gvisor --pids-limit 100 >/dev/null &&
+		sbx exec gp2 sh -c "for i in \$(seq 80); do sleep 30 & done; set -- /proc/[0-9]*; echo \$#" >n2 &&
+		test "$(cat n2)" -ge 81 && test_eq running "$(sb_state gp2)" &&
+		test_eq alive "$(sbx exec gp2 echo alive)" &&
+		sbx rm -f gp gp2 >/dev/null
+	'
+
+	# cpu_ms SB: the CPU time the sandbox used so far (its cgroup: gVisor and all), in ms
+	cpu_ms() { "$SBX" stats --json "$1" | "$TEST_PYTHON" -c 'import json, sys; print(json.load(sys.stdin)[0]["cpu_ms"])'; }
+
+	test_expect_success '--cpus 0.5: gVisor sees one CPU; a spinner gets about half a CPU' '
+		sbx create --name gc --runtime gvisor --cpus 0.5 >/dev/null &&
+		test_eq 1 "$(sbx exec gc nproc)" &&
+		: "what gVisor counts as a task'"'"'s CPU time includes time the host held it back: the host'"'"'s count" &&
+		c0=$(cpu_ms gc) && sbx exec gc python3 -c "
+import time
+t0 = time.time()
+while time.time() - t0 < 2: pass" && c1=$(cpu_ms gc) && used=$((c1 - c0)) &&
+		say "the sandbox used $used ms of CPU in 2 s" && test "$used" -gt 50 && test "$used" -lt 1400 &&
+		: "control: without --cpus, every CPU" &&
+		sbx create --name gc2 --runtime gvisor >/dev/null &&
+		test_eq "$(nproc)" "$(sbx exec gc2 nproc)" &&
+		sbx rm -f gc gc2 >/dev/null
+	'
+else
+	test_expect_success 'no writable cgroup: a limit fails creation in one line; nothing is left' '
+		for opt in "--memory 64m" "--pids-limit 10" "--cpus 0.5"; do
+			expect_code 125 sbx create --runtime gvisor --name lim $opt 2>err || exit 1
+			expect_one_error_line err "no writable cgroup .*delegat" || exit 1
+		done &&
+		test ! -e "$SBX_HOME/names/lim"
+	'
+fi
+
+test_expect_success 'a boot that does not finish: create fails in one line after SBX_GVISOR_BOOT_TIMEOUT; nothing is left' '
+	n0=$(ls "$SBX_HOME/sandboxes" | wc -l) && touch hold &&
+	SBX_TEST_HOLD_AT=gvisor-boot SBX_TEST_HOLD_FILE=$PWD/hold SBX_GVISOR_BOOT_TIMEOUT=2 \
+		expect_code 125 sbx create --name gt --runtime gvisor 2>err &&
+	rm -f hold && expect_one_error_line err "^sbx: error: .*gVisor did not start within 2 s" &&
+	test_eq "$n0" "$(ls "$SBX_HOME/sandboxes" | wc -l)" && test ! -e "$SBX_HOME/names/gt" &&
+	expect_code 125 env SBX_GVISOR_BOOT_TIMEOUT=soon "$SBX" create --name gt --runtime gvisor 2>err &&
+	expect_one_error_line err "SBX_GVISOR_BOOT_TIMEOUT must be a number" &&
+	: "control: the same create without the hold" &&
+	SBX_GVISOR_BOOT_TIMEOUT=60 sbx create --name gt --runtime gvisor >/dev/null &&
+	test_eq running "$(sb_state gt)" && sbx rm -f gt >/dev/null
+'
+
+test_expect_success 'gVisor'"'"'s kernel gone: inspect says error and why, exec refuses in one line (125); rm cleans' '
+	sbx create --name gd --runtime gvisor >/dev/null &&
+	test_eq running "$(sb_state gd)" && test_eq alive "$(sbx exec gd echo alive)" &&
+	read -r spid _ <"$(sb_dir gd)/gvisor/sentry" &&
+	tr "\0" " " <"/proc/$spid/cmdline" | test_grep "^runsc-sandbox " &&
+	kill -9 "$spid" &&
+	for i in $(seq 50); do [ "$(sb_state gd)" = error ] && break; sleep 0.2; done &&
+	sbx inspect gd >jd &&
+	json_assert jd "assert r[\"state\"] == \"error\" and \"gVisor kernel\" in r[\"state_reason\"], r" &&
+	expect_code 125 sbx exec gd true 2>err &&
+	expect_one_error_line err "^sbx: error: sandbox .gd. is in error: its gVisor kernel" &&
+	sbx rm -f gd >/dev/null && expect_code 125 sbx inspect gd 2>/dev/null
 '
 
 test_expect_success 'rm: no runsc process left' '

@@ -364,4 +364,37 @@ test_expect_success 'sbx update --secret refused: a sandbox without secrets, a h
 	test_grep -F "elsewhere.test is not in the allow list" err
 '
 
+# --runtime gvisor: the same sandbox's CA, bound over the system's bundle by sbx (gVisor's
+# kernel sees none of init's mounts), and the same proxy
+if [ -x "${SBX_RUNSC:-/usr/bin/runsc}" ]; then
+	test_expect_success '--runtime gvisor: the CA in the bundle programs read by default; the value put in' '
+		sbx create --name gsec --runtime gvisor "${NET[@]}" --secret API_KEY@api.test >/dev/null &&
+		sbx exec gsec sh -c "echo \$API_KEY" >ph &&
+		test_match "^sbx-secret-[A-Za-z0-9]{32}\$" "$(cat ph)" && test_grep ! -F "$VALUE" ph &&
+		: >recv.log &&
+		sbx exec gsec sh -c "env -u SSL_CERT_FILE -u CURL_CA_BUNDLE curl -sS --max-time 20 -H \"x-api-key: \$API_KEY\" https://api.test:8443/gsys" >out 2>err &&
+		test_eq "ok api" "$(cat out)" && test_eq "$VALUE" "$(received x-api-key)" &&
+		sbx exec gsec cat /etc/ssl/certs/ca-certificates.crt >b &&
+		sbx exec gsec cat /run/sbx/ca-bundle.crt >r && test_file_eq r b &&
+		n=$(stat -c %s /etc/ssl/certs/ca-certificates.crt) &&
+		head -c "$n" b | cmp - /etc/ssl/certs/ca-certificates.crt &&
+		tail -c +"$((n + 1))" b >ca.in && test_file_eq "$(sb_dir gsec)/secrets/ca.crt" ca.in &&
+		: "control: without --secret, the host'"'"'s bundle as it is" &&
+		sbx create --name gnosec --runtime gvisor "${NET[@]}" >/dev/null &&
+		sbx exec gnosec cat /etc/ssl/certs/ca-certificates.crt | cmp - /etc/ssl/certs/ca-certificates.crt &&
+		sbx rm -f gsec gnosec >/dev/null
+	'
+
+	test_expect_success '--runtime gvisor on an image: the image'"'"'s own bundle, with the CA after it' '
+		sbx create --name gsecimg --runtime gvisor --image localhost/secbb:2 "${NET[@]}" --secret API_KEY@api.test >/dev/null &&
+		sbx exec gsecimg cat /etc/ssl/certs/ca-certificates.crt >b &&
+		{ cat bctx/bundle.crt "$(sb_dir gsecimg)/secrets/ca.crt"; } >want && test_file_eq want b &&
+		sbx exec gsecimg sh -c "echo \$SSL_CERT_FILE; cat /run/sbx/ca-bundle.crt" >r &&
+		test_eq /run/sbx/ca-bundle.crt "$(head -n 1 r)" && tail -n +2 r | cmp - want &&
+		sbx rm -f gsecimg >/dev/null
+	'
+else
+	test_skip '--secret under --runtime gvisor' 'no runsc (scripts/install-deps installs it)'
+fi
+
 test_done

@@ -743,6 +743,14 @@ static int exec_run(struct sbx_ctx *ctx, const struct sbx_record *rec,
 int local_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sbx_exec_opts *o,
 	       int *ret_status, struct sbx_err *err)
 {
+	const char *label = rec->name ? rec->name : rec->id;
+	char why[300];
+
+	/* a gVisor sandbox whose gVisor kernel ended: nothing can run in it */
+	if (local_gvisor(rec) && local_gvisor_gone(rec, why, sizeof(why)))
+		return sbx_err_set(err, SBX_E_STATE,
+				   "sandbox '%s' is in error: %s; remove it with 'sbx rm -f %s'",
+				   label, why, label);
 	if (local_gvisor(rec))
 		return local_gvisor_exec(ctx, rec, o, ret_status, err);
 	if (o->detach)

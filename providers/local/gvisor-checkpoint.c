@@ -433,16 +433,16 @@ static int checkpoint(const struct sbx_record *rec, struct sbx_err *err)
 
 static int gvisor_restore(const struct local_boot *b, char *msg, size_t len)
 {
-	struct sbx_err err = { 0 };
+	const char *dir = b->setup->dir;
 	struct note n;
 	struct stat st;
-	_cleanup_free_ char *ck = local_checkpoint_dir(b->dir);
+	_cleanup_free_ char *ck = local_checkpoint_dir(dir);
 	_cleanup_free_ char *aside = xasprintf("%s/restore", ck);
-	_cleanup_free_ char *from = image_dir(b->dir);
+	_cleanup_free_ char *from = image_dir(dir);
 
-	read_note(b->dir, &n);
+	read_note(dir, &n);
 	if (!from) {
-		snprintf(msg, len, "the checkpoint of '%s' is gone", b->dir);
+		snprintf(msg, len, "the checkpoint of '%s' is gone", dir);
 		return -1;
 	}
 	/* set aside first: an image that ran is never restored again */
@@ -455,52 +455,34 @@ static int gvisor_restore(const struct local_boot *b, char *msg, size_t len)
 		return -1;
 	}
 	sbx_test_hook("restore-set-aside");
-	_cleanup_free_ char *logp = xasprintf("%s/gvisor/runsc.log", b->dir);
+	_cleanup_free_ char *logp = xasprintf("%s/gvisor/runsc.log", dir);
 	_cleanup_close_ int logfd = open(logp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 					 0600);
 	if (logfd < 0) {
 		snprintf(msg, len, "cannot create '%s': %s", logp, strerror(errno));
 		return -1;
 	}
-	struct local_runsc r = { .dir = b->dir,
-				 .init = b->init,
-				 .map_range = b->map_range,
-				 .net_none = b->net_none,
-				 .checkpoint = true,
-				 .fd = { -1, -1, logfd } };
-	char *rst[] = { "restore",
-			"--detach",
-			"--bundle=/tmp/bundle",
-			"--image-path=/tmp/checkpoint/restore",
-			(char *)b->id,
-			NULL };
-	/* runsc's processes are charged to the sandbox and frozen with it */
-	pid_t pid = local_runsc_spawn(&r, rst, &err);
-	int ws = pid < 0 ? -1 : local_runsc_wait(pid);
-	if (ws == 0) {
+	char why[1024];
+	if (local_gvisor_start(b->setup, b->init, "restore", logfd, why, sizeof(why)) == 0) {
 		/* it ran: the image is spent */
 		sbx_test_hook("restore-ran");
-		_cleanup_free_ char *np = note_path(b->dir);
+		_cleanup_free_ char *np = note_path(dir);
 		(void)unlink(np);
 		(void)sbx_rm_rf(aside);
 		return 0;
 	}
-	char why[1024];
-	if (pid < 0)
-		snprintf(why, sizeof(why), "%s", err.msg);
-	else
-		log_tail(logfd, why, sizeof(why), "no message");
 	if (n.present && !n.written) {
 		/* an image whose writing was cut short, and that does not restore: it goes */
-		tidy(b->dir);
-		snprintf(msg, len,
-			 "runsc restore failed: %s; its checkpoint was cut short and is removed "
-			 "(the next resume starts it on its files)",
-			 why);
+		tidy(dir);
+		snprintf(
+			msg, len,
+			"%s; its checkpoint was cut short and is removed (the next resume starts it "
+			"on its files)",
+			why);
 		return -1;
 	}
 	(void)carry_files(aside, ck, CARRY_MOVE, 0, 0);
-	snprintf(msg, len, "runsc restore failed: %s", why);
+	snprintf(msg, len, "%s", why);
 	return -1;
 }
 
@@ -511,7 +493,6 @@ static int gvisor_snapshot(const struct sbx_record *rec, const char *to,
 			   struct sbx_err *err)
 {
 	struct local_pids pids;
-	struct local_idmap m;
 	char msg[600];
 
 	if (checkpoint(rec, err) < 0)
@@ -526,19 +507,11 @@ static int gvisor_snapshot(const struct sbx_record *rec, const char *to,
 	if (r == 0)
 		r = stopped(arg, err);
 	/* and it runs on from the image, whatever happened */
-	local_idmap_of(rec, &m);
 	local_gvisor_state_reset(rec->dir);
-	struct local_boot b = { .dir = rec->dir,
-				.id = rec->id,
-				.map_range = m.kind != LOCAL_MAP_SELF,
-				.net_none = true };
-	if (local_read_pids(rec->dir, &pids) < 0) {
+	if (local_read_pids(rec->dir, &pids) < 0)
 		snprintf(msg, sizeof(msg), "its init is gone");
-	} else {
-		b.init = pids.init_pid;
-		if (gvisor_restore(&b, msg, sizeof(msg)) == 0)
-			return r;
-	}
+	else if (local_gvisor_reboot(rec, pids.init_pid, msg, sizeof(msg)) == 0)
+		return r;
 	if (r == 0)
 		sbx_err_set(err, SBX_E_SYSTEM,
 			    "cannot start sandbox '%s' again: %s (it is stopped; 'sbx resume %s' "

@@ -9,12 +9,15 @@
  *    for an ordinary user exactly as for root), in init's network namespace and, for run and
  *    restore, with its children in init's pid namespace: the sentry and the gofer die with
  *    init, so rm, release, a killed supervisor or a crashed CLI leave no runsc process behind;
- *  - in a mount namespace of its own (made by each runsc call, gone with it) whose /tmp is a
- *    small tmpfs holding the sandbox's trees at fixed paths: /tmp/rootfs (DIR/root), /tmp/bundle
- *    (DIR/gvisor/bundle: config.json, written by sbx with jansson), /tmp/state (runsc's --root,
- *    DIR/gvisor/state) and /tmp/checkpoint; run by root, the trees are cloned (open_tree) before
- *    joining, as the supervisor does for init; runsc is /usr/bin/runsc or $SBX_RUNSC (absolute),
- *    run with an empty environment;
+ *  - in a root of its own (gvisor-runsc.c: a tmpfs pivoted into by each runsc call, gone with
+ *    it) that holds nothing of the host but the system view the bundle binds read-only, /proc
+ *    and a few devices, and under /tmp the sandbox's trees at fixed paths: rootfs (init's
+ *    root), state (runsc's --root, DIR/gvisor/state), checkpoint, and sbx/ with the bundle
+ *    and what it binds. runsc's gofer opens every mount source by path there, so none of them
+ *    is a path the sandbox can change: its hostname and hosts are files sbx writes in
+ *    DIR/gvisor/etc (not the sandbox's /run/sbx), its /tmp is opened without following a link.
+ *    Run by root, the trees are cloned (open_tree) before joining, as the supervisor does for
+ *    init; runsc is run from a descriptor, with an empty environment;
  *  - runsc's control socket is an abstract one, so it lives in the network namespace runsc ran
  *    in: every later runsc call (exec, checkpoint) joins the same namespaces;
  *  - the network: --net allow=/open gives runsc --network=host in init's network namespace, so
@@ -23,12 +26,18 @@
  *    --network=none, gVisor's own network stack with loopback only. gVisor cannot checkpoint
  *    a sandbox on the host's network stack, so pause --checkpoint needs --net none;
  *  - cgroups: runsc runs with --ignore-cgroups and sits in the sandbox's cgroups (the
- *    supervisor's child, moved into them), so --memory, --pids-limit and --cpus bound the
- *    sentry and the gofer as a whole, and pause freezes them (the sandbox's CPU time stands
- *    still) exactly as a local sandbox's;
- *  - files: the root is DIR/root with the host's system view bound read-only, as a local
- *    sandbox's, served by the gofer with --file-access=shared, so sbx cp (which writes the same
- *    tree through init's mount namespace) and the sandbox see each other's writes;
+ *    supervisor's child, moved into them), so the host's limits bound the sentry and the gofer
+ *    as a whole, and pause freezes them (the sandbox's CPU time stands still) exactly as a
+ *    local sandbox's; the limits asked for are kept inside gVisor (see "limits" below);
+ *  - files: the root is init's (DIR/root with the host's system view bound read-only as a
+ *    local sandbox's; an image's overlay; the --disk), served by the gofer with
+ *    --file-access=shared, so sbx cp (which writes the same tree through init's mount
+ *    namespace) and the sandbox see each other's writes; --volume binds the caller's trees;
+ *    --secret binds the sandbox's trust bundle with its CA over the system's, as init does;
+ *  - the first process is sbx-ginit (trampoline/ginit.c), sbx's own, bound read-only at
+ *    /dev/.sbx-init: it reaps orphans and is the sandbox's out-of-memory killer;
+ *  - state: the sentry is recorded at boot (DIR/gvisor/sentry); once it ended while init runs,
+ *    the sandbox is in error (inspect says why, exec refuses in one line);
  *  - checkpoints (gvisor-checkpoint.c, struct local_runtime_ops: what a microVM runtime would
  *    fill in too): pause --checkpoint runs runsc checkpoint into DIR/gvisor/checkpoint (the
  *    sandbox's processes and memory; they end) and releases the rest; resume boots again and
@@ -46,23 +55,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <poll.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "core/json.h"
 #include "core/proc.h"
-#include "core/strbuf.h"
-
-#ifndef MOVE_MOUNT_F_EMPTY_PATH
-#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004
-#endif
 
 bool local_gvisor(const struct sbx_record *rec)
 {
@@ -100,22 +98,47 @@ int local_gvisor_check(const struct sbx_record *rec, struct sbx_err *err)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "--runtime gvisor does not take --net host (its sandbox has a "
 				   "network namespace of its own)");
-	if (c->image.layers && c->image.layers[0])
-		return sbx_err_set(err, SBX_E_UNSUPPORTED,
-				   "--runtime gvisor does not take --image yet (it runs on the "
-				   "host's system view)");
+	if (local_gvisor_netstack(c) && c->net.n_host_ports)
+		return sbx_err_set(
+			err, SBX_E_UNSUPPORTED,
+			"--runtime gvisor --net none (run by root) runs gVisor's own "
+			"network stack, where --host-port's forwarder cannot listen: use "
+			"--net allow= for a sandbox without egress but its --host-port");
 	if (c->nested)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
-				   "--runtime gvisor does not take --nested");
-	if (c->disk > 0)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--runtime gvisor does not take --disk");
-	if (c->n_volumes)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED,
-				   "--runtime gvisor does not take --volume yet");
-	if (c->n_secrets)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED,
-				   "--runtime gvisor does not take --secret yet");
+				   "--runtime gvisor does not take --nested (gVisor's kernel makes "
+				   "no namespaces for the sandbox's processes to nest)");
 	return 0;
+}
+
+/* --- limits --------------------------------------------------------------------------------
+ * gVisor's kernel runs in the sandbox's cgroups with its processes, and both its memory and
+ * its threads count there: the sentry's own (a few dozen), a host thread or two per process
+ * of the sandbox (ptrace's stubs), the gofer's. A cgroup limit reached kills or starves gVisor
+ * as a whole. So the limits the sandbox asks for are kept inside gVisor, and the host's
+ * cgroups hold the sandbox, gVisor and all, with room beside them:
+ *  - --memory M: gVisor's kernel is told it has M (its /proc/meminfo says so), and sbx-ginit,
+ *    the sandbox's first process, kills the process holding the most memory once the
+ *    sandbox's processes hold more than M between them (gVisor 20221219 has no limit of its
+ *    own: its memory cgroup only counts); the host's cgroup holds the whole at
+ *    M + max(256 MiB, M/4);
+ *  - --pids-limit N: RLIMIT_NPROC N for the sandbox's processes, which gVisor counts per user
+ *    over the sandbox (threads included) and refuses past (EAGAIN), as Linux does; its pids
+ *    cgroup is mounted nowhere a process exec'd into the sandbox starts in. ptrace's stubs
+ *    take a dozen host threads and more per process, so the host's pids cgroup holds the whole
+ *    at 32N + 512;
+ *  - --cpus: the host's CPU quota, and gVisor sees as many CPUs as init may use. */
+#define GV_MEM_ROOM (256LL << 20)
+#define GV_PIDS_PER 32
+#define GV_PIDS_ROOM 512
+
+void local_gvisor_host_limits(const struct sbx_config *c, struct local_limits *lim)
+{
+	lim->memory = c->memory > 0
+		? c->memory + (c->memory / 4 > GV_MEM_ROOM ? c->memory / 4 : GV_MEM_ROOM)
+		: 0;
+	lim->pids = c->pids_limit > 0 ? GV_PIDS_PER * c->pids_limit + GV_PIDS_ROOM : 0;
+	lim->cpu_millis = c->cpu_millis;
 }
 
 /* --- the bundle -------------------------------------------------------------------------- */
@@ -164,7 +187,6 @@ static json_t *bundle_config(const struct sbx_record *rec)
 					    "CAP_KILL",
 					    "CAP_AUDIT_WRITE",
 					    NULL };
-	static const char *const sleeper[] = { "/bin/sleep", "infinity", NULL };
 	json_t *cfg = json_object();
 	json_t *proc = json_object();
 	json_t *user = json_object();
@@ -174,7 +196,16 @@ static json_t *bundle_config(const struct sbx_record *rec)
 	json_object_set_new(user, "uid", json_integer(0));
 	json_object_set_new(user, "gid", json_integer(0));
 	json_object_set_new(proc, "user", user);
-	json_object_set_new(proc, "args", strv_array(sleeper));
+	/* the first process is sbx's own (gvisor-runsc.c binds it), never one of the sandbox's
+	 * files; with --memory it watches what the sandbox's processes hold */
+	json_t *args = json_array();
+	json_array_append_new(args, json_string("/dev/.sbx-init"));
+	if (c->memory > 0) {
+		char kib[32];
+		snprintf(kib, sizeof(kib), "%lld", c->memory / 1024);
+		json_array_append_new(args, json_string(kib));
+	}
+	json_object_set_new(proc, "args", args);
 	json_array_append_new(env,
 			      json_string("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
 					  "/usr/bin:/sbin:/bin"));
@@ -184,7 +215,7 @@ static json_t *bundle_config(const struct sbx_record *rec)
 	for (char **e = c->env; e && *e; e++)
 		json_array_append_new(env, json_string(*e));
 	json_object_set_new(proc, "env", env);
-	json_object_set_new(proc, "cwd", json_string(c->workdir ? c->workdir : "/workspace"));
+	json_object_set_new(proc, "cwd", json_string("/"));
 	json_t *cp = json_object();
 	json_object_set_new(cp, "bounding", strv_array(caps));
 	json_object_set_new(cp, "effective", strv_array(caps));
@@ -195,6 +226,14 @@ static json_t *bundle_config(const struct sbx_record *rec)
 	json_object_set_new(nofile, "hard", json_integer(65536));
 	json_object_set_new(nofile, "soft", json_integer(65536));
 	json_array_append_new(rl, nofile);
+	if (c->pids_limit > 0) {
+		/* --pids-limit: each user's processes and threads, counted by gVisor */
+		json_t *nproc = json_object();
+		json_object_set_new(nproc, "type", json_string("RLIMIT_NPROC"));
+		json_object_set_new(nproc, "hard", json_integer(c->pids_limit));
+		json_object_set_new(nproc, "soft", json_integer(c->pids_limit));
+		json_array_append_new(rl, nproc);
+	}
 	json_object_set_new(proc, "rlimits", rl);
 	json_object_set_new(proc, "noNewPrivileges", json_true());
 	json_object_set_new(cfg, "process", proc);
@@ -209,11 +248,13 @@ static json_t *bundle_config(const struct sbx_record *rec)
 	json_array_append_new(mounts, mount_json("/proc", "proc", "proc", "nosuid,noexec,nodev"));
 	json_array_append_new(mounts,
 			      mount_json("/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro"));
-	/* the host's system view, read-only, as a local sandbox's (links were copied into
-	 * root/ at create) */
+	/* every source is a path of runsc's own root (gvisor-runsc.c), none the sandbox's: the
+	 * host's system view, read-only, as a local sandbox's (links were copied into root/ at
+	 * create; an image brings its own) */
 	static const char *const sys[] = { "usr",   "bin",   "sbin",   "lib",
 					   "lib32", "lib64", "libx32", "etc" };
-	for (size_t i = 0; i < ARRAY_SIZE(sys); i++) {
+	bool image = c->image.layers && c->image.layers[0];
+	for (size_t i = 0; i < (image ? 0 : ARRAY_SIZE(sys)); i++) {
 		char host[64];
 		struct stat st;
 		snprintf(host, sizeof(host), "/%s", sys[i]);
@@ -221,14 +262,25 @@ static json_t *bundle_config(const struct sbx_record *rec)
 			continue;
 		json_array_append_new(mounts, mount_json(host, "bind", host, "rbind,ro,nosuid"));
 	}
+	/* the sandbox's hostname and hosts, which sbx writes in DIR/gvisor/etc */
 	json_array_append_new(
-		mounts,
-		mount_json("/etc/hostname", "bind", "/tmp/rootfs/run/sbx/hostname", "bind,ro"));
-	json_array_append_new(
-		mounts, mount_json("/etc/hosts", "bind", "/tmp/rootfs/run/sbx/hosts", "bind,ro"));
+		mounts, mount_json("/etc/hostname", "bind", "/tmp/sbx/etc/hostname", "bind,ro"));
+	json_array_append_new(mounts,
+			      mount_json("/etc/hosts", "bind", "/tmp/sbx/etc/hosts", "bind,ro"));
 	/* the sandbox's /tmp is its own files (gVisor would put a tmpfs there that cp cannot
 	 * reach) */
-	json_array_append_new(mounts, mount_json("/tmp", "bind", "/tmp/rootfs/tmp", "rbind,rw"));
+	json_array_append_new(mounts, mount_json("/tmp", "bind", "/tmp/sbx/tmp", "bind,rw"));
+	/* the first process, sbx-ginit */
+	json_array_append_new(mounts,
+			      mount_json("/dev/.sbx-init", "bind", "/tmp/sbx/init", "bind,ro"));
+	/* --volume: the caller's trees, id-mapped for a sandbox run by root as init's are */
+	for (size_t i = 0; i < c->n_volumes; i++) {
+		char src[64];
+		snprintf(src, sizeof(src), "/tmp/sbx/vol/%zu", i);
+		json_array_append_new(mounts,
+				      mount_json(c->volumes[i].dest, "bind", src,
+						 c->volumes[i].ro ? "rbind,ro" : "rbind,rw"));
+	}
 	json_object_set_new(cfg, "mounts", mounts);
 
 	json_t *lnx = json_object();
@@ -275,20 +327,37 @@ static void empty_dir(const char *path)
 	closedir(d);
 }
 
-int local_gvisor_prepare(const struct sbx_record *rec, uid_t uid, gid_t gid, struct sbx_err *err)
+int local_gvisor_prepare(const struct sbx_record *rec, uid_t uid, gid_t gid, const char *hosts,
+			 struct sbx_err *err)
 {
 	_cleanup_free_ char *g = xasprintf("%s/gvisor", rec->dir);
 	_cleanup_free_ char *b = xasprintf("%s/gvisor/bundle", rec->dir);
 	_cleanup_free_ char *st = xasprintf("%s/gvisor/state", rec->dir);
 	_cleanup_free_ char *ck = xasprintf("%s/gvisor/checkpoint", rec->dir);
+	_cleanup_free_ char *etc = xasprintf("%s/gvisor/etc", rec->dir);
 	_cleanup_free_ char *cf = xasprintf("%s/gvisor/bundle/config.json", rec->dir);
+	_cleanup_free_ char *hn = xasprintf("%s\n", local_hostname(rec));
 
 	if (!local_runsc_path())
 		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--runtime gvisor needs runsc");
 	if ((mkdir(g, 0700) < 0 && errno != EEXIST) || own_dir(b, uid, gid, err) < 0 ||
-	    own_dir(st, uid, gid, err) < 0 || own_dir(ck, uid, gid, err) < 0)
+	    own_dir(st, uid, gid, err) < 0 || own_dir(ck, uid, gid, err) < 0 ||
+	    (mkdir(etc, 0755) < 0 && errno != EEXIST))
 		return err->kind ? -1 : sbx_err_errno(err, "cannot create '%s'", g);
 	empty_dir(st);
+	/* sbx's, not the sandbox's: sandbox root owns neither them nor their directory */
+	struct {
+		const char *name, *text;
+	} files[] = { { "hostname", hn }, { "hosts", hosts } };
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		_cleanup_free_ char *f = xasprintf("%s/%s", etc, files[i].name);
+		if (sbx_write_atomic(f, files[i].text, strlen(files[i].text), false, err) < 0)
+			return -1;
+		if (chmod(f, 0644) < 0)
+			return sbx_err_errno(err, "cannot write '%s'", f);
+	}
+	if (chmod(etc, 0755) < 0)
+		return sbx_err_errno(err, "cannot write '%s'", etc);
 	json_t *cfg = bundle_config(rec);
 	char *text = json_dumps(cfg, JSON_INDENT(1) | JSON_SORT_KEYS);
 	json_decref(cfg);
@@ -301,191 +370,129 @@ int local_gvisor_prepare(const struct sbx_record *rec, uid_t uid, gid_t gid, str
 	return 0;
 }
 
-/* --- running runsc ----------------------------------------------------------------------- */
-
-static _noreturn_ void child_fail(const char *what)
-{
-	char buf[300];
-	int n = snprintf(buf, sizeof(buf), "sbx: error: runsc: cannot %s: %s\n", what,
-			 strerror(errno));
-	(void)!write(2, buf, n > 0 && (size_t)n < sizeof(buf) ? (size_t)n : 0);
-	_exit(125);
-}
-
-static int attach(int fd, const char *at)
-{
-	if (mkdir(at, 0755) < 0 && errno != EEXIST)
-		return -1;
-	return (int)syscall(SYS_move_mount, fd, "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH);
-}
-
-static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *args,
-				   const char *runsc, pid_t caller)
-{
-	static const char *const names[] = { "rootfs", "bundle", "state", "checkpoint" };
-	static const char *const sub[] = { "root", "gvisor/bundle", "gvisor/state",
-					   "gvisor/checkpoint" };
-	size_t n = r->checkpoint ? 4 : 3;
-	int fds[4] = { -1, -1, -1, -1 };
-	char p[PATH_MAX];
-
-	for (int i = 0; i < 3; i++) {
-		int fd = r->fd[i] >= 0 ? r->fd[i] : open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (fd < 0 || dup2(fd, i) < 0)
-			_exit(125);
-	}
-	/* nothing of the caller stays open (a lock held by the waiting parent would stay held) */
-	syscall(SYS_close_range, 3, ~0U, 0);
-	/* run by root: the trees are ours to clone before we become sandbox root */
-	bool clone_first = geteuid() == 0;
-	for (size_t i = 0; clone_first && i < n; i++) {
-		snprintf(p, sizeof(p), "%s/%s", r->dir, sub[i]);
-		if ((fds[i] = local_clone_tree(p)) < 0)
-			child_fail("open the sandbox's files");
-	}
-	/* the sandbox's cgroups, its freezer too: runsc's processes are its processes */
-	if (local_cgroup_enter(r->dir, getpid()) < 0 && geteuid() == 0)
-		child_fail("join the sandbox's cgroups");
-	int pidfd = sbx_pidfd_open(r->init);
-	if (pidfd < 0)
-		child_fail("find the sandbox's init");
-	if (setns(pidfd, CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWPID) < 0)
-		child_fail("join the sandbox's namespaces");
-	if ((r->map_range && setgroups(0, NULL) < 0) || setresgid(0, 0, 0) < 0 ||
-	    setresuid(0, 0, 0) < 0)
-		child_fail("become root in the sandbox");
-	/* set once our ids are what they stay (a change of them clears it) */
-	if (r->die_with_caller && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != caller))
-		_exit(125);
-	/* a process whose children's pid namespace is not its own makes no threads: runsc runs
-	 * in a child of ours, born in init's pid namespace, and we wait for it */
-	{
-		int alive[2] = { -1, -1 };
-		if (r->die_with_caller && pipe2(alive, O_CLOEXEC) < 0)
-			child_fail("make a pipe");
-		pid_t c = fork();
-		if (c < 0)
-			child_fail("fork");
-		if (c > 0) {
-			int st = local_runsc_wait(c);
-			_exit(st < 0 ? 125 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
-		}
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-		/* our parent, outside our pid namespace, is beyond getppid(): gone already, its
-		 * end of the pipe says so */
-		struct pollfd pf = { .fd = alive[0], .events = POLLIN };
-		if (r->die_with_caller && (close(alive[1]) < 0 || poll(&pf, 1, 0) != 0))
-			_exit(125);
-	}
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		child_fail("make a mount namespace");
-	/* an ordinary user's trees are cloned now, before the tmpfs hides them (its store may
-	 * be under /tmp) */
-	for (size_t i = 0; i < n; i++) {
-		snprintf(p, sizeof(p), "%s/%s", r->dir, sub[i]);
-		if (fds[i] < 0 && (fds[i] = local_clone_tree(p)) < 0)
-			child_fail("open the sandbox's files");
-	}
-	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
-		child_fail("mount a tmpfs at /tmp");
-	/* the /proc of the pid namespace runsc runs in (runsc reads its own and its children's) */
-	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		child_fail("mount /proc");
-	for (size_t i = 0; i < n; i++) {
-		char at[64];
-		snprintf(at, sizeof(at), "/tmp/%s", names[i]);
-		if (attach(fds[i], at) < 0)
-			child_fail("attach the sandbox's files");
-		close(fds[i]);
-	}
-	/* runsc's global flags, then the caller's */
-	size_t na = 0;
-	while (args[na])
-		na++;
-	const char **argv = xcalloc(na + 8, sizeof(char *));
-	size_t k = 0;
-	argv[k++] = "runsc";
-	argv[k++] = "--root=/tmp/state";
-	argv[k++] = "--ignore-cgroups";
-	argv[k++] = "--file-access=shared";
-	argv[k++] = r->net_none ? "--network=none" : "--network=host";
-	for (size_t i = 0; i < na; i++)
-		argv[k++] = args[i];
-	argv[k] = NULL;
-	if (chdir("/tmp") < 0)
-		child_fail("enter /tmp");
-	char *envp[] = { NULL };
-	execve(runsc, (char *const *)argv, envp);
-	child_fail("run runsc");
-}
-
-pid_t local_runsc_spawn(const struct local_runsc *r, char *const *args, struct sbx_err *err)
-{
-	const char *runsc = local_runsc_path();
-
-	if (!runsc)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--runtime gvisor needs runsc");
-	fflush(NULL);
-	pid_t caller = getpid();
-	pid_t pid = fork();
-	if (pid < 0)
-		return sbx_err_errno(err, "cannot start runsc");
-	if (pid == 0)
-		runsc_child(r, args, runsc, caller);
-	return pid;
-}
-
-int local_runsc_wait(pid_t pid)
-{
-	int st;
-
-	for (;;) {
-		pid_t w = waitpid(pid, &st, 0);
-		if (w == pid)
-			return st;
-		if (w < 0 && errno != EINTR)
-			return -1;
-	}
-}
-
 /* --- boot (the supervisor) ---------------------------------------------------------------- */
 
-int local_gvisor_boot(const char *dir, const char *id, pid_t init, bool map_range, bool net_none,
-		      char *msg, size_t len)
+/* waits up to ms for pid (a child) to end: its wait status, -1 on error, -2 on time out (it
+ * is then killed and reaped) */
+static int wait_for(pid_t pid, long long ms)
+{
+	int pidfd = sbx_pidfd_open(pid);
+
+	if (pidfd >= 0) {
+		int r = sbx_pidfd_wait(pidfd, ms > INT_MAX ? INT_MAX : (int)ms);
+		close(pidfd);
+		if (r < 0) {
+			kill(pid, SIGKILL);
+			(void)local_runsc_wait(pid);
+			return -2;
+		}
+	}
+	return local_runsc_wait(pid);
+}
+
+/* the sandbox's gVisor kernel: runsc's sandbox process, in init's pid namespace, recorded in
+ * DIR/gvisor/sentry ("PID START") for the state to be looked at */
+static void record_sentry(const char *dir, pid_t init)
+{
+	_cleanup_free_ pid_t *v = NULL;
+	size_t n = local_ns_members(init, &v);
+
+	for (size_t i = 0; i < n; i++) {
+		char p[64];
+		size_t len = 0;
+		snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)v[i]);
+		_cleanup_free_ char *cmd = sbx_read_file(p, 4096, &len);
+		unsigned long long start;
+		if (!cmd || !len || strcmp(cmd, "runsc-sandbox") != 0 ||
+		    sbx_proc_starttime(v[i], &start) < 0)
+			continue;
+		_cleanup_free_ char *f = xasprintf("%s/gvisor/sentry", dir);
+		_cleanup_free_ char *text = xasprintf("%d %llu\n", (int)v[i], start);
+		struct sbx_err err = { 0 };
+		(void)sbx_write_atomic(f, text, strlen(text), false, &err);
+		return;
+	}
+}
+
+bool local_gvisor_gone(const struct sbx_record *rec, char *why, size_t len)
+{
+	_cleanup_free_ char *f = xasprintf("%s/gvisor/sentry", rec->dir);
+	_cleanup_free_ char *text = sbx_read_file(f, 128, NULL);
+	long long pid = 0;
+	unsigned long long start = 0;
+
+	if (!text || sscanf(text, "%lld %llu", &pid, &start) != 2 || pid <= 0 ||
+	    sbx_proc_alive((pid_t)pid, start))
+		return false;
+	long long oom = local_cgroup_oom_kills(rec->dir);
+	if (oom > 0)
+		snprintf(why, len,
+			 "its gVisor kernel (runsc) was killed for memory: the sandbox and gVisor "
+			 "together went past what the host's cgroup holds them to (--memory and "
+			 "gVisor's own)");
+	else
+		snprintf(why, len, "its gVisor kernel (runsc) has ended");
+	return true;
+}
+
+long long local_gvisor_oom_kills(const char *dir)
+{
+	_cleanup_free_ char *p = xasprintf("%s/gvisor/runsc.log", dir);
+	_cleanup_free_ char *t = sbx_read_file(p, 1 << 20, NULL);
+	static const char mark[] = "sbx: out of memory: ";
+	long long n = 0;
+
+	for (char *l = t; l && *l;) {
+		if (strncmp(l, mark, sizeof(mark) - 1) == 0)
+			n++;
+		char *nl = strchr(l, '\n');
+		l = nl ? nl + 1 : NULL;
+	}
+	return n;
+}
+
+int local_gvisor_start(const struct local_setup *s, pid_t init, const char *image, int logfd,
+		       char *msg, size_t len)
 {
 	struct sbx_err err = { 0 };
+	long long timeout_s = 60;
+	const char *t = getenv("SBX_GVISOR_BOOT_TIMEOUT");
+	const char *what = image ? "restore" : "run";
 
-	/* a checkpoint: its processes restored instead (gvisor-checkpoint.c) */
-	if (local_runtime_gvisor.image_size(dir) >= 0) {
-		struct local_boot b = { .dir = dir,
-					.id = id,
-					.init = init,
-					.map_range = map_range,
-					.net_none = net_none };
-		return local_runtime_gvisor.restore(&b, msg, len);
-	}
-	/* runsc's messages: a file, as what runsc run is given becomes the stdio of the
-	 * sandbox's first process too (a pipe would never end) */
-	_cleanup_free_ char *logp = xasprintf("%s/gvisor/runsc.log", dir);
-	int logfd = open(logp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (logfd < 0) {
-		snprintf(msg, len, "cannot create '%s': %s", logp, strerror(errno));
+	if (t && *t && sbx_parse_int(t, 1, 86400, &timeout_s) < 0) {
+		snprintf(msg, len, "SBX_GVISOR_BOOT_TIMEOUT must be a number of seconds, not '%s'",
+			 t);
 		return -1;
 	}
-	struct local_runsc r = { .dir = dir,
+	_cleanup_free_ char *sentry = xasprintf("%s/gvisor/sentry", s->dir);
+	(void)unlink(sentry);
+	struct local_runsc r = { .dir = s->dir,
 				 .init = init,
-				 .map_range = map_range,
-				 .net_none = net_none,
-				 .fd = { -1, -1, logfd } };
-	char *run[] = { "run", "--detach", "--bundle=/tmp/bundle", (char *)id, NULL };
+				 .map_range = s->map.kind != LOCAL_MAP_SELF,
+				 .net_none = local_gvisor_netstack(s->config),
+				 .checkpoint = image != NULL,
+				 .fd = { -1, logfd, logfd },
+				 .setup = s };
+	_cleanup_free_ char *ip = image ? xasprintf("--image-path=/tmp/checkpoint/%s", image)
+					: NULL;
+	char *run[] = { "run", "--detach", "--bundle=/tmp/sbx/bundle", (char *)s->id, NULL };
+	char *rst[] = {
+		"restore", "--detach", "--bundle=/tmp/sbx/bundle", ip, (char *)s->id, NULL
+	};
 	/* runsc's processes are charged to the sandbox and frozen with it */
-	pid_t pid = local_runsc_spawn(&r, run, &err);
+	pid_t pid = local_runsc_spawn(&r, image ? rst : run, &err);
 	if (pid < 0) {
-		close(logfd);
 		snprintf(msg, len, "%s", err.msg);
 		return -1;
 	}
-	int st = local_runsc_wait(pid);
+	int st = wait_for(pid, timeout_s * 1000);
+	if (st == -2) {
+		snprintf(msg, len,
+			 "gVisor did not start within %lld s (runsc %s did not return; "
+			 "SBX_GVISOR_BOOT_TIMEOUT sets the wait)",
+			 timeout_s, what);
+		return -1;
+	}
 	if (st != 0) {
 		char out[1024];
 		ssize_t got = pread(logfd, out, sizeof(out) - 1, 0);
@@ -494,10 +501,54 @@ int local_gvisor_boot(const char *dir, const char *id, pid_t init, bool map_rang
 		while (n && out[n - 1] == '\n')
 			out[--n] = 0;
 		char *nl = strrchr(out, '\n');
-		close(logfd);
-		snprintf(msg, len, "runsc run failed: %s", nl ? nl + 1 : (n ? out : "no message"));
+		snprintf(msg, len, "runsc %s failed: %s", what,
+			 nl ? nl + 1 : (n ? out : "no message"));
 		return -1;
 	}
-	close(logfd);
+	record_sentry(s->dir, init);
 	return 0;
+}
+
+int local_gvisor_boot(const struct local_setup *s, pid_t init, char *msg, size_t len)
+{
+	/* a checkpoint: its processes restored instead (gvisor-checkpoint.c) */
+	if (local_runtime_gvisor.image_size(s->dir) >= 0) {
+		struct local_boot b = { .setup = s, .init = init };
+		return local_runtime_gvisor.restore(&b, msg, len);
+	}
+	/* runsc's messages: a file, as what runsc run is given becomes the stdio of the
+	 * sandbox's first process too (a pipe would never end) */
+	_cleanup_free_ char *logp = xasprintf("%s/gvisor/runsc.log", s->dir);
+	_cleanup_close_ int logfd = open(logp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+					 0600);
+	if (logfd < 0) {
+		snprintf(msg, len, "cannot create '%s': %s", logp, strerror(errno));
+		return -1;
+	}
+	return local_gvisor_start(s, init, NULL, logfd, msg, len);
+}
+
+int local_gvisor_reboot(const struct sbx_record *rec, pid_t init, char *msg, size_t len)
+{
+	const struct sbx_config *c = &rec->config;
+	struct local_setup s = { .dir = rec->dir,
+				 .id = rec->id,
+				 .config = c,
+				 .volumes = c->volumes,
+				 .n_volumes = c->n_volumes,
+				 .image = c->image.layers && c->image.layers[0],
+				 .gvisor = true };
+	_cleanup_free_ char *ca = NULL;
+
+	local_idmap_of(rec, &s.map);
+	s.map_range = s.map.kind == LOCAL_MAP_RANGE;
+	if (c->n_secrets) {
+		_cleanup_free_ char *cap = xasprintf("%s/secrets/ca.crt", rec->dir);
+		if (!(ca = sbx_read_file(cap, 1 << 16, NULL))) {
+			snprintf(msg, len, "cannot read '%s': %s", cap, strerror(errno));
+			return -1;
+		}
+		s.ca_pem = ca;
+	}
+	return local_gvisor_boot(&s, init, msg, len);
 }

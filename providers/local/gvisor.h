@@ -17,13 +17,29 @@ bool local_gvisor(const struct sbx_record *rec);
 bool local_gvisor_netstack(const struct sbx_config *c);
 /* create: what gVisor cannot honour, refused (UNSUPPORTED, one line) before anything is made */
 int local_gvisor_check(const struct sbx_record *rec, struct sbx_err *err);
-/* the CLI, before each boot: the OCI bundle (config.json) and runsc's state directory in
- * DIR/gvisor, owned by sandbox root (uid:gid) */
-int local_gvisor_prepare(const struct sbx_record *rec, uid_t uid, gid_t gid, struct sbx_err *err);
+/* the limits of the host's cgroups of a gVisor sandbox, for what c asks inside (gVisor's own
+ * processes need room beside the sandbox's: see gvisor.c) */
+void local_gvisor_host_limits(const struct sbx_config *c, struct local_limits *lim);
+/* the CLI, before each boot: the OCI bundle (config.json), runsc's state directory and the
+ * sandbox's /etc/hostname and /etc/hosts (hosts: its text) in DIR/gvisor, the first two owned
+ * by sandbox root (uid:gid) */
+int local_gvisor_prepare(const struct sbx_record *rec, uid_t uid, gid_t gid, const char *hosts,
+			 struct sbx_err *err);
 /* the supervisor, once init is ready: runsc run (or restore, from a checkpoint) inside the
- * sandbox's user, network and pid namespaces; -1 with msg on failure */
-int local_gvisor_boot(const char *dir, const char *id, pid_t init, bool map_range, bool net_none,
-		      char *msg, size_t len);
+ * sandbox's user, network and pid namespaces, waited for at most SBX_GVISOR_BOOT_TIMEOUT
+ * seconds (60); -1 with msg on failure */
+int local_gvisor_boot(const struct local_setup *s, pid_t init, char *msg, size_t len);
+/* runsc run, or restore from the image in DIR/gvisor/checkpoint/IMAGE, for sandbox s (its
+ * messages to logfd), waited for as the boot is; then its gVisor kernel recorded; -1 with msg */
+int local_gvisor_start(const struct local_setup *s, pid_t init, const char *image, int logfd,
+		       char *msg, size_t len);
+/* the processes sbx-ginit killed for --memory since the sandbox's last boot */
+long long local_gvisor_oom_kills(const char *dir);
+/* the same from the CLI, for a sandbox whose init runs (a snapshot's restore) */
+int local_gvisor_reboot(const struct sbx_record *rec, pid_t init, char *msg, size_t len);
+/* the sandbox's gVisor kernel (runsc's sandbox process, found at boot) has ended while its
+ * init runs: true, and why in why */
+bool local_gvisor_gone(const struct sbx_record *rec, char *why, size_t len);
 /* runsc's state of the sandbox emptied (before a new run or restore of the same id) */
 void local_gvisor_state_reset(const char *dir);
 /* sbx exec through runsc exec */
@@ -38,10 +54,8 @@ int local_gvisor_exec(struct sbx_ctx *ctx, const struct sbx_record *rec,
 
 /* what a boot restores with (the supervisor's, or a snapshot's in the CLI) */
 struct local_boot {
-	const char *dir, *id;
+	const struct local_setup *setup; /* the sandbox's (its directory, id, options) */
 	pid_t init;
-	bool map_range;
-	bool net_none;
 };
 
 struct local_runtime_ops {
@@ -105,8 +119,8 @@ bool local_checkpoint_look(const struct sbx_record *rec, const struct local_pids
 int local_checkpoint_settle(const struct sbx_record *rec, struct sbx_err *err);
 
 /* runs runsc (argv after its global flags) in the sandbox's user, network and pid namespaces
- * (its processes die with init; its state names pids of that namespace) with fds 0-2 as given
- * (-1: /dev/null); its pid, or -1 with err */
+ * (its processes die with init; its state names pids of that namespace) and in a root of its
+ * own (gvisor-runsc.c) with fds 0-2 as given (-1: /dev/null); its pid, or -1 with err */
 struct local_runsc {
 	const char *dir;
 	pid_t init;
@@ -117,6 +131,9 @@ struct local_runsc {
 	 * must not go on changing the sandbox after the look that found it) */
 	bool die_with_caller;
 	int fd[3];
+	/* run and restore (the supervisor's boot): the sandbox's set-up; its root, the bundle
+	 * (at /tmp/sbx/bundle) and what it binds are there too */
+	const struct local_setup *setup;
 };
 pid_t local_runsc_spawn(const struct local_runsc *r, char *const *args, struct sbx_err *err);
 /* waits for it: its exit status (as waitpid's), -1 on error */

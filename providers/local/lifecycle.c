@@ -266,6 +266,8 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 	struct local_limits lim = { .memory = c->memory,
 				    .pids = c->pids_limit,
 				    .cpu_millis = c->cpu_millis };
+	if (s->gvisor)
+		local_gvisor_host_limits(c, &lim);
 
 	s->store_root = ctx->store.root;
 	/* --secret: the CA init adds to the trust bundle the sandbox sees, at every boot */
@@ -288,8 +290,11 @@ static int boot(struct sbx_ctx *ctx, struct sbx_record *rec, struct local_setup 
 		return -1;
 	local_touch_activity(rec->dir);
 	sbx_test_hook("boot-cgroups");
-	if (s->gvisor && local_gvisor_prepare(rec, s->uid, s->gid, err) < 0)
-		return -1;
+	if (s->gvisor) {
+		_cleanup_free_ char *hosts = hosts_text(s);
+		if (local_gvisor_prepare(rec, s->uid, s->gid, hosts, err) < 0)
+			return -1;
+	}
 
 	int rp[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rp) < 0)
@@ -483,14 +488,28 @@ static enum sbx_state look(const struct sbx_record *rec, struct local_pids *pids
 static int local_inspect(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_err *err)
 {
 	struct local_pids pids;
+	char why[300];
 
 	rec->state = look(rec, &pids);
+	/* a gVisor sandbox whose init runs but whose gVisor kernel ended runs nothing */
+	if ((rec->state == SBX_STATE_RUNNING || rec->state == SBX_STATE_PAUSED) &&
+	    local_gvisor(rec) && local_gvisor_gone(rec, why, sizeof(why))) {
+		rec->state = SBX_STATE_ERROR;
+		free(rec->state_reason);
+		rec->state_reason = xstrdup(why);
+	} else if (rec->state != SBX_STATE_ERROR) {
+		free(rec->state_reason);
+		rec->state_reason = NULL;
+	}
 	if ((rec->state == SBX_STATE_RUNNING || rec->state == SBX_STATE_PAUSED) && rec->extra)
 		json_object_set_new(rec->extra, "init_pid", json_integer(pids.init_pid));
 	json_t *live = json_object();
 	_cleanup_free_ char *cg = local_cgroup_describe(rec->dir);
 	json_object_set_new(live, "cgroup", json_string(cg));
 	long long oom = local_cgroup_oom_kills(rec->dir);
+	/* a gVisor sandbox's own (sbx-ginit's) too */
+	if (local_gvisor(rec))
+		oom = (oom > 0 ? oom : 0) + local_gvisor_oom_kills(rec->dir);
 	json_object_set_new(live, "oom_kills", oom >= 0 ? json_integer(oom) : json_null());
 	local_cgroup_stats(rec->dir, live);
 	json_object_set_new(live, "runtime", json_string(local_gvisor(rec) ? "gvisor" : "local"));

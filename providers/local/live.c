@@ -2,6 +2,7 @@
  * policy is net-ctl.c's), keepalive, and stats from the sandbox's own cgroups. */
 #define _GNU_SOURCE
 #include "providers/local/cgroup.h"
+#include "providers/local/gvisor.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -191,6 +192,13 @@ static int set_limits(const struct sbx_record *rec, const struct sbx_config *c, 
 
 	if (o->memory == c->memory && o->cpu_millis == c->cpu_millis)
 		return 0;
+	/* gVisor's kernel is told its memory when it boots (gvisor.c) */
+	if (o->memory != c->memory && local_gvisor(rec))
+		return sbx_err_set(
+			err, SBX_E_STATE,
+			"gVisor sandbox '%s' takes a new --memory when it boots: release "
+			"it first ('sbx pause --release %s'), then update and resume it",
+			label, label);
 	local_cg_load(rec->dir, &cg);
 	for (int k = 0; k < 2 && r == 0 && o->memory != c->memory; k++) {
 		_cleanup_free_ char *v2 = dir_of(&cg, ROLE_V2, k == 1);

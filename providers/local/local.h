@@ -29,6 +29,8 @@
  *   init.c        init: the sandbox's root and mounts, then PID 1 (reaper, socket factory)
  *   gvisor.c      --runtime gvisor: the CLI (the bundle, checkpoints), the supervisor (runsc
  *                 run or restore), and runsc in the sandbox's namespaces (gvisor.h)
+ *   gvisor-runsc.c  runsc for each of them, in the sandbox's namespaces and a root of its own
+ *   trampoline/ginit.c  a gVisor sandbox's first process (static, no libc), inside gVisor
  *   gvisor-exec.c the CLI: sbx exec on a gVisor sandbox, through runsc exec
  *   gvisor-checkpoint.c  memory checkpoints (struct local_runtime_ops): the CLI (pause
  *                 --checkpoint, snapshot --memory, a fork's image, what a checkpoint cut

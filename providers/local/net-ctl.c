@@ -3,6 +3,7 @@
  * path. */
 #define _GNU_SOURCE
 #include "providers/local/net.h"
+#include "providers/local/gvisor.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -252,6 +253,14 @@ int local_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	if (rec->state != SBX_STATE_RUNNING && rec->state != SBX_STATE_PAUSED)
 		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is %s; run 'sbx resume %s'",
 				   label, sbx_state_name(rec->state), label);
+	/* gVisor's own network stack is no namespace the supervisor can dial into */
+	if (!o->rm && local_gvisor(rec) && local_gvisor_netstack(&rec->config))
+		return sbx_err_set(
+			err, SBX_E_UNSUPPORTED,
+			"sandbox '%s' runs gVisor's own network stack (--runtime gvisor "
+			"--net none, run by root), which a preview cannot reach: make it "
+			"with --net allow= for a sandbox without egress that previews reach",
+			label);
 	local_touch_activity(rec->dir);
 	_cleanup_json_ json_t *req = json_pack(
 		"{s:s, s:i, s:i, s:b, s:b}", "op", o->rm ? "preview-rm" : "preview", "port",

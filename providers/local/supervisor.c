@@ -291,9 +291,7 @@ void local_supervisor(const struct local_setup *s, int report_fd)
 		sup_fail(report_fd, pid, "%s", nmsg);
 	}
 	/* --runtime gvisor: runsc's sandbox, in init's namespaces, before anyone can exec */
-	if (s->gvisor &&
-	    local_gvisor_boot(s->dir, s->id, pid, s->map.kind != LOCAL_MAP_SELF,
-			      local_gvisor_netstack(s->config), nmsg, sizeof(nmsg)) < 0) {
+	if (s->gvisor && local_gvisor_boot(s, pid, nmsg, sizeof(nmsg)) < 0) {
 		errno = 0;
 		sup_fail(report_fd, pid, "%s", nmsg);
 	}
