@@ -189,6 +189,14 @@ static char *image_dir(const char *dir)
 	return NULL;
 }
 
+bool local_checkpoint_noted(const char *dir)
+{
+	_cleanup_free_ char *np = note_path(dir);
+	_cleanup_free_ char *d = image_dir(dir);
+
+	return d || access(np, F_OK) == 0;
+}
+
 static long long gvisor_image_size(const char *dir)
 {
 	_cleanup_free_ char *d = image_dir(dir);

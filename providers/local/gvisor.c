@@ -424,6 +424,9 @@ bool local_gvisor_gone(const struct sbx_record *rec, char *why, size_t len)
 	if (!text || sscanf(text, "%lld %llu", &pid, &start) != 2 || pid <= 0 ||
 	    sbx_proc_alive((pid_t)pid, start))
 		return false;
+	/* ended into a checkpoint (its look says what the sandbox is) */
+	if (local_checkpoint_noted(rec->dir))
+		return false;
 	long long oom = local_cgroup_oom_kills(rec->dir);
 	if (oom > 0)
 		snprintf(why, len,

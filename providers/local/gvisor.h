@@ -114,6 +114,9 @@ long long local_checkpoint_bytes(const struct sbx_record *rec);
  * or being written there; a checkpoint that never began is undone and false returned) */
 bool local_checkpoint_look(const struct sbx_record *rec, const struct local_pids *pids,
 			   enum sbx_state *ret);
+/* a checkpoint of sandbox dir is under way, cut short or kept (its gVisor kernel ended into
+ * it rather than died) */
+bool local_checkpoint_noted(const char *dir);
 /* resume of a stopped or released sandbox: a checkpoint cut short settled first (an image
  * still being written is waited for; what is left of one that cannot be restored goes) */
 int local_checkpoint_settle(const struct sbx_record *rec, struct sbx_err *err);
