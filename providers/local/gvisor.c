@@ -13,8 +13,12 @@
  *    small tmpfs holding the sandbox's trees at fixed paths: /tmp/rootfs (DIR/root), /tmp/bundle
  *    (DIR/gvisor/bundle: config.json, written by sbx with jansson), /tmp/state (runsc's --root,
  *    DIR/gvisor/state) and /tmp/checkpoint; run by root, the trees are cloned (open_tree) before
- *    joining, as the supervisor does for init; runsc is /usr/bin/runsc or $SBX_RUNSC (absolute),
- *    run with an empty environment;
+ *    joining, as the supervisor does for init; runsc is $SBX_RUNSC (absolute) or the first runsc
+ *    in an absolute directory of $PATH, found at the sandbox's first boot and kept in
+ *    DIR/gvisor/runsc.path for every later call (the sentry and its clients are one binary,
+ *    whatever a later caller's environment says), opened before the tmpfs hides /tmp, and run
+ *    with an empty environment; a client call's runsc (exec, kill) stays out of the sandbox's
+ *    cgroups (what it starts runs in the sentry, charged there);
  *  - runsc's control socket is an abstract one, so it lives in the network namespace runsc ran
  *    in: every later runsc call (exec, checkpoint) joins the same namespaces;
  *  - the network: --net allow=/open gives runsc --network=host in init's network namespace, so
@@ -72,13 +76,77 @@ bool local_gvisor_netstack(const struct sbx_config *c)
 	return c->net.set && c->net.mode == SBX_NET_NONE && geteuid() == 0;
 }
 
-const char *local_runsc_path(void)
+/* runsc as the caller's environment names it: $SBX_RUNSC (absolute), else the first
+ * executable runsc in a directory of $PATH that is absolute (PATH unset: execvp's default), as
+ * its real path (a link or a directory changed later redirects nothing) */
+static const char *runsc_from_env(char *buf, size_t len)
 {
 	const char *p = getenv("SBX_RUNSC");
+	char cand[PATH_MAX];
 
-	if (p && *p)
-		return p[0] == '/' && access(p, X_OK) == 0 ? p : NULL;
-	return access("/usr/bin/runsc", X_OK) == 0 ? "/usr/bin/runsc" : NULL;
+	if (p && *p) {
+		if (p[0] != '/' || access(p, X_OK) < 0 || !realpath(p, buf))
+			return NULL;
+		return buf;
+	}
+	const char *path = getenv("PATH");
+	char def[256];
+	if (!path) {
+		size_t n = confstr(_CS_PATH, def, sizeof(def));
+		path = n > 0 && n <= sizeof(def) ? def : "/bin:/usr/bin";
+	}
+	for (const char *d = path; *d;) {
+		size_t n = strcspn(d, ":");
+		/* a relative directory (or the empty one, the working directory) is never searched */
+		if (n && d[0] == '/' && n + sizeof("/runsc") <= sizeof(cand)) {
+			memcpy(cand, d, n);
+			memcpy(cand + n, "/runsc", sizeof("/runsc"));
+			struct stat st;
+			if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) &&
+			    access(cand, X_OK) == 0 && realpath(cand, buf) && strlen(buf) < len)
+				return buf;
+		}
+		d += n + (d[n] == ':');
+	}
+	return NULL;
+}
+
+const char *local_runsc_path(const char *dir)
+{
+	static char buf[PATH_MAX];
+
+	if (dir) {
+		/* the sandbox's own: recorded at its first boot (local_runsc_record) */
+		_cleanup_free_ char *rp = xasprintf("%s/gvisor/runsc.path", dir);
+		_cleanup_close_ int fd = open(rp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, buf, sizeof(buf) - 1);
+			if (n <= 1 || buf[0] != '/' || memchr(buf, 0, (size_t)n))
+				return NULL;
+			buf[n] = 0;
+			if (buf[n - 1] == '\n')
+				buf[n - 1] = 0;
+			return buf;
+		}
+		if (errno != ENOENT)
+			return NULL;
+		/* a sandbox booted before sbx recorded it: as the environment says */
+	}
+	return runsc_from_env(buf, sizeof(buf));
+}
+
+int local_runsc_record(const char *dir, struct sbx_err *err)
+{
+	_cleanup_free_ char *rp = xasprintf("%s/gvisor/runsc.path", dir);
+	char buf[PATH_MAX];
+
+	if (access(rp, F_OK) == 0)
+		return 0;
+	const char *p = runsc_from_env(buf, sizeof(buf));
+	if (!p)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--runtime gvisor needs runsc");
+	_cleanup_free_ char *line = xasprintf("%s\n", p);
+	return sbx_write_atomic(rp, line, strlen(line), false, err);
 }
 
 int local_gvisor_check(const struct sbx_record *rec, struct sbx_err *err)
@@ -89,11 +157,17 @@ int local_gvisor_check(const struct sbx_record *rec, struct sbx_err *err)
 	if (p && *p && p[0] != '/')
 		return sbx_err_set(err, SBX_E_USAGE, "SBX_RUNSC must be an absolute path, not '%s'",
 				   p);
-	if (!local_runsc_path())
+	if (!local_runsc_path(NULL)) {
+		if (p && *p)
+			return sbx_err_set(err, SBX_E_UNSUPPORTED,
+					   "--runtime gvisor needs runsc at %s (install gVisor: "
+					   "apt-get install runsc)",
+					   p);
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
-				   "--runtime gvisor needs runsc at %s (install gVisor: apt-get "
-				   "install runsc)",
-				   p && *p ? p : "/usr/bin/runsc");
+				   "--runtime gvisor needs runsc in a directory of PATH, or its "
+				   "absolute path in SBX_RUNSC (install gVisor: apt-get install "
+				   "runsc)");
+	}
 	if (c->net.set && c->net.mode == SBX_NET_HOST)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "--runtime gvisor does not take --net host (its sandbox has a "
@@ -281,11 +355,11 @@ int local_gvisor_prepare(const struct sbx_record *rec, uid_t uid, gid_t gid, str
 	_cleanup_free_ char *ck = xasprintf("%s/gvisor/checkpoint", rec->dir);
 	_cleanup_free_ char *cf = xasprintf("%s/gvisor/bundle/config.json", rec->dir);
 
-	if (!local_runsc_path())
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--runtime gvisor needs runsc");
 	if ((mkdir(g, 0700) < 0 && errno != EEXIST) || own_dir(b, uid, gid, err) < 0 ||
 	    own_dir(st, uid, gid, err) < 0 || own_dir(ck, uid, gid, err) < 0)
 		return err->kind ? -1 : sbx_err_errno(err, "cannot create '%s'", g);
+	if (local_runsc_record(rec->dir, err) < 0)
+		return -1;
 	empty_dir(st);
 	json_t *cfg = bundle_config(rec);
 	char *text = json_dumps(cfg, JSON_INDENT(1) | JSON_SORT_KEYS);
@@ -334,6 +408,11 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	}
 	/* nothing of the caller stays open (a lock held by the waiting parent would stay held) */
 	syscall(SYS_close_range, 3, ~0U, 0);
+	/* the binary, opened where its path means what the caller meant (our /tmp is runsc's
+	 * tmpfs later); left open across the exec, so a script's interpreter reaches it */
+	int exe = open(runsc, O_PATH);
+	if (exe < 0)
+		child_fail("run runsc");
 	/* run by root: the trees are ours to clone before we become sandbox root */
 	bool clone_first = geteuid() == 0;
 	for (size_t i = 0; clone_first && i < n; i++) {
@@ -341,8 +420,9 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 		if ((fds[i] = local_clone_tree(p)) < 0)
 			child_fail("open the sandbox's files");
 	}
-	/* the sandbox's cgroups, its freezer too: runsc's processes are its processes */
-	if (local_cgroup_enter(r->dir, getpid()) < 0 && geteuid() == 0)
+	/* the sandbox's cgroups, its freezer too: runsc's processes are its processes (a client
+	 * call's runsc is not: what it starts runs in the sentry, charged there) */
+	if (!r->client && local_cgroup_enter(r->dir, getpid()) < 0 && geteuid() == 0)
 		child_fail("join the sandbox's cgroups");
 	int pidfd = sbx_pidfd_open(r->init);
 	if (pidfd < 0)
@@ -402,16 +482,23 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	if (chdir("/tmp") < 0)
 		child_fail("enter /tmp");
 	char *envp[] = { NULL };
-	execve(runsc, (char *const *)argv, envp);
+	syscall(SYS_execveat, exe, "", (char *const *)argv, envp, AT_EMPTY_PATH);
 	child_fail("run runsc");
 }
 
 pid_t local_runsc_spawn(const struct local_runsc *r, char *const *args, struct sbx_err *err)
 {
-	const char *runsc = local_runsc_path();
+	const char *runsc = local_runsc_path(r->dir);
 
 	if (!runsc)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--runtime gvisor needs runsc");
+		return sbx_err_set(
+			err, SBX_E_UNSUPPORTED,
+			"--runtime gvisor needs runsc: the one this sandbox was made with "
+			"is gone (see '%s/gvisor/runsc.path')",
+			r->dir);
+	if (access(runsc, X_OK) < 0)
+		return sbx_err_errno(err, "cannot run runsc '%s', which this sandbox was made with",
+				     runsc);
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid < 0)

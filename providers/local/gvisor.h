@@ -62,12 +62,20 @@ struct local_runsc {
 	bool map_range;
 	bool net_none;	 /* --network=none (else host: the sandbox's own network namespace) */
 	bool checkpoint; /* DIR/gvisor/checkpoint reachable at /tmp/checkpoint */
+	bool client;	 /* a call on the running sandbox (exec, kill): runsc's own process stays
+			  * out of the sandbox's cgroups */
 	int fd[3];
 };
 pid_t local_runsc_spawn(const struct local_runsc *r, char *const *args, struct sbx_err *err);
 /* waits for it: its exit status (as waitpid's), -1 on error */
 int local_runsc_wait(pid_t pid);
-/* the runsc binary: $SBX_RUNSC (absolute) or /usr/bin/runsc; NULL when neither is there */
-const char *local_runsc_path(void);
+/* the runsc binary, resolved once per sandbox: at its first boot, $SBX_RUNSC (absolute) or the
+ * first runsc in an absolute directory of $PATH, as its real path, recorded in
+ * DIR/gvisor/runsc.path (local_runsc_record), which every later call of any sbx process reads,
+ * whatever its environment: the sandbox's sentry and each client of it are the same binary.
+ * dir NULL (or a sandbox never recorded): as the environment says. NULL when there is none;
+ * the string is static */
+const char *local_runsc_path(const char *dir);
+int local_runsc_record(const char *dir, struct sbx_err *err);
 
 #endif
