@@ -41,8 +41,9 @@
  *    into its own directory, so its boot restores it. gVisor sandboxes copy a snapshot's tree
  *    rather than stack on it (the gofer serves one tree). The runtime interface (struct
  *    local_runtime_ops, gvisor-checkpoint.c) is what a microVM runtime would fill in too;
- *  - exec (gvisor-exec.c) is runsc exec, through /bin/sh's exec for 126 and 127, its streams
- *    relayed through pipes (gVisor writes a file it is given at an offset of its own). */
+ *  - exec (gvisor-exec.c) is runsc exec with no shell between, its streams relayed through
+ *    pipes (gVisor writes a file it is given at an offset of its own); signals and timeouts
+ *    reach the command inside gVisor (gvisor-signal.c). */
 #define _GNU_SOURCE
 #include "providers/local/gvisor.h"
 

@@ -78,4 +78,22 @@ int local_runsc_wait(pid_t pid);
 const char *local_runsc_path(const char *dir);
 int local_runsc_record(const char *dir, struct sbx_err *err);
 
+/* signals inside gVisor (gvisor-signal.c). A client call's struct local_runsc for the running
+ * sandbox (STATE when it does not run) */
+int local_gvisor_client(const struct sbx_record *rec, struct local_runsc *r, struct sbx_err *err);
+/* sig to process n in gVisor (LEADER: runsc kill --pid, through the sentry) and to its process
+ * group (GROUP: the sandbox's sh's kill; n alone when it left the group; runsc kill when no sh
+ * runs), each a client call of its own, run at once, waited for. 0 sent, 1 nothing of it was
+ * left, -1 when it could not be sent */
+enum {
+	LOCAL_GVISOR_LEADER = 1,
+	LOCAL_GVISOR_GROUP = 2
+};
+int local_gvisor_signal_in(const struct local_runsc *base, const char *id, pid_t n, int sig,
+			   unsigned how);
+/* the same to process inner and its group (an exec -d's command), as one error */
+int local_gvisor_signal(const struct sbx_record *rec, pid_t inner, int sig, struct sbx_err *err);
+/* sig to every process of the sandbox but gVisor's init */
+int local_gvisor_kill_all(const struct sbx_record *rec, int sig, struct sbx_err *err);
+
 #endif
