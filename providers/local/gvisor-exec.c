@@ -523,6 +523,8 @@ static void gv_relay(struct gv *g, struct gv_io *io, long long deadline, const s
 			break;
 		}
 		if (io_ >= 0 && pf[io_].revents && !gv_pump(io, io->out, 1, !ran, false)) {
+			if (io->in == io->out) /* -t -i: the pty is both */
+				io->in = -1;
 			close(io->out);
 			io->out = -1;
 		}
@@ -567,7 +569,7 @@ static char **gv_args(const struct gv *g, const char *workdir, const char *user,
 	size_t k = 0;
 	a[k++] = xstrdup("exec");
 	a[k++] = xasprintf("--cwd=%s", workdir);
-	a[k++] = xasprintf("--internal-pid-file=/tmp/state/%s", g->pidname);
+	a[k++] = xasprintf("--internal-pid-file=" LOCAL_RUNSC_CLIENT_ROOT "/%s", g->pidname);
 	if (user)
 		a[k++] = xstrdup(user);
 	/* runsc takes a console socket's path only to know the command's stdio is a terminal
@@ -697,6 +699,7 @@ static int gv_once(struct gv *g, const struct sbx_exec_opts *o, struct local_job
 	io->out = o->tty ? master : out_p[0];
 	io->err = err_p[0];
 	io->in = o->tty ? (o->interactive ? master : -1) : in_p[1];
+	master = -1; /* io's now */
 	if (io->in >= 0)
 		local_set_nonblock(io->in);
 	if (o->tty && o->interactive && tcgetattr(0, &gv_tio) == 0) {
@@ -707,14 +710,12 @@ static int gv_once(struct gv *g, const struct sbx_exec_opts *o, struct local_job
 	}
 	gv_relay(g, io, o->timeout_ms > 0 ? sbx_now_ms() + o->timeout_ms : 0, waitmask, out);
 	gv_restore_tty();
-	if (io->in >= 0 && io->in != master)
+	if (io->in >= 0 && io->in != io->out)
 		close(io->in);
 	if (io->err >= 0)
 		close(io->err);
 	if (io->out >= 0)
 		close(io->out);
-	else if (master >= 0)
-		close(master);
 	*ret_st = local_runsc_wait(g->pid);
 	bool ran = gv_inner(g) > 0;
 	/* interrupted or terminated: what is left of its group ends with it */

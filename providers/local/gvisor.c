@@ -18,7 +18,8 @@
  *    DIR/gvisor/runsc.path for every later call (the sentry and its clients are one binary,
  *    whatever a later caller's environment says), opened before the tmpfs hides /tmp, and run
  *    with an empty environment; a client call's runsc (exec, kill) stays out of the sandbox's
- *    cgroups (what it starts runs in the sentry, charged there);
+ *    cgroups (what it starts runs in the sentry, charged there) and needs no mount namespace:
+ *    its --root is the state directory, opened before it joins and kept at a descriptor;
  *  - runsc's control socket is an abstract one, so it lives in the network namespace runsc ran
  *    in: every later runsc call (exec, checkpoint) joins the same namespaces;
  *  - the network: --net allow=/open gives runsc --network=host in init's network namespace, so
@@ -398,7 +399,9 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	static const char *const names[] = { "rootfs", "bundle", "state", "checkpoint" };
 	static const char *const sub[] = { "root", "gvisor/bundle", "gvisor/state",
 					   "gvisor/checkpoint" };
-	size_t n = r->checkpoint ? 4 : 3;
+	/* a client call needs runsc's state alone, which it reaches through a descriptor: no
+	 * trees, no mount namespace */
+	size_t n = r->client ? 0 : r->checkpoint ? 4 : 3;
 	int fds[4] = { -1, -1, -1, -1 };
 	char p[PATH_MAX];
 
@@ -409,9 +412,17 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	}
 	/* nothing of the caller stays open (a lock held by the waiting parent would stay held) */
 	syscall(SYS_close_range, 3, ~0U, 0);
+	if (r->client) {
+		snprintf(p, sizeof(p), "%s/gvisor/state", r->dir);
+		int st = open(p, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+		if (st < 0 ||
+		    (st != LOCAL_RUNSC_STATE_FD &&
+		     (dup2(st, LOCAL_RUNSC_STATE_FD) < 0 || close(st) < 0)))
+			child_fail("open runsc's state");
+	}
 	/* the binary, opened where its path means what the caller meant (our /tmp is runsc's
-	 * tmpfs later); left open across the exec, so a script's interpreter reaches it */
-	int exe = open(runsc, O_PATH);
+	 * tmpfs later) */
+	int exe = open(runsc, O_PATH | O_CLOEXEC);
 	if (exe < 0)
 		child_fail("run runsc");
 	/* run by root: the trees are ours to clone before we become sandbox root */
@@ -445,7 +456,8 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 		}
 		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 	}
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+	if (!r->client &&
+	    (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0))
 		child_fail("make a mount namespace");
 	/* an ordinary user's trees are cloned now, before the tmpfs hides them (its store may
 	 * be under /tmp) */
@@ -454,10 +466,12 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 		if (fds[i] < 0 && (fds[i] = local_clone_tree(p)) < 0)
 			child_fail("open the sandbox's files");
 	}
-	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+	if (!r->client &&
+	    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
 		child_fail("mount a tmpfs at /tmp");
 	/* the /proc of the pid namespace runsc runs in (runsc reads its own and its children's) */
-	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+	if (!r->client &&
+	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
 		child_fail("mount /proc");
 	for (size_t i = 0; i < n; i++) {
 		char at[64];
@@ -473,17 +487,20 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	const char **argv = xcalloc(na + 8, sizeof(char *));
 	size_t k = 0;
 	argv[k++] = "runsc";
-	argv[k++] = "--root=/tmp/state";
+	argv[k++] = r->client ? "--root=" LOCAL_RUNSC_CLIENT_ROOT : "--root=/tmp/state";
 	argv[k++] = "--ignore-cgroups";
 	argv[k++] = "--file-access=shared";
 	argv[k++] = r->net_none ? "--network=none" : "--network=host";
 	for (size_t i = 0; i < na; i++)
 		argv[k++] = args[i];
 	argv[k] = NULL;
-	if (chdir("/tmp") < 0)
-		child_fail("enter /tmp");
+	if (chdir(r->client ? "/" : "/tmp") < 0)
+		child_fail(r->client ? "enter /" : "enter /tmp");
 	char *envp[] = { NULL };
 	syscall(SYS_execveat, exe, "", (char *const *)argv, envp, AT_EMPTY_PATH);
+	/* a script: its interpreter opens it as /dev/fd/N, which must stay open across the exec */
+	if (errno == ENOENT && fcntl(exe, F_SETFD, 0) == 0)
+		syscall(SYS_execveat, exe, "", (char *const *)argv, envp, AT_EMPTY_PATH);
 	child_fail("run runsc");
 }
 

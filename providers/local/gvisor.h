@@ -63,10 +63,14 @@ struct local_runsc {
 	bool net_none;	 /* --network=none (else host: the sandbox's own network namespace) */
 	bool checkpoint; /* DIR/gvisor/checkpoint reachable at /tmp/checkpoint */
 	bool client;	 /* a call on the running sandbox (exec, kill): runsc's own process stays
-			  * out of the sandbox's cgroups */
+			  * out of the sandbox's cgroups, in no mount namespace of its own, its
+			  * state at LOCAL_RUNSC_CLIENT_ROOT */
 	int fd[3];
 };
 pid_t local_runsc_spawn(const struct local_runsc *r, char *const *args, struct sbx_err *err);
+/* a client call's runsc state directory (DIR/gvisor/state), as runsc's paths name it */
+#define LOCAL_RUNSC_STATE_FD 3
+#define LOCAL_RUNSC_CLIENT_ROOT "/proc/self/fd/3"
 /* waits for it: its exit status (as waitpid's), -1 on error */
 int local_runsc_wait(pid_t pid);
 /* the runsc binary, resolved once per sandbox: at its first boot, $SBX_RUNSC (absolute) or the
