@@ -164,8 +164,9 @@ static void keep_only(int *keep, size_t n)
 	syscall(SYS_close_range, from, ~0U, 0);
 }
 
-/* the watcher, a child of sbx in a session of its own: sbx's end of life closing without the
- * byte that says the command ended means sbx was killed; then so are the command and its group */
+/* the watcher, a grandchild of sbx in a session of its own: sbx's end of life closing without
+ * the byte that says the command ended means sbx was killed; then so are the command and its
+ * group */
 static _noreturn_ void gv_watch(struct gv *g, int life)
 {
 	static const int ign[] = { SIGINT,  SIGTERM,  SIGHUP,  SIGQUIT, SIGPIPE, SIGUSR1,
@@ -692,8 +693,12 @@ static int gv_once(struct gv *g, const struct sbx_exec_opts *o, struct local_job
 	fflush(NULL);
 	watcher = fork();
 	if (watcher == 0) {
+		/* the watcher is its child, not ours: nothing of it is ours to wait for at the end
+		 * (this one is long gone by then) */
 		close(life[1]);
-		gv_watch(g, life[0]);
+		if (fork() == 0)
+			gv_watch(g, life[0]);
+		_exit(0);
 	}
 	close_fd(&life[0]);
 	io->out = o->tty ? master : out_p[0];
