@@ -652,7 +652,7 @@ static int exec_run(struct sbx_ctx *ctx, const struct sbx_record *rec,
 	pid_t w = pid;
 	if (job && !failed) {
 		/* -d: the CLI returns now; we relay the output and record the end */
-		local_job_started(job, pid);
+		local_job_started(job, pid, 0);
 		local_job_relay(job, pid, &st);
 		return 0;
 	}

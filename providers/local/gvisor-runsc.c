@@ -283,6 +283,19 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	/* nothing of the caller stays open (a lock held by the waiting parent would stay held) */
 	syscall(SYS_close_range, 3, ~0U, 0);
 	umask(022);
+	/* a client call needs runsc's state alone, which it reaches through a descriptor: no
+	 * trees, no root of its own */
+	if (r->client) {
+		snprintf(p, sizeof(p), "%s/gvisor/state", r->dir);
+		int st = open(p, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+		if (st < 0 ||
+		    (st != LOCAL_RUNSC_STATE_FD &&
+		     (dup2(st, LOCAL_RUNSC_STATE_FD) < 0 || close(st) < 0)))
+			child_fail("open runsc's state");
+		for (size_t i = 0; i < N_TREES; i++)
+			want[i] = false;
+	}
+	/* the binary, opened where its path means what the caller meant */
 	int exe = open(runsc, O_RDONLY | O_CLOEXEC);
 	if (exe < 0)
 		child_fail("open runsc");
@@ -317,7 +330,8 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 			close(userns);
 	}
 	/* the sandbox's cgroups, its freezer too: runsc's processes are its processes */
-	if (local_cgroup_enter(r->dir, getpid()) < 0 && geteuid() == 0)
+	/* (a client call's runsc is not: what it starts runs in the sentry, charged there) */
+	if (!r->client && local_cgroup_enter(r->dir, getpid()) < 0 && geteuid() == 0)
 		child_fail("join the sandbox's cgroups");
 	int pidfd = sbx_pidfd_open(r->init);
 	if (pidfd < 0)
@@ -362,114 +376,120 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 		if (r->die_with_caller && (close(alive[1]) < 0 || poll(&pf, 1, 0) != 0))
 			_exit(125);
 	}
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		child_fail("make a mount namespace");
-	/* an ordinary user's trees are cloned now, in a copy of the host's mount namespace that
-	 * the sandbox's user namespace owns, before the tmpfs hides /tmp (its store may be there) */
-	for (size_t i = 0; i < N_TREES; i++) {
-		snprintf(p, sizeof(p), "%s/%s", r->dir, sub[i]);
-		if (want[i] && fds[i] < 0 && (fds[i] = clone_tree(p, i == T_ETC)) < 0)
-			child_fail("open the sandbox's files");
-	}
-	for (size_t i = 0; i < nvol; i++)
-		if (vol[i] < 0 && (vol[i] = clone_tree(s->volumes[i].host, s->volumes[i].ro)) < 0)
-			child_fail("open a volume");
-	for (size_t i = 0; i < nsys; i++) {
-		struct stat st;
-		snprintf(p, sizeof(p), "/%s", sys_dirs[i]);
-		if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
-		    (sysfd[i] = clone_tree(p, true)) < 0)
-			child_fail("open the host's system files");
-	}
-	/* the sandbox's root: init's (its files, an image's overlay, its disk), taken from init's
-	 * mount namespace alone, without what is mounted under it */
-	int rootfd = -1;
-	if (s) {
-		int self = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-		if (self < 0 || setns(initmnt, CLONE_NEWNS) < 0)
-			child_fail("enter the sandbox's mount namespace");
-		close(initmnt);
-		rootfd = (int)syscall(SYS_open_tree, AT_FDCWD, "/",
-				      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-		if (rootfd < 0)
-			child_fail("open the sandbox's root");
-		if (setns(self, CLONE_NEWNS) < 0)
-			child_fail("leave the sandbox's mount namespace");
-		close(self);
-	}
-	close(pidfd);
+	if (!r->client) {
+		if (unshare(CLONE_NEWNS) < 0 ||
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			child_fail("make a mount namespace");
+		/* an ordinary user's trees are cloned now, in a copy of the host's mount namespace that
+		 * the sandbox's user namespace owns, before the tmpfs hides /tmp (its store may be there) */
+		for (size_t i = 0; i < N_TREES; i++) {
+			snprintf(p, sizeof(p), "%s/%s", r->dir, sub[i]);
+			if (want[i] && fds[i] < 0 && (fds[i] = clone_tree(p, i == T_ETC)) < 0)
+				child_fail("open the sandbox's files");
+		}
+		for (size_t i = 0; i < nvol; i++)
+			if (vol[i] < 0 &&
+			    (vol[i] = clone_tree(s->volumes[i].host, s->volumes[i].ro)) < 0)
+				child_fail("open a volume");
+		for (size_t i = 0; i < nsys; i++) {
+			struct stat st;
+			snprintf(p, sizeof(p), "/%s", sys_dirs[i]);
+			if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode) &&
+			    (sysfd[i] = clone_tree(p, true)) < 0)
+				child_fail("open the host's system files");
+		}
+		/* the sandbox's root: init's (its files, an image's overlay, its disk), taken from init's
+		 * mount namespace alone, without what is mounted under it */
+		int rootfd = -1;
+		if (s) {
+			int self = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+			if (self < 0 || setns(initmnt, CLONE_NEWNS) < 0)
+				child_fail("enter the sandbox's mount namespace");
+			close(initmnt);
+			rootfd = (int)syscall(SYS_open_tree, AT_FDCWD, "/",
+					      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+			if (rootfd < 0)
+				child_fail("open the sandbox's root");
+			if (setns(self, CLONE_NEWNS) < 0)
+				child_fail("leave the sandbox's mount namespace");
+			close(self);
+		}
+		close(pidfd);
 
-	/* runsc's root */
-	if (mount("tmpfs", NEW, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=32m") < 0)
-		child_fail("mount a tmpfs for runsc's root");
-	if (mkdir(NEW "/proc", 0555) < 0 || mkdir(NEW "/tmp", 0755) < 0 ||
-	    mkdir(NEW "/tmp/sbx", 0755) < 0)
-		child_fail("make runsc's root");
-	/* the /proc of the pid namespace runsc runs in (it reads its own and its children's) */
-	if (mount("proc", NEW "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		child_fail("mount /proc");
-	make_dev();
-	/* --memory: what runsc reads as the host's memory it tells gVisor's kernel it has, so the
-	 * sandbox's /proc/meminfo says MemTotal: the limit (runsc 20221219 takes it nowhere else
-	 * without managing cgroups itself) */
-	if (s && s->config->memory > 0) {
-		char text[64];
-		int n = snprintf(text, sizeof(text), "MemTotal: %lld kB\n",
-				 s->config->memory / 1024);
-		int fd = open(NEW "/tmp/meminfo",
-			      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
-		if (fd < 0 || sbx_write_all(fd, text, (size_t)n) < 0 ||
-		    mount(NEW "/tmp/meminfo", NEW "/proc/meminfo", NULL, MS_BIND, NULL) < 0)
-			child_fail("give gVisor its memory size");
-		close(fd);
-	}
-	for (size_t i = 0; i < nsys; i++) {
-		snprintf(p, sizeof(p), NEW "/%s", sys_dirs[i]);
-		if (sysfd[i] >= 0) {
-			if (attach(sysfd[i], p, false) < 0)
-				child_fail("attach the host's system files");
-			close(sysfd[i]);
-			continue;
-		}
-		/* a link (merged /usr): the same link */
-		char target[PATH_MAX], host[64];
-		snprintf(host, sizeof(host), "/%s", sys_dirs[i]);
-		ssize_t n = readlink(host, target, sizeof(target) - 1);
-		if (n > 0) {
-			target[n] = 0;
-			if (symlink(target, p) < 0)
-				child_fail("make runsc's root");
-		}
-	}
-	for (size_t i = 0; i < N_TREES; i++)
-		if (fds[i] >= 0) {
-			if (attach(fds[i], at[i], false) < 0)
-				child_fail("attach the sandbox's files");
-			close(fds[i]);
-		}
-	if (s) {
-		if (attach(rootfd, NEW "/tmp/rootfs", false) < 0)
-			child_fail("attach the sandbox's root");
-		close(rootfd);
-		int t = sandbox_tmp(NEW "/tmp/rootfs");
-		if (t < 0 || attach(t, NEW "/tmp/sbx/tmp", false) < 0)
-			child_fail("attach the sandbox's /tmp");
-		close(t);
-		if (nvol && mkdir(NEW "/tmp/sbx/vol", 0755) < 0)
+		/* runsc's root */
+		if (mount("tmpfs", NEW, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=32m") < 0)
+			child_fail("mount a tmpfs for runsc's root");
+		if (mkdir(NEW "/proc", 0555) < 0 || mkdir(NEW "/tmp", 0755) < 0 ||
+		    mkdir(NEW "/tmp/sbx", 0755) < 0)
 			child_fail("make runsc's root");
-		for (size_t i = 0; i < nvol; i++) {
-			snprintf(p, sizeof(p), NEW "/tmp/sbx/vol/%zu", i);
-			if (attach(vol[i], p, is_file_fd(vol[i])) < 0)
-				child_fail("attach a volume");
-			close(vol[i]);
+		/* the /proc of the pid namespace runsc runs in (it reads its own and its children's) */
+		if (mount("proc", NEW "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			child_fail("mount /proc");
+		make_dev();
+		/* --memory: what runsc reads as the host's memory it tells gVisor's kernel it has, so the
+		 * sandbox's /proc/meminfo says MemTotal: the limit (runsc 20221219 takes it nowhere else
+		 * without managing cgroups itself) */
+		if (s && s->config->memory > 0) {
+			char text[64];
+			int n = snprintf(text, sizeof(text), "MemTotal: %lld kB\n",
+					 s->config->memory / 1024);
+			int fd = open(NEW "/tmp/meminfo",
+				      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+			if (fd < 0 || sbx_write_all(fd, text, (size_t)n) < 0 ||
+			    mount(NEW "/tmp/meminfo", NEW "/proc/meminfo", NULL, MS_BIND, NULL) < 0)
+				child_fail("give gVisor its memory size");
+			close(fd);
 		}
-		write_bundle(s, bundle);
+		for (size_t i = 0; i < nsys; i++) {
+			snprintf(p, sizeof(p), NEW "/%s", sys_dirs[i]);
+			if (sysfd[i] >= 0) {
+				if (attach(sysfd[i], p, false) < 0)
+					child_fail("attach the host's system files");
+				close(sysfd[i]);
+				continue;
+			}
+			/* a link (merged /usr): the same link */
+			char target[PATH_MAX], host[64];
+			snprintf(host, sizeof(host), "/%s", sys_dirs[i]);
+			ssize_t n = readlink(host, target, sizeof(target) - 1);
+			if (n > 0) {
+				target[n] = 0;
+				if (symlink(target, p) < 0)
+					child_fail("make runsc's root");
+			}
+		}
+		for (size_t i = 0; i < N_TREES; i++)
+			if (fds[i] >= 0) {
+				if (attach(fds[i], at[i], false) < 0)
+					child_fail("attach the sandbox's files");
+				close(fds[i]);
+			}
+		if (s) {
+			if (attach(rootfd, NEW "/tmp/rootfs", false) < 0)
+				child_fail("attach the sandbox's root");
+			close(rootfd);
+			int t = sandbox_tmp(NEW "/tmp/rootfs");
+			if (t < 0 || attach(t, NEW "/tmp/sbx/tmp", false) < 0)
+				child_fail("attach the sandbox's /tmp");
+			close(t);
+			if (nvol && mkdir(NEW "/tmp/sbx/vol", 0755) < 0)
+				child_fail("make runsc's root");
+			for (size_t i = 0; i < nvol; i++) {
+				snprintf(p, sizeof(p), NEW "/tmp/sbx/vol/%zu", i);
+				if (attach(vol[i], p, is_file_fd(vol[i])) < 0)
+					child_fail("attach a volume");
+				close(vol[i]);
+			}
+			write_bundle(s, bundle);
+		}
+		free(vol);
+		/* into it: what was the host's goes */
+		if (chdir(NEW) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+		    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+			child_fail("enter runsc's root");
+	} else {
+		close(pidfd);
 	}
-	free(vol);
-	/* into it: what was the host's goes */
-	if (chdir(NEW) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
-	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
-		child_fail("enter runsc's root");
 	/* runsc's global flags, then the caller's */
 	size_t na = 0;
 	while (args[na])
@@ -477,26 +497,36 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	const char **argv = xcalloc(na + 8, sizeof(char *));
 	size_t k = 0;
 	argv[k++] = "runsc";
-	argv[k++] = "--root=/tmp/state";
+	argv[k++] = r->client ? "--root=" LOCAL_RUNSC_CLIENT_ROOT : "--root=/tmp/state";
 	argv[k++] = "--ignore-cgroups";
 	argv[k++] = "--file-access=shared";
 	argv[k++] = r->net_none ? "--network=none" : "--network=host";
 	for (size_t i = 0; i < na; i++)
 		argv[k++] = args[i];
 	argv[k] = NULL;
-	if (chdir("/tmp") < 0)
-		child_fail("enter /tmp");
+	if (chdir(r->client ? "/" : "/tmp") < 0)
+		child_fail(r->client ? "enter /" : "enter /tmp");
 	char *envp[] = { NULL };
 	syscall(SYS_execveat, exe, "", (char *const *)argv, envp, AT_EMPTY_PATH);
+	/* a script: its interpreter opens it as /dev/fd/N, which must stay open across the exec */
+	if (errno == ENOENT && fcntl(exe, F_SETFD, 0) == 0)
+		syscall(SYS_execveat, exe, "", (char *const *)argv, envp, AT_EMPTY_PATH);
 	child_fail("run runsc");
 }
 
 pid_t local_runsc_spawn(const struct local_runsc *r, char *const *args, struct sbx_err *err)
 {
-	const char *runsc = local_runsc_path();
+	const char *runsc = local_runsc_path(r->dir);
 
 	if (!runsc)
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--runtime gvisor needs runsc");
+		return sbx_err_set(
+			err, SBX_E_UNSUPPORTED,
+			"--runtime gvisor needs runsc: the one this sandbox was made with "
+			"is gone (see '%s/gvisor/runsc.path')",
+			r->dir);
+	if (access(runsc, X_OK) < 0)
+		return sbx_err_errno(err, "cannot run runsc '%s', which this sandbox was made with",
+				     runsc);
 	fflush(NULL);
 	pid_t caller = getpid();
 	pid_t pid = fork();

@@ -17,7 +17,13 @@
  *    is a path the sandbox can change: its hostname and hosts are files sbx writes in
  *    DIR/gvisor/etc (not the sandbox's /run/sbx), its /tmp is opened without following a link.
  *    Run by root, the trees are cloned (open_tree) before joining, as the supervisor does for
- *    init; runsc is run from a descriptor, with an empty environment;
+ *    init. runsc is $SBX_RUNSC (absolute) or the first runsc in an absolute directory of
+ *    $PATH, found at the sandbox's first boot and kept in DIR/gvisor/runsc.path for every
+ *    later call (the sentry and its clients are one binary, whatever a later caller's
+ *    environment says), opened before anything is mounted, and run from that descriptor with
+ *    an empty environment; a client call's runsc (exec, kill) stays out of the sandbox's
+ *    cgroups (what it starts runs in the sentry, charged there) and needs no root of its own:
+ *    its --root is the state directory, opened before it joins and kept at a descriptor;
  *  - runsc's control socket is an abstract one, so it lives in the network namespace runsc ran
  *    in: every later runsc call (exec, checkpoint) joins the same namespaces;
  *  - the network: --net allow=/open gives runsc --network=host in init's network namespace, so
@@ -47,8 +53,9 @@
  *    here); a fork copies the image into its own directory, so its boot restores it. gVisor
  *    sandboxes copy a snapshot's tree rather than stack on it (the gofer serves one tree). A
  *    checkpoint its sbx did not see to the end is found out by looking (a note beside it);
- *  - exec (gvisor-exec.c) is runsc exec, through /bin/sh's exec for 126 and 127, its streams
- *    relayed through pipes (gVisor writes a file it is given at an offset of its own). */
+ *  - exec (gvisor-exec.c) is runsc exec with no shell between, its streams relayed through
+ *    pipes (gVisor writes a file it is given at an offset of its own); signals and timeouts
+ *    reach the command inside gVisor (gvisor-signal.c). */
 #define _GNU_SOURCE
 #include "providers/local/gvisor.h"
 
@@ -72,13 +79,77 @@ bool local_gvisor_netstack(const struct sbx_config *c)
 	return c->net.set && c->net.mode == SBX_NET_NONE && geteuid() == 0;
 }
 
-const char *local_runsc_path(void)
+/* runsc as the caller's environment names it: $SBX_RUNSC (absolute), else the first
+ * executable runsc in a directory of $PATH that is absolute (PATH unset: execvp's default), as
+ * its real path (a link or a directory changed later redirects nothing) */
+static const char *runsc_from_env(char *buf, size_t len)
 {
 	const char *p = getenv("SBX_RUNSC");
+	char cand[PATH_MAX];
 
-	if (p && *p)
-		return p[0] == '/' && access(p, X_OK) == 0 ? p : NULL;
-	return access("/usr/bin/runsc", X_OK) == 0 ? "/usr/bin/runsc" : NULL;
+	if (p && *p) {
+		if (p[0] != '/' || access(p, X_OK) < 0 || !realpath(p, buf))
+			return NULL;
+		return buf;
+	}
+	const char *path = getenv("PATH");
+	char def[256];
+	if (!path) {
+		size_t n = confstr(_CS_PATH, def, sizeof(def));
+		path = n > 0 && n <= sizeof(def) ? def : "/bin:/usr/bin";
+	}
+	for (const char *d = path; *d;) {
+		size_t n = strcspn(d, ":");
+		/* a relative directory (or the empty one, the working directory) is never searched */
+		if (n && d[0] == '/' && n + sizeof("/runsc") <= sizeof(cand)) {
+			memcpy(cand, d, n);
+			memcpy(cand + n, "/runsc", sizeof("/runsc"));
+			struct stat st;
+			if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) &&
+			    access(cand, X_OK) == 0 && realpath(cand, buf) && strlen(buf) < len)
+				return buf;
+		}
+		d += n + (d[n] == ':');
+	}
+	return NULL;
+}
+
+const char *local_runsc_path(const char *dir)
+{
+	static char buf[PATH_MAX];
+
+	if (dir) {
+		/* the sandbox's own: recorded at its first boot (local_runsc_record) */
+		_cleanup_free_ char *rp = xasprintf("%s/gvisor/runsc.path", dir);
+		_cleanup_close_ int fd = open(rp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			ssize_t n = read(fd, buf, sizeof(buf) - 1);
+			if (n <= 1 || buf[0] != '/' || memchr(buf, 0, (size_t)n))
+				return NULL;
+			buf[n] = 0;
+			if (buf[n - 1] == '\n')
+				buf[n - 1] = 0;
+			return buf;
+		}
+		if (errno != ENOENT)
+			return NULL;
+		/* a sandbox booted before sbx recorded it: as the environment says */
+	}
+	return runsc_from_env(buf, sizeof(buf));
+}
+
+int local_runsc_record(const char *dir, struct sbx_err *err)
+{
+	_cleanup_free_ char *rp = xasprintf("%s/gvisor/runsc.path", dir);
+	char buf[PATH_MAX];
+
+	if (access(rp, F_OK) == 0)
+		return 0;
+	const char *p = runsc_from_env(buf, sizeof(buf));
+	if (!p)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--runtime gvisor needs runsc");
+	_cleanup_free_ char *line = xasprintf("%s\n", p);
+	return sbx_write_atomic(rp, line, strlen(line), false, err);
 }
 
 int local_gvisor_check(const struct sbx_record *rec, struct sbx_err *err)
@@ -89,11 +160,17 @@ int local_gvisor_check(const struct sbx_record *rec, struct sbx_err *err)
 	if (p && *p && p[0] != '/')
 		return sbx_err_set(err, SBX_E_USAGE, "SBX_RUNSC must be an absolute path, not '%s'",
 				   p);
-	if (!local_runsc_path())
+	if (!local_runsc_path(NULL)) {
+		if (p && *p)
+			return sbx_err_set(err, SBX_E_UNSUPPORTED,
+					   "--runtime gvisor needs runsc at %s (install gVisor: "
+					   "apt-get install runsc)",
+					   p);
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
-				   "--runtime gvisor needs runsc at %s (install gVisor: apt-get "
-				   "install runsc)",
-				   p && *p ? p : "/usr/bin/runsc");
+				   "--runtime gvisor needs runsc in a directory of PATH, or its "
+				   "absolute path in SBX_RUNSC (install gVisor: apt-get install "
+				   "runsc)");
+	}
 	if (c->net.set && c->net.mode == SBX_NET_HOST)
 		return sbx_err_set(err, SBX_E_UNSUPPORTED,
 				   "--runtime gvisor does not take --net host (its sandbox has a "
@@ -338,12 +415,12 @@ int local_gvisor_prepare(const struct sbx_record *rec, uid_t uid, gid_t gid, con
 	_cleanup_free_ char *cf = xasprintf("%s/gvisor/bundle/config.json", rec->dir);
 	_cleanup_free_ char *hn = xasprintf("%s\n", local_hostname(rec));
 
-	if (!local_runsc_path())
-		return sbx_err_set(err, SBX_E_UNSUPPORTED, "--runtime gvisor needs runsc");
 	if ((mkdir(g, 0700) < 0 && errno != EEXIST) || own_dir(b, uid, gid, err) < 0 ||
 	    own_dir(st, uid, gid, err) < 0 || own_dir(ck, uid, gid, err) < 0 ||
 	    (mkdir(etc, 0755) < 0 && errno != EEXIST))
 		return err->kind ? -1 : sbx_err_errno(err, "cannot create '%s'", g);
+	if (local_runsc_record(rec->dir, err) < 0)
+		return -1;
 	empty_dir(st);
 	/* sbx's, not the sandbox's: sandbox root owns neither them nor their directory */
 	struct {

@@ -133,15 +133,45 @@ struct local_runsc {
 	/* killed when its caller dies (a checkpoint's runsc: what an sbx killed midway left
 	 * must not go on changing the sandbox after the look that found it) */
 	bool die_with_caller;
+	bool client; /* a call on the running sandbox (exec, kill): runsc's own process stays
+			  * out of the sandbox's cgroups, in no mount namespace of its own, its
+			  * state at LOCAL_RUNSC_CLIENT_ROOT */
 	int fd[3];
 	/* run and restore (the supervisor's boot): the sandbox's set-up; its root, the bundle
 	 * (at /tmp/sbx/bundle) and what it binds are there too */
 	const struct local_setup *setup;
 };
 pid_t local_runsc_spawn(const struct local_runsc *r, char *const *args, struct sbx_err *err);
+/* a client call's runsc state directory (DIR/gvisor/state), as runsc's paths name it */
+#define LOCAL_RUNSC_STATE_FD 3
+#define LOCAL_RUNSC_CLIENT_ROOT "/proc/self/fd/3"
 /* waits for it: its exit status (as waitpid's), -1 on error */
 int local_runsc_wait(pid_t pid);
-/* the runsc binary: $SBX_RUNSC (absolute) or /usr/bin/runsc; NULL when neither is there */
-const char *local_runsc_path(void);
+/* the runsc binary, resolved once per sandbox: at its first boot, $SBX_RUNSC (absolute) or the
+ * first runsc in an absolute directory of $PATH, as its real path, recorded in
+ * DIR/gvisor/runsc.path (local_runsc_record), which every later call of any sbx process reads,
+ * whatever its environment: the sandbox's sentry and each client of it are the same binary.
+ * dir NULL (or a sandbox never recorded): as the environment says. NULL when there is none;
+ * the string is static */
+const char *local_runsc_path(const char *dir);
+int local_runsc_record(const char *dir, struct sbx_err *err);
+
+/* signals inside gVisor (gvisor-signal.c). A client call's struct local_runsc for the running
+ * sandbox (STATE when it does not run) */
+int local_gvisor_client(const struct sbx_record *rec, struct local_runsc *r, struct sbx_err *err);
+/* sig to process n in gVisor (LEADER: runsc kill --pid, through the sentry) and to its process
+ * group (GROUP: the sandbox's sh's kill; n alone when it left the group; runsc kill when no sh
+ * runs), each a client call of its own, run at once, waited for. 0 sent, 1 nothing of it was
+ * left, -1 when it could not be sent */
+enum {
+	LOCAL_GVISOR_LEADER = 1,
+	LOCAL_GVISOR_GROUP = 2
+};
+int local_gvisor_signal_in(const struct local_runsc *base, const char *id, pid_t n, int sig,
+			   unsigned how);
+/* the same to process inner and its group (an exec -d's command), as one error */
+int local_gvisor_signal(const struct sbx_record *rec, pid_t inner, int sig, struct sbx_err *err);
+/* sig to every process of the sandbox but gVisor's init */
+int local_gvisor_kill_all(const struct sbx_record *rec, int sig, struct sbx_err *err);
 
 #endif

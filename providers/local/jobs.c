@@ -36,6 +36,7 @@
 
 #include "core/json.h"
 #include "core/proc.h"
+#include "providers/local/gvisor.h"
 
 #define LOG_PART (4LL << 20)
 #define ALL_LOG_MAX (64LL << 20) /* the sandbox's log: past it, each exec's own log alone */
@@ -58,10 +59,12 @@ struct local_job {
 	bool told;
 };
 
-/* what the waiter tells the CLI: the command runs (its pid, the host's), or why not */
+/* what the waiter tells the CLI: the command runs (its pid, the host's; on --runtime gvisor
+ * runsc's, and the command's in gVisor), or why not */
 struct job_msg {
 	int ok;
 	pid_t pid;
+	pid_t inner;
 	struct sbx_err err;
 };
 
@@ -186,10 +189,13 @@ static json_t *job_view(const char *id, const struct job_state *s)
 	bool done = s->ended || s->lost;
 	json_object_set_new(o, "state", json_string(done ? "exited" : "running"));
 	json_t *code = json_null(), *sig = json_null();
-	if (s->ended && WIFEXITED(s->status)) {
-		code = json_integer(WEXITSTATUS(s->status));
-	} else if (s->ended && WIFSIGNALED(s->status)) {
-		int n = WTERMSIG(s->status);
+	/* on gVisor, runsc says a death by signal N as status 128 + N */
+	bool gvisor = json_integer_value(json_object_get(s->rec, "gvisor_pid")) > 0;
+	int ec = s->ended && WIFEXITED(s->status) ? WEXITSTATUS(s->status) : 0;
+	if (s->ended && WIFEXITED(s->status) && !(gvisor && ec > 128 && ec < 160)) {
+		code = json_integer(ec);
+	} else if (s->ended && (WIFSIGNALED(s->status) || WIFEXITED(s->status))) {
+		int n = WIFSIGNALED(s->status) ? WTERMSIG(s->status) : ec - 128;
 		const char *ab = sigabbrev_np(n);
 		code = json_integer(128 + n);
 		if (ab) {
@@ -517,19 +523,29 @@ int local_job_kill(struct sbx_ctx *ctx, const struct sbx_record *rec, const char
 
 	(void)ctx;
 	if (!id)
-		return kill_all(rec, sig, err);
+		return local_gvisor(rec) ? local_gvisor_kill_all(rec, sig, err)
+					 : kill_all(rec, sig, err);
 	_cleanup_close_ int dir = job_open(rec, id, &s, err);
 	if (dir < 0)
 		return -1;
 	pid_t pid = (pid_t)json_integer_value(json_object_get(s.rec, "host_pid"));
 	unsigned long long start = (unsigned long long)json_integer_value(
 		json_object_get(s.rec, "host_start"));
+	pid_t inner = (pid_t)json_integer_value(json_object_get(s.rec, "gvisor_pid"));
 	json_decref(s.rec);
 	unsigned long long now;
 	_cleanup_close_ int pfd = (s.ended || s.lost || pid <= 0) ? -1 : sbx_pidfd_open(pid);
 	/* the pidfd is the command's when the process it names started when the command did */
 	if (pfd < 0 || sbx_proc_starttime(pid, &now) < 0 || now != start)
 		return sbx_err_set(err, SBX_E_STATE, "exec '%s' has ended", id);
+	/* on gVisor the host's process is runsc's client, which waits for the command: the
+	 * command and its group are signalled inside */
+	if (inner > 0) {
+		int r = local_gvisor_signal(rec, inner, sig, err);
+		if (r == 1)
+			return sbx_err_set(err, SBX_E_STATE, "exec '%s' has ended", id);
+		return r < 0 ? -1 : 0;
+	}
 	/* its process group (it leads a session of its own), by the pidfd: no reused pid */
 	if (syscall(SYS_pidfd_send_signal, pfd, sig, NULL, PIDFD_SIGNAL_PROCESS_GROUP) < 0) {
 		if (errno == EINVAL && kill(-pid, sig) == 0)
@@ -548,9 +564,25 @@ int local_job_out_fd(const struct local_job *j)
 	return j->out_w;
 }
 
-void local_job_started(struct local_job *j, pid_t pid)
+size_t local_job_pending(struct local_job *j, char *buf, size_t len)
 {
-	struct job_msg m = { .ok = 1, .pid = pid };
+	size_t got = 0;
+
+	local_set_nonblock(j->out_r);
+	while (got < len) {
+		ssize_t n = read(j->out_r, buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	return got;
+}
+
+void local_job_started(struct local_job *j, pid_t pid, pid_t inner)
+{
+	struct job_msg m = { .ok = 1, .pid = pid, .inner = inner };
 	char ack;
 
 	close(j->out_w);
@@ -672,7 +704,8 @@ static void job_close(struct local_job *j)
 
 /* the record of a command that runs: the CLI's, on the host */
 static int job_record(int dir, const struct local_job *j, const struct sbx_exec_opts *o,
-		      pid_t host_pid, pid_t waiter, long long started, struct sbx_err *err)
+		      pid_t host_pid, pid_t inner, pid_t waiter, long long started,
+		      struct sbx_err *err)
 {
 	unsigned long long hs = 0, ws = 0;
 	pid_t nspid = 0;
@@ -695,6 +728,8 @@ static int job_record(int dir, const struct local_job *j, const struct sbx_exec_
 			nspid = (pid_t)strtol(sp, NULL, 10);
 		}
 	}
+	if (inner > 0)
+		nspid = inner; /* gVisor's: the command's pid as the sandbox sees it */
 	json_t *argv = json_array();
 	for (char **a = o->argv; *a; a++)
 		json_array_append_new(argv, json_string(*a));
@@ -702,6 +737,8 @@ static int job_record(int dir, const struct local_job *j, const struct sbx_exec_
 		"{s:s, s:o, s:i, s:i, s:I, s:i, s:I, s:I}", "id", j->id, "argv", argv, "pid",
 		(int)nspid, "host_pid", (int)host_pid, "host_start", (json_int_t)hs, "waiter_pid",
 		(int)waiter, "waiter_start", (json_int_t)ws, "started_ms", (json_int_t)started);
+	if (r && inner > 0)
+		json_object_set_new(r, "gvisor_pid", json_integer(inner));
 	_cleanup_free_ char *txt = r ? json_dumps(r, JSON_COMPACT) : NULL;
 	char tmp[LOCAL_JOB_ID_LEN + 16], name[LOCAL_JOB_ID_LEN + 8];
 	snprintf(tmp, sizeof(tmp), ".%s.json.new", j->id);
@@ -840,7 +877,7 @@ int local_job_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const stru
 		*err = m.err;
 		goto fail;
 	}
-	int r = job_record(dir, &j, o, m.pid, w, started, err);
+	int r = job_record(dir, &j, o, m.pid, m.inner, w, started, err);
 	char ack = 1;
 	(void)!write(j.res, &ack, 1);
 	job_close(&j);

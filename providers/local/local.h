@@ -12,7 +12,8 @@
  *                 sandbox's pid namespace): background commands, their records and logs
  *   trampoline/   the exec trampoline: a static program without libc, run from a sealed memfd,
  *                 that execs the command (so the sbx binary never runs a sandbox's file)
- *   user.c        exec's child, inside: exec -u (the sandbox's passwd and group)
+ *   user.c        exec's child, inside: exec -u (the sandbox's passwd and group); for gVisor's
+ *                 exec, the same read in cp's confined helper
  *   cp.c          the CLI, then a confined helper child in (or around) the sandbox: sbx cp
  *   fs.c          the CLI, then cp.c's confined helper child: sbx fs
  *   commit.c      the CLI: sbx commit (the sandbox frozen, its upper directory read in a jail)
@@ -31,7 +32,9 @@
  *                 run or restore), and runsc in the sandbox's namespaces (gvisor.h)
  *   gvisor-runsc.c  runsc for each of them, in the sandbox's namespaces and a root of its own
  *   trampoline/ginit.c  a gVisor sandbox's first process (static, no libc), inside gVisor
- *   gvisor-exec.c the CLI: sbx exec on a gVisor sandbox, through runsc exec
+ *   gvisor-exec.c the CLI (and exec -d's waiter): sbx exec on a gVisor sandbox, through runsc
+ *                 exec; its watcher, a child that ends the command when the CLI is killed
+ *   gvisor-signal.c the CLI, exec's watcher: signals to processes inside gVisor (jobs.c's kill)
  *   gvisor-checkpoint.c  memory checkpoints (struct local_runtime_ops): the CLI (pause
  *                 --checkpoint, snapshot --memory, a fork's image, what a checkpoint cut
  *                 short left) and the supervisor's boot (runsc restore)
@@ -244,6 +247,11 @@ struct local_user {
 };
 int local_user_resolve(const char *spec, const char *label, struct local_user *u,
 		       struct sbx_err *err);
+/* the same for an exec that does not join the sandbox itself (--runtime gvisor): the files read
+ * by cp's confined helper (local_confined) inside the running sandbox, never by sbx on the
+ * host; home is allocated */
+int local_user_resolve_in(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *spec,
+			  struct local_user *u, struct sbx_err *err);
 /* is u's uid and gid mapped in the sandbox (map m): otherwise one line naming the id, and
  * advice (local_subid_advice, made before joining the sandbox) when only the caller's uid is */
 int local_user_check_mapped(const struct local_idmap *m, const struct local_user *u,
@@ -289,7 +297,12 @@ int local_job_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const stru
  * the host's), the CLI is told; then its output is relayed until it ended (its end recorded,
  * *ret_st its wait status) and nothing holds its output any longer */
 int local_job_out_fd(const struct local_job *j);
-void local_job_started(struct local_job *j, pid_t pid);
+/* inner: the command's pid as the sandbox sees it, when the host's process (pid) is not the
+ * command but runsc's client for it (--runtime gvisor); 0 otherwise */
+void local_job_started(struct local_job *j, pid_t pid, pid_t inner);
+/* in the waiter, for a command that never started: what its output pipe holds (len bytes at
+ * most), which is then no longer the job's */
+size_t local_job_pending(struct local_job *j, char *buf, size_t len);
 void local_job_relay(struct local_job *j, pid_t pid, int *ret_st);
 bool local_job_id_valid(const char *id);
 int local_jobs_list(struct sbx_ctx *ctx, const struct sbx_record *rec, json_t **ret,

@@ -1,11 +1,13 @@
 /* exec -u USER[:GROUP]: users and groups resolved in the sandbox's own /etc/passwd and
- * /etc/group, read by the exec CLI once it has joined the sandbox (never the host's, never
- * through NSS modules a sandbox could plant). */
+ * /etc/group, read by the exec CLI once it has joined the sandbox, or for an exec that does not
+ * join it (gVisor's) by cp's confined helper inside it (never the host's, never through NSS
+ * modules a sandbox could plant). */
 #define _GNU_SOURCE
 #include "providers/local/local.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -130,6 +132,70 @@ int local_user_resolve(const char *spec, const char *label, struct local_user *u
 	}
 	if (!u->home)
 		u->home = xstrdup(u->uid == 0 ? "/root" : "/");
+	return 0;
+}
+
+struct confined_user_arg {
+	const char *spec, *label;
+};
+
+struct confined_user_res {
+	uid_t uid;
+	gid_t gid;
+	char home[PATH_MAX];
+};
+
+/* local_user_resolve_in's work, in cp's confined helper inside the sandbox */
+static int confined_user_work(void *arg, int fd, struct sbx_err *err)
+{
+	const struct confined_user_arg *a = arg;
+	struct confined_user_res res = { 0 };
+	struct local_user u = { 0, 0, NULL };
+
+	if (local_user_resolve(a->spec, a->label, &u, err) < 0) {
+		free(u.home);
+		return -1;
+	}
+	res.uid = u.uid;
+	res.gid = u.gid;
+	snprintf(res.home, sizeof(res.home), "%s", u.home ? u.home : "/");
+	free(u.home);
+	if (sbx_write_all(fd, &res, sizeof(res)) < 0)
+		return sbx_err_errno(err, "cannot report user '%s'", a->spec);
+	return 0;
+}
+
+int local_user_resolve_in(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *spec,
+			  struct local_user *u, struct sbx_err *err)
+{
+	const char *label = rec->name ? rec->name : rec->id;
+	struct confined_user_arg a = { spec, label };
+	struct confined_user_res res;
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return sbx_err_errno(err, "cannot create a pipe");
+	int r = local_confined(ctx, rec, p[1], confined_user_work, NULL, &a, err);
+	close(p[1]);
+	size_t got = 0;
+	while (r == 0 && got < sizeof(res)) {
+		ssize_t n = read(p[0], (char *)&res + got, sizeof(res) - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (r == 0 && got != sizeof(res))
+		r = sbx_err_set(err, SBX_E_SYSTEM, "cannot look up user '%s' in sandbox '%s'", spec,
+				label);
+	close(p[0]);
+	if (r < 0)
+		return -1;
+	res.home[sizeof(res.home) - 1] = 0;
+	u->uid = res.uid;
+	u->gid = res.gid;
+	u->home = xstrdup(res.home);
 	return 0;
 }
 
