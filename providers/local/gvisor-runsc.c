@@ -244,6 +244,9 @@ static void make_dev(void)
 		if (mount(h, p, NULL, MS_BIND, NULL) < 0)
 			child_fail("bind /dev");
 	}
+	/* a runsc that is a script is read by its interpreter as /dev/fd/N */
+	if (symlink("/proc/self/fd", NEW "/dev/fd") < 0)
+		child_fail("create /dev");
 }
 
 static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *args,
