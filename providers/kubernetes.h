@@ -43,6 +43,14 @@ int kube_cp_out(struct sbx_ctx *ctx, const struct sbx_record *rec, const char *s
 /* kubernetes-preview.c */
 int kube_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		 const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err);
+/* a request target the preview forwards: a path under '/' with no '.' or '..' segment, raw or
+ * percent-encoded, nor a backslash or a control byte */
+bool kube_preview_path_ok(const char *target, size_t n);
+/* a Location the cluster's proxy sent, as the preview's own (server: the apiserver's URL,
+ * prefix: the pod proxy's path); malloc'd */
+char *kube_preview_location(const char *loc, const char *server, const char *prefix);
+/* a Cookie header's value without sbx's own token (NULL: nothing left); malloc'd */
+char *kube_preview_cookie(const char *v, size_t n);
 /* ends the sandbox's preview forwarders (rm) */
 void kube_previews_stop(const struct sbx_record *rec);
 

@@ -192,6 +192,115 @@ time.sleep(5)" "$port" &
 	expect_code 7 curl -s -o /dev/null "$url"
 '
 
+# an app for the previews: a redirect, a session cookie, an upload echoed, a large body
+cat >"$TRASH/app.py" <<'EOF'
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def reply(self, code, body, extra=()):
+        self.send_response(code)
+        for k, v in extra:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+    def do_GET(self):
+        if self.path == "/go":
+            return self.reply(302, b"moved\n", [("Location", "/landing?from=go")])
+        if self.path == "/landing?from=go":
+            return self.reply(200, b"landed\n")
+        if self.path == "/login":
+            return self.reply(200, b"in\n", [("Set-Cookie", "sess=s3cr3t; Path=/"),
+                                             ("Set-Cookie", "theme=dark; Path=/")])
+        if self.path == "/whoami":
+            return self.reply(200, ("cookie=%s auth=%s\n" % (self.headers.get("Cookie"),
+                                    self.headers.get("Authorization"))).encode())
+        if self.path == "/big":
+            return self.reply(200, bytes(range(256)) * (20 * 4096))
+        return self.reply(200, b"app:%s\n" % self.path.encode())
+    def do_HEAD(self):
+        self.do_GET()
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        data = b""
+        while len(data) < n:
+            b = self.rfile.read(n - len(data))
+            if not b:
+                break
+            data += b
+        self.reply(200, data)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+EOF
+
+# preview_of SB PORT: SB's preview of PORT: its URL in $url, its root $base, its token $tok
+preview_of() {
+	sbx preview "$1" "$2" >url && url=$(cat url) && base=${url%%\?*} && tok=${url##*sbx_token=}
+}
+# preview_open SB PORT: the app on PORT in SB, and its preview (preview_of)
+preview_open() {
+	sbx cp "$TRASH/app.py" "$1:/tmp/app.py" &&
+		sbx exec -d "$1" -- python3 /tmp/app.py "$2" >/dev/null && preview_of "$1" "$2" &&
+		wait_until 15 curl -fsS -H "X-Sbx-Preview-Token: $tok" "${base}ping"
+}
+
+test_expect_success 'preview: no way above the pod'"'"'s proxy ("..", raw or encoded, any method): 400, nothing asked of the cluster (control: paths under it served)' '
+	preview_open box 8100 &&
+	ctl -X DELETE "$K8S/_fake/requests" >/dev/null &&
+	for p in /../../../../../../../api/v1/namespaces/default/pods \
+		/x/../../../../../../../../api/v1/namespaces/default/pods \
+		/%2e%2e/%2e%2e/%2e%2e/%2e%2e/%2e%2e/%2e%2e/%2e%2e/api/v1/namespaces/default/pods \
+		/%2E%2e/%2e%2E/%2e%2e/%2e%2e/%2e%2e/%2e%2e/%2e%2e/api/v1/namespaces/default/pods \
+		/.%2e/.%2e/.%2e/.%2e/.%2e/.%2e/.%2e/api/v1/namespaces/default/pods \
+		/a%2f..%2f..%2f..%2f..%2f..%2f..%2f..%2fapi/v1/namespaces/default/pods \
+		/./api; do
+		for m in GET DELETE; do
+			code=$(curl -s --path-as-is -X "$m" -H "X-Sbx-Preview-Token: $tok" -o body \
+				-w "%{http_code}" "${base%/}$p") &&
+				test_eq 400 "$code" && test_grep ! -i podlist body &&
+				test_grep "segment" body || return 1
+		done
+	done &&
+	ctl "$K8S/_fake/requests" >reqs.json &&
+	json_assert reqs.json "bad = [q for q in r if \"/proxy\" not in q[\"path\"]]
+assert not bad, bad" &&
+	test_eq 1 "$(sbx ls -q | wc -l)" &&
+	curl -fsS --path-as-is -H "X-Sbx-Preview-Token: $tok" "${base}a/b..c/x.y" >ok &&
+	test_eq "app:/a/b..c/x.y" "$(cat ok)" &&
+	curl -sS -X DELETE -H "X-Sbx-Preview-Token: $tok" "${base}thing" -o /dev/null \
+		-w "%{http_code}" >code &&
+	test_eq 501 "$(cat code)"
+'
+
+test_expect_success 'preview: redirects come back as the preview'"'"'s own; sessions work (the app'"'"'s cookies both ways; sbx'"'"'s token and the cluster'"'"'s credentials never reach the app)' '
+	preview_of box 8100 &&
+	curl -sS -H "X-Sbx-Preview-Token: $tok" -D h -o /dev/null "${base}go" &&
+	test_grep -i "^location: /landing?from=go" h &&
+	curl -fsS -c jar -b jar -L "$url" -o /dev/null &&
+	curl -fsS -c jar -b jar -L "${base}go" >landed && test_eq landed "$(cat landed)" &&
+	curl -fsS -c jar -b jar "${base}login" -D lh >/dev/null &&
+	test_eq 2 "$(grep -ci "^set-cookie: " lh)" &&
+	curl -fsS -c jar -b jar "${base}whoami" >who &&
+	test_grep "sess=s3cr3t" who && test_grep "theme=dark" who &&
+	test_grep ! "sbx_preview_token" who && test_grep "auth=None" who &&
+	test_grep ! "$TOKEN" who
+'
+
+test_expect_success 'preview: bodies are streamed both ways (20 MiB down, 9 MiB up, byte-exact); HEAD' '
+	preview_of box 8100 &&
+	"$TEST_PYTHON" -c "import sys; sys.stdout.buffer.write(bytes(range(256)) * (20 * 4096))" >big.want &&
+	curl -fsS -H "X-Sbx-Preview-Token: $tok" "${base}big" -o big.got &&
+	cmp big.want big.got &&
+	head -c 9437184 /dev/urandom >up &&
+	curl -fsS -H "X-Sbx-Preview-Token: $tok" -H "Content-Type: application/octet-stream" \
+		--data-binary @up "${base}echo" -o up.back &&
+	cmp up up.back &&
+	curl -fsS -I -H "X-Sbx-Preview-Token: $tok" "${base}x" >head.out &&
+	test_grep "^HTTP/1.1 200 " head.out &&
+	sbx preview --rm box 8100
+'
+
 test_expect_success 'pause: no memory pause (125, with the reason); release needs --disk' '
 	expect_code 125 sbx pause box 2>e && test_grep "no memory pause" e &&
 	expect_code 125 sbx pause --release box 2>e && test_grep -- "--disk" e &&

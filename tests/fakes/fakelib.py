@@ -977,7 +977,8 @@ class Request:
         self.responded = True
         self.h.send_response(status)
         for k, v in (headers or {}).items():
-            self.h.send_header(k, str(v))
+            for one in (v if isinstance(v, list) else [v]):   # a list: the header repeated
+                self.h.send_header(k, str(one))
 
     def send(self, status, body=b"", ctype=None, headers=None):
         if isinstance(body, str):

@@ -1256,9 +1256,12 @@ class Kube(fakelib.Provider):
         body = req.body if req.method in ("POST", "PUT", "PATCH") else b""
         head = ["%s %s HTTP/1.1" % (req.method, path), "Host: 127.0.0.1:%s" % port,
                 "Connection: close", "Content-Length: %d" % len(body)]
-        for h in ("Content-Type", "Accept", "User-Agent", "Accept-Language"):
-            if req.headers.get(h):
-                head.append("%s: %s" % (h, req.headers[h]))
+        # the client's headers go on, but the apiserver's own credentials and the hop's
+        for h, v in req.headers.items():
+            if h.lower() not in ("authorization", "host", "connection", "content-length",
+                                 "transfer-encoding", "upgrade", "keep-alive",
+                                 "proxy-authorization", "te", "expect"):
+                head.append("%s: %s" % (h, v))
         raw = ("\r\n".join(head) + "\r\n\r\n").encode() + body
         try:
             r = self.sbx.cmd(["exec", "-i", rt["sid"], "--", "/usr/bin/python3", "-c",
@@ -1278,17 +1281,28 @@ class Kube(fakelib.Provider):
             status = int(lines[0].split()[1])
         except (IndexError, ValueError):
             raise K8sError(502, "bad status line from the pod: %r" % lines[0])
-        headers = {}
+        headers, cookies = {}, []
         for line in lines[1:]:
             k, _, v = line.partition(":")
             headers[k.strip().lower()] = v.strip()
+            if k.strip().lower() == "set-cookie":
+                cookies.append(v.strip())
         data = out[hend + 4:]
         if "chunked" in headers.get("transfer-encoding", "").lower():
             data = dechunk(data)
         elif headers.get("content-length", "").isdigit():
             data = data[:int(headers["content-length"])]
-        keep = {k: headers[k] for k in ("location", "cache-control", "etag", "last-modified")
+        keep = {k: headers[k] for k in ("cache-control", "etag", "last-modified",
+                                        "content-encoding", "content-disposition")
                 if k in headers}
+        if cookies:
+            keep["Set-Cookie"] = cookies
+        loc = headers.get("location")
+        if loc:   # as the apiserver's proxy rewrites it: the pod's "/x" is its own URL
+            if loc.startswith("/"):
+                loc = "https://127.0.0.1:%d/api/v1/namespaces/%s/pods/%s/proxy%s" % (
+                    self.server.port, ns, name_port, loc)
+            keep["Location"] = loc
         req.send(status, data, headers.get("content-type"), keep)
 
     def log(self, req, ns, name):

@@ -7,6 +7,7 @@
 #include "core/kubeconfig.h"
 #include "core/util.h"
 #include "core/ws.h"
+#include "providers/kubernetes.h"
 #include "tests/unit/harness.h"
 
 static void test_ws_frames(void)
@@ -216,8 +217,50 @@ static void test_kubeconfig(void)
 	json_decref(bare);
 }
 
+static void test_preview_paths(void)
+{
+	static const char *const good[] = {
+		"/",	"/index.html", "/a/b.c/", "/.well-known/x", "/a..b",
+		"/...", "/x?y=/../..", "/%41b",	  "/a#../.."
+	};
+	static const char *const bad[] = {
+		"/..",	       "/../api/v1/pods", "/a/../../b", "/./x",
+		"/a/.",	       "/%2e%2e/api",	  "/%2E%2e/x",	"/.%2E/x",
+		"/a%2f..%2fb", "/a%2F%2e%2E",	  "/a\\..\\b",	"/%",
+		"/%zz",	       "/a%00b",	  "x/y",	""
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+		CHECK(kube_preview_path_ok(good[i], strlen(good[i])), "served: %s", good[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		CHECK(!kube_preview_path_ok(bad[i], strlen(bad[i])), "refused: %s", bad[i]);
+
+	const char *srv = "https://127.0.0.1:6443", *pre = "/api/v1/namespaces/d/pods/p:80/proxy";
+	struct {
+		const char *in, *out;
+	} locs[] = {
+		{ "https://127.0.0.1:6443/api/v1/namespaces/d/pods/p:80/proxy/login", "/login" },
+		{ "/api/v1/namespaces/d/pods/p:80/proxy/a?b=1", "/a?b=1" },
+		{ "/api/v1/namespaces/d/pods/p:80/proxy", "/" },
+		{ "/api/v1/namespaces/d/pods/p:80/proxyx",
+		  "/api/v1/namespaces/d/pods/p:80/proxyx" },
+		{ "/next", "/next" },
+		{ "https://example.com/x", "https://example.com/x" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(locs); i++) {
+		char *l = kube_preview_location(locs[i].in, srv, pre);
+		CHECK(streq(l, locs[i].out), "Location %s: %s", locs[i].in, l);
+		free(l);
+	}
+	const char *ck = "a=1; sbx_preview_token_8000=f00; b=2;sbx_preview_token=x";
+	char *c = kube_preview_cookie(ck, strlen(ck));
+	CHECK(c && streq(c, "a=1; b=2"), "cookies: %s", c ? c : "(none)");
+	free(c);
+	CHECK(!kube_preview_cookie("sbx_preview_token_1=a", 21), "sbx's alone: nothing");
+}
+
 void test_kube(void)
 {
+	test_preview_paths();
 	test_ws_frames();
 	test_kubeconfig();
 }
