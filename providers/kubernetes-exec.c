@@ -40,6 +40,7 @@ struct kexec {
 	bool tty;
 	struct sink out, errs;
 	long long backstop_ms; /* give up locally after this long (0: never) */
+	bool backstop_124;     /* ... as --timeout does, with its status 124 */
 	bool needs_eof;	       /* stdin's end must reach the command (v5 only) */
 };
 
@@ -273,7 +274,16 @@ static int run(const struct kube *k, const char *pod, struct kexec *x, int *ret_
 			goto out;
 		}
 		if (x->backstop_ms && sbx_now_ms() - t0 > x->backstop_ms) {
-			sbx_err_set(err, SBX_E_TIMEOUT, "the command did not end in time");
+			if (!x->backstop_124) {
+				sbx_err_set(err, SBX_E_TIMEOUT, "the command did not end in time");
+				goto out;
+			}
+			/* the command was ended, but something holds its streams open (a
+			 * kubelet waits for them): its time is up all the same */
+			sbx_warn("the command's streams stayed open past --timeout; sbx stops "
+				 "waiting for them");
+			*ret_status = SBX_EXIT_TIMEOUT;
+			r = 0;
 			goto out;
 		}
 		if (winch) {
@@ -361,12 +371,21 @@ static char **wrap(const struct sbx_exec_opts *o, const char *workdir, struct st
 			      "( trap '' HUP; exec \"$@\" ) </dev/null >/dev/null 2>&1 &\n"
 			      "echo $!\n");
 	} else if (o->timeout_ms > 0) {
-		/* the watchdog exits 0 once it fired (TERM, then KILL 2 s on), 1 when ended */
+		/* the watchdog exits 0 once it fired, 1 when ended first. It ends the command's
+		 * whole tree (the shells images have cannot make a process group without a
+		 * terminal): the tree is stopped, looked at again, then TERM, and KILL 2 s on */
 		strbuf_addf(script,
 			    "\"$@\" <&0 & p=$!\n"
-			    "( trap 'exit 1' TERM; sleep %lld.%03lld & wait $!; trap '' TERM\n"
-			    "  kill -TERM $p; ( sleep 2; kill -KILL $p ) & exit 0 ) "
-			    "</dev/null >/dev/null 2>&1 & w=$!\n"
+			    "( trap 'kill $z 2>/dev/null; exit 1' TERM; sleep %lld.%03lld & z=$!\n"
+			    "  wait $z; trap '' TERM\n"
+			    "  tree() { t=\" $* \" n=0; while [ $n != ${#t} ]; do n=${#t}\n"
+			    "    for s in /proc/[0-9]*/stat; do read -r l <$s || continue\n"
+			    "      set -- ${l##*\") \"}; i=${s#/proc/}; i=${i%%/stat}\n"
+			    "      case $t in *\" $i \"*) ;; *\" $2 \"*) t=\"$t$i \";; esac\n"
+			    "    done; done; echo $t; }\n"
+			    "  t=$(tree $p); kill -STOP $t; t=$(tree $t)\n"
+			    "  kill -TERM $t; kill -CONT $t; sleep 2; kill -KILL $t; exit 0\n"
+			    ") </dev/null >/dev/null 2>&1 & w=$!\n"
 			    "wait $p 2>/dev/null; s=$?\n"
 			    "kill $w 2>/dev/null; wait $w && exit 124; exit $s\n",
 			    o->timeout_ms / 1000, o->timeout_ms % 1000);
@@ -401,7 +420,9 @@ int kube_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sb
 			   .tty = o->tty,
 			   .out = { .fd = res ? res->out_fd : 1 },
 			   .errs = { .fd = res ? res->err_fd : 2 },
-			   .backstop_ms = o->timeout_ms > 0 ? o->timeout_ms + 30000 : 0 };
+			   /* the watchdog ends it at --timeout, KILL 2 s on: 10 s of slack */
+			   .backstop_ms = o->timeout_ms > 0 ? o->timeout_ms + 10000 : 0,
+			   .backstop_124 = o->timeout_ms > 0 && !o->detach };
 	if (o->detach)
 		x.out = (struct sink){ .fd = -1, .buf = &pidout };
 	struct remote_sigs sigs;

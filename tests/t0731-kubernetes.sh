@@ -138,14 +138,47 @@ test_expect_success 'exec -i: stdin to its end (v5 closes it), 1 MiB through and
 	sbx exec box -- cat </dev/null >none && test_eq "" "$(cat none)"
 '
 
-test_expect_success 'exec -e, -w, the sandbox env; --timeout ends the command (124; control: in time, 0)' '
+test_expect_success 'exec -e, -w, the sandbox env' '
 	sbx exec -e A=1 -w / box -- sh -c "echo \$A \$FOO; pwd" >o &&
 	test_eq "1 bar
 /" "$(cat o)" &&
-	sbx exec box -- pwd >o2 && test_eq /tmp "$(cat o2)" &&
-	expect_code 124 sbx exec --timeout 1s box -- sleep 30 &&
+	sbx exec box -- pwd >o2 && test_eq /tmp "$(cat o2)"
+'
+
+# pod_ps SB: the command lines of the processes in SB's pod
+pod_ps() {
+	sbx exec "$1" -- sh -c 'for f in /proc/[0-9]*/cmdline; do tr "\0" " " <"$f"; echo; done'
+}
+# pod_kill SB 'ARGS': ends the processes of SB's pod whose command line is ARGS, by pid
+pod_kill() {
+	sbx exec "$1" -- sh -c 'for f in /proc/[0-9]*/cmdline; do
+		[ "$(tr "\0" " " <"$f")" = "$1 " ] && { p=${f#/proc/}; kill "${p%/cmdline}"; }
+	done; :' sh "$2"
+}
+has_proc() { pod_ps "$1" | grep -q "^$2 "; }
+
+test_expect_success 'the fake lets a command its client left run on, as a kubelet does (so the --timeout checks mean something)' '
+	{ "$SBX" exec box -- sh -c "sleep 29; :" & } && pid=$! &&
+	wait_until 10 has_proc box "sleep 29" &&
+	kill -KILL $pid && { wait $pid; true; } && sleep 1 &&
+	has_proc box "sleep 29" &&
+	pod_kill box "sleep 29" && wait_until 10 eval "! has_proc box \"sleep 29\""
+'
+
+test_expect_success '--timeout ends the command and every process it started (124; control: in time, its own status)' '
+	expect_code 124 sbx exec --timeout 1s box -- sh -c "sleep 30; :" &&
+	expect_code 124 sbx exec --timeout 1s box -- sh -c "(sleep 28; :) & sleep 27; :" &&
+	expect_code 124 sbx exec --timeout 1s box -- sh -c "trap \"\" TERM; sleep 26; :" &&
+	pod_ps box >ps && test_grep ! -E "^sleep 2[678]|^sleep 30" ps &&
 	expect_code 0 sbx exec --timeout 20s box -- sleep 0.1 &&
-	sbx exec box -- sh -c "ps -o args 2>/dev/null || ps" >ps && test_grep ! -E "^sleep 30" ps
+	expect_code 3 sbx exec --timeout 20s box -- sh -c "exit 3" &&
+	pod_ps box >ps && test_grep ! -E "^sleep 20" ps
+'
+
+test_expect_success '--timeout: 124 even when something the command left holds its streams open' '
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"exec_hold\", \"count\": 1}" &&
+	expect_code 124 sbx exec --timeout 1s box -- sh -c "sleep 30; :" 2>e &&
+	test_grep "streams stayed open past --timeout" e
 '
 
 test_expect_success 'exec -t: a terminal inside, its size sent (channel 4)' '

@@ -51,7 +51,7 @@ API served (JSON only; no protobuf, no openapi: `kubectl create/apply` need --va
       for a signal death), or InternalError for a command that cannot be run; then a close
       frame 1000, and up to 2 s for the client's close frame (or EOF). Pings are answered.
       SPDY is refused (400), as is a pod not Running (400, before any upgrade). A client that
-      goes away ends the command (a real kubelet lets it run).
+      goes away leaves its command running, as a kubelet does (its output is dropped).
   pods/proxy            GET POST PUT PATCH DELETE .../pods/NAME[:PORT]/proxy/PATH: the request is
       made to 127.0.0.1:PORT (default 80) inside the sandbox, through `$SBX exec` (no
       published port needed); 503 Status when nothing listens there
@@ -86,6 +86,8 @@ Control API (fakelib's, over the same HTTPS, no token: curl --cacert CA):
                        the command is ended
         no_exit_code   the final Status is Failure NonZeroExitCode without details (no exit
                        code), whatever the command's status
+        exec_hold      the command's end is not told (no Status, no close) until the client
+                       goes, as when a process it left holds its streams open on a kubelet
   GET /_fake/requests, DELETE /_fake/requests, GET/DELETE /_fake/faults   as fakelib
   GET  /_fake/state    {"pods": {"NS/NAME": {"phase", "sandbox": ID|null}}, "pvcs": [NS/NAME],
                        "sandboxes": [NS/NAME], "claims": [NS/NAME], "backing": [IDs]}
@@ -328,7 +330,7 @@ def json_patch(doc, ops):
 
 class Kube(fakelib.Provider):
     name = "k8s"
-    fault_kinds = ("ws_close", "no_exit_code")
+    fault_kinds = ("ws_close", "no_exit_code", "exec_hold")
 
     @classmethod
     def add_arguments(cls, parser):
@@ -1155,11 +1157,11 @@ class Kube(fakelib.Provider):
             ex = self.sbx.exec(rt["sid"], argv, stdin=want["stdin"])
         reader = threading.Thread(target=self.exec_input, args=(ws, ex, proto, want),
                                   daemon=True)
+        cut = int(fault.get("frames", 1)) if fault and fault["kind"] == "ws_close" else None
         try:
             ready = 1 if want["stdout"] else 2 if want["stderr"] else 3
             ws.send_binary(bytes([ready]))
             reader.start()
-            cut = int(fault.get("frames", 1)) if fault and fault["kind"] == "ws_close" else None
             sent = 0
             info = None
             for kind, val in ex.events():
@@ -1176,14 +1178,24 @@ class Kube(fakelib.Provider):
                     raise fakelib.ClientGone("fault ws_close")
             if cut is not None:
                 raise fakelib.ClientGone("fault ws_close")
+            if fault is not None and fault["kind"] == "exec_hold":
+                reader.join(120)   # something holds the streams: no Status, until the client goes
+                raise fakelib.ClientGone("fault exec_hold")
             ws.send_binary(b"\x03" + fakelib.json_bytes(self.exec_status(info, fault, argv[0])))
             ws.close(1000)
             reader.join(2)   # the client's close, briefly
         except fakelib.ClientGone:
             ws.abort()
-        finally:
-            if not ex.done:
+            if cut is not None:   # the fault ends the command
                 ex.terminate()
+            elif not ex.done:     # as a kubelet: the command runs on, its output dropped
+                threading.Thread(target=self.drain, args=(ex,), daemon=True).start()
+
+    @staticmethod
+    def drain(ex):
+        for kind, _ in ex.events():
+            if kind == "end":
+                return
 
     @staticmethod
     def exec_status(info, fault, argv0):
@@ -1220,8 +1232,7 @@ class Kube(fakelib.Provider):
         """The client's frames: stdin (0), v5's close of stdin (ff 00), resize (4), close."""
         while True:
             m = ws.recv()
-            if m is None:
-                ex.terminate() if not ex.done else None
+            if m is None:   # the client went: its command runs on (a kubelet's way)
                 return
             op, data = m
             if op == 8:
