@@ -2,8 +2,12 @@
  * the accept key) and kubeconfig reading (YAML to JSON, contexts merged, credentials, plugins'
  * ExecCredential). */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "core/json.h"
 #include "core/kubeconfig.h"
 #include "core/util.h"
 #include "core/ws.h"
@@ -208,13 +212,83 @@ static void test_kubeconfig(void)
 	      "a missing context");
 	json_decref(docs[0]);
 	json_decref(docs[1]);
+	/* a plugin by its bare name: looked up in the caller's PATH when it runs */
 	json_t *bare = yaml("current-context: x\ncontexts:\n- name: x\n  context: {cluster: y, "
-			    "user: z}\nclusters:\n- name: y\n  cluster: {server: https://s}\n"
-			    "users:\n- name: z\n  user:\n    exec: {command: aws}\n");
-	CHECK(sbx_kubeconfig_from_json(&bare, paths, 1, NULL, &kc, &err) < 0 &&
-		      strstr(err.msg, "PATH"),
-	      "a plugin by name is refused: %s", err.msg);
+			    "user: z}\nclusters:\n- name: y\n  cluster:\n    server: https://s\n"
+			    "    certificate-authority-data: LS0tQ0EtLS0K\n"
+			    "    tls-server-name: k.internal\n"
+			    "    extensions:\n    - name: client.authentication.k8s.io/exec\n"
+			    "      extension: {audience: sbx}\n"
+			    "users:\n- name: z\n  user:\n    exec:\n"
+			    "      apiVersion: client.authentication.k8s.io/v1\n"
+			    "      command: aws\n      interactiveMode: Never\n"
+			    "      provideClusterInfo: true\n      installHint: get it\n");
+	CHECK(sbx_kubeconfig_from_json(&bare, paths, 1, NULL, &kc, &err) == 0 &&
+		      streq(kc.exec.command, "aws") && kc.exec.interactive == SBX_KUBE_NEVER &&
+		      streq(kc.exec.install_hint, "get it"),
+	      "a plugin by name: %s", err.msg);
+	char *info = sbx_kubeconfig_exec_info(&kc, false);
+	json_error_t je;
+	json_t *ij = json_loads(info, 0, &je);
+	json_t *cl = json_object_get(json_object_get(ij, "spec"), "cluster");
+	CHECK(ij && streq(sbx_json_str(ij, "apiVersion"), "client.authentication.k8s.io/v1") &&
+		      json_is_false(json_object_get(json_object_get(ij, "spec"), "interactive")) &&
+		      streq(sbx_json_str(cl, "server"), "https://s") &&
+		      streq(sbx_json_str(cl, "tls-server-name"), "k.internal") &&
+		      streq(sbx_json_str(cl, "certificate-authority-data"), "LS0tQ0EtLS0K") &&
+		      streq(sbx_json_str(json_object_get(cl, "config"), "audience"), "sbx"),
+	      "provideClusterInfo: %s", info);
+	json_decref(ij);
+	free(info);
+	sbx_kubeconfig_release(&kc);
 	json_decref(bare);
+	bare = yaml(
+		"current-context: x\ncontexts:\n- name: x\n  context: {cluster: y, user: z}\n"
+		"clusters:\n- name: y\n  cluster: {server: https://s}\nusers:\n- name: z\n"
+		"  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: a}\n");
+	CHECK(sbx_kubeconfig_from_json(&bare, paths, 1, NULL, &kc, &err) < 0 &&
+		      strstr(err.msg, "interactiveMode"),
+	      "v1 without interactiveMode is refused, as kubectl refuses it: %s", err.msg);
+	json_decref(bare);
+	info = sbx_kubeconfig_exec_info(&(struct sbx_kubeconfig){ .exec.api_version = "v" }, true);
+	CHECK(streq(info,
+		    "{\"apiVersion\":\"v\",\"kind\":\"ExecCredential\",\"spec\":{"
+		    "\"interactive\":true}}"),
+	      "without provideClusterInfo: %s", info);
+	free(info);
+
+	/* PATH: absolute entries only, the first executable regular file */
+	char dir[] = "/tmp/sbx-unit-path.XXXXXX";
+	if (mkdtemp(dir)) {
+		char *a = xasprintf("%s/a", dir), *b = xasprintf("%s/b", dir);
+		char *pa = xasprintf("%s/plug", a), *pb = xasprintf("%s/plug", b);
+		(void)mkdir(a, 0700);
+		(void)mkdir(b, 0700);
+		FILE *f = fopen(pa, "w"); /* not executable: passed over */
+		if (f)
+			fclose(f);
+		f = fopen(pb, "w");
+		if (f)
+			fclose(f);
+		(void)chmod(pb, 0700);
+		char *path = xasprintf(".::relative:%s:%s", a, b);
+		char *got = sbx_kubeconfig_lookpath("plug", path);
+		CHECK(got && streq(got, pb), "lookpath: %s", got ? got : "(none)");
+		free(got);
+		CHECK(!sbx_kubeconfig_lookpath("plug", ".:relative"), "relative entries: not");
+		CHECK(!sbx_kubeconfig_lookpath("nope", path), "a missing name: none");
+		CHECK(!sbx_kubeconfig_lookpath("a/plug", dir), "a name with a '/': not looked up");
+		(void)unlink(pa);
+		(void)unlink(pb);
+		(void)rmdir(a);
+		(void)rmdir(b);
+		(void)rmdir(dir);
+		free(path);
+		free(a);
+		free(b);
+		free(pa);
+		free(pb);
+	}
 }
 
 static void test_preview_paths(void)
