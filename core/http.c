@@ -408,7 +408,9 @@ static int transport_error(const struct sbx_http_req *q, struct xfer *x, CURLcod
 	if (c == CURLE_COULDNT_CONNECT)
 		return sbx_err_set(err, SBX_E_NETWORK, "cannot connect to %s at %s: %s", what, host,
 				   why);
-	if (sbx_curl_tls_error(c))
+	/* a TLS alert after the handshake (TLS 1.3: a refused client certificate) is one too */
+	if (sbx_curl_tls_error(c) ||
+	    ((c == CURLE_RECV_ERROR || c == CURLE_SEND_ERROR) && strstr(why, " alert ")))
 		return sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s at %s: %s%s",
 				   what, host, why, q->tls_hint ? q->tls_hint : "");
 	if (c == CURLE_TOO_MANY_REDIRECTS)
@@ -428,9 +430,18 @@ static int transport_error(const struct sbx_http_req *q, struct xfer *x, CURLcod
 				   "refusing '%s': %s is reached over https only "
 				   "(plain http is allowed to loopback addresses)",
 				   host, what);
+	/* hung up on, before any answer, over TLS: a refused client certificate (TLS 1.3 tells
+	 * after the handshake, and a reset can eat its alert) looks so */
+	long code = 0;
+	(void)sbx_curl.easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
+	bool hint = !code && q->tls_hint && startswith(eff ? eff : q->url, "https://") &&
+		(c == CURLE_RECV_ERROR || c == CURLE_SEND_ERROR || c == CURLE_GOT_NOTHING);
 	if (c == CURLE_PARTIAL_FILE || c == CURLE_RECV_ERROR || c == CURLE_GOT_NOTHING)
-		return sbx_err_set(err, SBX_E_NETWORK, "%s (%s) cut the answer short: %s", what,
-				   host, why);
+		return sbx_err_set(err, SBX_E_NETWORK, "%s (%s) cut the answer short: %s%s", what,
+				   host, why, hint ? q->tls_hint : "");
+	if (hint)
+		return sbx_err_set(err, SBX_E_NETWORK, "cannot talk to %s at %s: %s%s", what, host,
+				   why, q->tls_hint);
 	return sbx_err_set(err, SBX_E_NETWORK, "cannot talk to %s at %s: %s", what, host, why);
 }
 

@@ -323,6 +323,12 @@ static int wait_fd(int fd, short ev, long long deadline)
 	}
 }
 
+/* why a libcurl call on the connection failed: its error buffer's words, else its code's */
+static const char *why(const struct sbx_ws *ws, CURLcode c)
+{
+	return ws->errbuf[0] ? ws->errbuf : sbx_curl.easy_strerror(c);
+}
+
 static void ws_fail_closed(struct sbx_ws *ws, struct sbx_err *err)
 {
 	sbx_err_set(err, SBX_E_NETWORK, "%s closed the WebSocket connection mid-stream", ws->what);
@@ -345,7 +351,7 @@ static int raw_send_all(struct sbx_ws *ws, const char *p, size_t n, long long de
 		}
 		if (c != CURLE_AGAIN)
 			return sbx_err_set(err, SBX_E_NETWORK, "cannot send to %s: %s", ws->what,
-					   sbx_curl.easy_strerror(c));
+					   why(ws, c));
 		/* take what the server sends meanwhile, or both sides may wait on each other */
 		char buf[16384];
 		size_t got = 0;
@@ -481,6 +487,21 @@ static int transport_fail(const struct sbx_ws_opts *o, CURLcode c, const char *e
 			   why);
 }
 
+/* the connection failed before the upgrade's answer: with TLS 1.3 a server that refuses the
+ * client's certificate says so only now (an alert), which is a TLS failure all the same */
+static int tls_ended(struct sbx_ws *ws, const struct sbx_ws_opts *o, CURLcode c,
+		     struct sbx_err *err)
+{
+	const char *w = why(ws, c);
+	if (strstr(w, " alert ") || strstr(w, "SSL_") || strstr(w, "TLS"))
+		return transport_fail(o, CURLE_SSL_CONNECT_ERROR, w, err);
+	/* hung up on over TLS with no alert read (a reset eats it): perhaps the same */
+	bool tls = startswith(o->url, "https://") && o->tls_hint;
+	return sbx_err_set(err, SBX_E_NETWORK,
+			   "%s ended the connection before answering the WebSocket upgrade: %s%s",
+			   o->what, w, tls ? o->tls_hint : "");
+}
+
 static size_t on_curl_ws_header(char *p, size_t size, size_t n, void *u)
 {
 	struct upgrade *up = u;
@@ -501,7 +522,7 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 		   struct sbx_err *err)
 {
 	struct sbx_curl_fns *cu = &sbx_curl;
-	char errbuf[CURL_ERROR_SIZE] = "";
+	char *errbuf = ws->errbuf;
 	struct curl_slist *hdrs = NULL;
 	long long tmo = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 30000;
 	long long deadline = sbx_now_ms() + tmo;
@@ -566,9 +587,9 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 					   code);
 		}
 	}
-	(void)cu->easy_setopt(ws->h, CURLOPT_ERRORBUFFER, NULL);
 	if (c != CURLE_OK)
 		return transport_fail(o, c, errbuf, err);
+	errbuf[0] = 0; /* it stays set: the words of a later send's or receive's failure */
 	curl_socket_t sock = CURL_SOCKET_BAD;
 	if (cu->easy_getinfo(ws->h, CURLINFO_ACTIVESOCKET, &sock) != CURLE_OK ||
 	    sock == CURL_SOCKET_BAD)
@@ -602,6 +623,18 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 	int r = raw_send_all(ws, req.buf, req.len, deadline, err);
 	explicit_bzero(req.buf, req.len);
 	strbuf_release(&req);
+	if (r < 0 && err->kind == SBX_E_NETWORK) {
+		/* the server may have said why before it hung up: a TLS alert, read next */
+		char buf[256];
+		size_t got = 0;
+		long long soon = sbx_now_ms() + 1000;
+		CURLcode c2;
+		while ((c2 = wsf.recv(ws->h, buf, sizeof(buf), &got)) == CURLE_AGAIN &&
+		       wait_fd(ws->fd, POLLIN, soon) && sbx_now_ms() < soon)
+			;
+		return tls_ended(ws, o, c2 != CURLE_OK && c2 != CURLE_AGAIN ? c2 : CURLE_SEND_ERROR,
+				 err);
+	}
 	if (r < 0)
 		return -1;
 	/* the answer's head; what follows it is the first frames (or an error body) */
@@ -629,8 +662,7 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 			continue;
 		}
 		if (c != CURLE_AGAIN)
-			return sbx_err_set(err, SBX_E_NETWORK, "cannot read from %s: %s", o->what,
-					   cu->easy_strerror(c));
+			return tls_ended(ws, o, c, err);
 		if (!wait_fd(ws->fd, POLLIN, deadline))
 			return sbx_err_set(err, SBX_E_NETWORK,
 					   "%s did not answer the WebSocket upgrade in time",
@@ -716,7 +748,7 @@ static int curl_ws_send_all(struct sbx_ws *ws, int opcode, const char *p, size_t
 		}
 		if (c != CURLE_OK)
 			return sbx_err_set(err, SBX_E_NETWORK, "cannot send to %s: %s", ws->what,
-					   sbx_curl.easy_strerror(c));
+					   why(ws, c));
 		off += sent;
 		moved = sbx_now_ms();
 	} while (off < n);
@@ -763,7 +795,7 @@ static int curl_ws_next(struct sbx_ws *ws, int *ret_op, const uint8_t **ret_data
 		}
 		if (c != CURLE_OK)
 			return sbx_err_set(err, SBX_E_NETWORK, "cannot read from %s: %s", ws->what,
-					   sbx_curl.easy_strerror(c));
+					   why(ws, c));
 		int op = m->flags & CURLWS_CLOSE ? SBX_WS_CLOSE
 			: m->flags & CURLWS_PING ? SBX_WS_PING
 			: m->flags & CURLWS_TEXT ? SBX_WS_TEXT
@@ -842,7 +874,7 @@ int sbx_ws_recv(struct sbx_ws *ws, int *ret_op, const uint8_t **ret_data, size_t
 		}
 		if (c != CURLE_OK)
 			return sbx_err_set(err, SBX_E_NETWORK, "cannot read from %s: %s", ws->what,
-					   sbx_curl.easy_strerror(c));
+					   why(ws, c));
 		strbuf_add(&ws->rd.in, buf, got);
 	}
 }

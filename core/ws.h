@@ -76,6 +76,7 @@ struct sbx_ws {
 	bool close_sent, close_got;
 	int close_code; /* the server's (0: none given) */
 	char *what;
+	char errbuf[CURL_ERROR_SIZE]; /* libcurl's words on the last failure (TLS alerts...) */
 };
 
 /* a failed upgrade: the status and the body of the server's answer (capped) */
