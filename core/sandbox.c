@@ -141,7 +141,8 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
 	/* what the provider cannot do, or cannot do now, is said before anything exists */
 	if (sbx_config_supported(&o->config, p->caps, p->name, err) < 0 ||
-	    sbx_config_runtime_ok(&o->config, p->runtimes, p->name, err) < 0)
+	    sbx_config_runtime_ok(&o->config, p->runtimes, p->name, err) < 0 ||
+	    (p->check && p->check(&o->config, err) < 0))
 		return -1;
 	if (o->config.image.ref && !(p->caps & SBX_CAP_IMAGE) && !p->local_images &&
 	    hosted_local_image(ctx, p, o->config.image.ref, err) < 0)

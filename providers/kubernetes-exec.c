@@ -101,7 +101,7 @@ static bool v4_only(void)
 }
 
 /* the upgrade, retried on 429 (Retry-After) and 5xx; a refusal in Kubernetes' words */
-static int open_ws(const struct kube *k, const char *pod, const struct kexec *x, struct sbx_ws *ws,
+static int open_ws(struct kube *k, const char *pod, const struct kexec *x, struct sbx_ws *ws,
 		   struct sbx_err *err)
 {
 	_cleanup_free_ char *url = exec_url(k, pod, x);
@@ -126,6 +126,14 @@ static int open_ws(const struct kube *k, const char *pod, const struct kexec *x,
 		if (!st) {
 			sbx_ws_refusal_release(&ref);
 			return -1;
+		}
+		/* a credential plugin's refused token: the plugin is asked again, once */
+		if (st == 401 && kube_reauth(k)) {
+			hdrs[0] = k->r.auth;
+			o.headers = k->r.auth ? hdrs : NULL;
+			sbx_ws_refusal_release(&ref);
+			*err = (struct sbx_err){ 0 };
+			continue;
 		}
 		long wait = -1;
 		long long ra;
@@ -207,7 +215,7 @@ static int send_resize(struct sbx_ws *ws, struct sbx_err *err)
 }
 
 /* one exec, to its end: *ret_status the command's exit status */
-static int run(const struct kube *k, const char *pod, struct kexec *x, int *ret_status,
+static int run(struct kube *k, const char *pod, struct kexec *x, int *ret_status,
 	       struct sbx_err *err)
 {
 	struct sbx_ws ws;

@@ -26,7 +26,15 @@ make_certs() {
 		openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt \
 			-days 2 -extfile srv.ext &&
 		openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.crt -days 2 \
-			-subj /CN=other-ca
+			-subj /CN=other-ca &&
+		openssl req -x509 -newkey rsa:2048 -nodes -keyout client-ca.key -out client-ca.crt \
+			-days 2 -subj /CN=sbx-test-client-ca &&
+		openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=cert-user &&
+		printf 'extendedKeyUsage=clientAuth\n' >client.ext &&
+		openssl x509 -req -in client.csr -CA client-ca.crt -CAkey client-ca.key -CAcreateserial \
+			-out client.crt -days 2 -extfile client.ext &&
+		openssl req -x509 -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.crt -days 2 \
+			-subj /CN=rogue
 } >/dev/null 2>&1
 
 # kubeconfig FILE URL [USER-YAML]: a context 'fake' on the cluster at URL (the user a token)
@@ -56,8 +64,8 @@ if [ -z "$TEST_SKIP_ALL" ]; then
 	make_certs || TEST_SKIP_ALL="openssl cannot make the test CA"
 fi
 if [ -z "$TEST_SKIP_ALL" ]; then
-	start_fake k8s --tls-cert srv.crt --tls-key srv.key --token "$TOKEN" ||
-		TEST_SKIP_ALL="the Kubernetes fake did not start"
+	start_fake k8s --tls-cert srv.crt --tls-key srv.key --token "$TOKEN" \
+		--tls-client-ca client-ca.crt || TEST_SKIP_ALL="the Kubernetes fake did not start"
 	K8S=${FAKE_URL/http:/https:}
 	start_fake k8s --tls-cert srv.crt --tls-key srv.key --token "$TOKEN" --no-agent-sandbox ||
 		TEST_SKIP_ALL="the Kubernetes fake did not start"
@@ -381,7 +389,7 @@ test_expect_success '--image template:NAME makes a SandboxClaim; a missing templ
 	test_grep "TemplateNotFound" e && test_eq 1 "$(sbx ls -q | wc -l)"
 '
 
-test_expect_success 'pod mode (no agents.x-k8s.io): a pod, its PVC kept by release; --ttl refused' '
+test_expect_success 'pod mode (no agents.x-k8s.io): a pod, its PVC kept by release, a preview; --ttl refused' '
 	export KUBECONFIG=$TRASH/kc-pods &&
 	sbx create --provider kubernetes --image busybox --name pod --disk 1G -w /work >/dev/null &&
 	sbx inspect pod >rec.json && json_assert rec.json "assert r[\"extra\"][\"mode\"] == \"pod\"" &&
@@ -393,6 +401,8 @@ assert s[\"volumes\"][0][\"persistentVolumeClaim\"][\"claimName\"] == r[\"metada
 	sbx pause --release pod && test_eq released "$(sb_state pod)" &&
 	state "$PODS" >st.json && json_assert st.json "assert not r[\"pods\"] and len(r[\"pvcs\"]) == 1, r" &&
 	sbx resume pod && sbx exec pod -- cat /work/f >f && test_eq kept "$(cat f)" &&
+	preview_open pod 8200 && curl -fsS -H "X-Sbx-Preview-Token: $tok" "${base}in-pod-mode" >pg &&
+	test_eq "app:/in-pod-mode" "$(cat pg)" && sbx preview --rm pod 8200 &&
 	expect_code 125 sbx create --provider kubernetes --image busybox --ttl 1h 2>e &&
 	test_grep "shutdownTime" e &&
 	SBX_KUBE_MODE=sandbox expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
@@ -489,6 +499,428 @@ test_expect_success 'a kubeconfig with the wrong CA: a TLS failure naming it, 12
 	KUBECONFIG=$TRASH/kc-ca expect_code 125 sbx exec box -- true 2>e &&
 	expect_one_error_line e "TLS failure .*certificate-authority of cluster .fake." &&
 	sbx exec box -- true
+'
+
+# --- SandboxClaims: warm pools, what a template takes, release -------------------------------------
+# tmpl NAME [SPEC-JSON]: a SandboxTemplate of a sleeping container, its spec updated with SPEC
+tmpl() {
+	"$TEST_PYTHON" -c 'import json, sys
+spec = {"podTemplate": {"spec": {"containers": [{"name": "sandbox", "image": "busybox",
+                                                 "command": ["sleep", "100000"]}]}}}
+spec.update(json.loads(sys.argv[2]) if len(sys.argv) > 2 else {})
+print(json.dumps({"apiVersion": "extensions.agents.x-k8s.io/v1alpha1",
+                  "kind": "SandboxTemplate", "metadata": {"name": sys.argv[1]}, "spec": spec}))' \
+		"$@" >"$TRASH/tmpl-$1.json" &&
+		code=$(curl -sS --cacert "$TRASH/ca.crt" -H "Authorization: Bearer $TOKEN" -o /dev/null \
+			-w "%{http_code}" -H "Content-Type: application/json" --data @"$TRASH/tmpl-$1.json" \
+			"$K8S/apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/default/sandboxtemplates") &&
+		{ [ "$code" = 201 ] || [ "$code" = 409 ]; }
+}
+EXT=apis/extensions.agents.x-k8s.io/v1alpha1/namespaces/default
+AGT=apis/agents.x-k8s.io/v1alpha1/namespaces/default
+# apicode URL: the status of a GET with the token
+apicode() { curl -sS --cacert "$TRASH/ca.crt" -H "Authorization: Bearer $TOKEN" -o /dev/null -w "%{http_code}" "$1"; }
+# extra_of SB KEY, id_of SB: from sbx inspect
+extra_of() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["extra"].get(sys.argv[1]) or "")' "$2"; }
+id_of() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json, sys; print(json.load(sys.stdin)["id"])'; }
+# pool_ready NAME N: the warm pool has N ready Sandboxes
+pool_ready() {
+	api "$K8S/$EXT/sandboxwarmpools/$1" | "$TEST_PYTHON" -c 'import json, sys
+sys.exit(json.load(sys.stdin).get("status", {}).get("readyReplicas") != int(sys.argv[1]))' "$2"
+}
+# empty FILE: FILE is empty (else it is shown)
+empty() { [ ! -s "$1" ] || { cat "$1" >&2; return 1; }; }
+# reason_has SB TEXT: inspect's state_reason holds TEXT
+reason_has() { sbx inspect "$1" | "$TEST_PYTHON" -c 'import json, sys; sys.exit(sys.argv[1] not in (json.load(sys.stdin).get("state_reason") or ""))' "$2"; }
+
+test_expect_success 'a SandboxClaim: without a warm pool a Sandbox of its own; with one, the pool'"'"'s Sandbox adopted, its pod named on it, and every verb reaches that pod' '
+	tmpl pooled &&
+	sbx create --provider kubernetes --image template:pooled --name cold >/dev/null &&
+	sbx inspect cold >c.json &&
+	json_assert c.json "e = r[\"extra\"]
+assert e[\"mode\"] == \"claim\" and e[\"sandbox\"] == e[\"pod\"] == \"sbx-\" + r[\"id\"], e" &&
+	api -X POST -H "Content-Type: application/json" "$K8S/$EXT/sandboxwarmpools" \
+		--data "{\"apiVersion\": \"extensions.agents.x-k8s.io/v1alpha1\", \"kind\": \"SandboxWarmPool\", \"metadata\": {\"name\": \"pool\"}, \"spec\": {\"replicas\": 1, \"sandboxTemplateRef\": {\"name\": \"pooled\"}}}" >/dev/null &&
+	wait_until 30 pool_ready pool 1 &&
+	sbx create --provider kubernetes --image template:pooled --name warm >/dev/null &&
+	sbx inspect warm >w.json &&
+	json_assert w.json "e = r[\"extra\"]
+assert e[\"sandbox\"].startswith(\"pool-\") and e[\"pod\"] == e[\"sandbox\"], e
+assert r[\"state\"] == \"running\", r" &&
+	sb=$(extra_of warm sandbox) &&
+	api "$K8S/$EXT/sandboxclaims/sbx-$(id_of warm)" >claim.json &&
+	json_assert claim.json "assert r[\"status\"][\"sandbox\"][\"name\"] == \"$sb\", r" &&
+	api "$K8S/$AGT/sandboxes/$sb" >sb.json &&
+	json_assert sb.json "m = r[\"metadata\"]
+assert m[\"annotations\"][\"agents.x-k8s.io/pod-name\"] == \"$sb\", m
+assert m[\"ownerReferences\"][0][\"kind\"] == \"SandboxClaim\", m" &&
+	sbx exec warm -- sh -c "echo in-warm >/tmp/w" && sbx cp warm:/tmp/w w.txt &&
+	test_eq in-warm "$(cat w.txt)" &&
+	sbx ls >ls.out && test_grep -E " warm +kubernetes +running" ls.out &&
+	test_grep -E " cold +kubernetes +running" ls.out &&
+	wait_until 30 pool_ready pool 1 &&
+	sbx rm -f warm cold && test_eq 404 "$(apicode "$K8S/$AGT/sandboxes/$sb")" &&
+	api -X DELETE "$K8S/$EXT/sandboxwarmpools/pool" >/dev/null
+'
+
+test_expect_success 'a claim'"'"'s pause --release keeps what is on its template'"'"'s volume, resume brings it back; without a volume release is refused (control: it runs on)' '
+	tmpl vol "{\"volumeClaimTemplates\": [{\"metadata\": {\"name\": \"work\"}, \"spec\": {\"accessModes\": [\"ReadWriteOnce\"], \"resources\": {\"requests\": {\"storage\": \"1Gi\"}}}}], \"podTemplate\": {\"spec\": {\"containers\": [{\"name\": \"sandbox\", \"image\": \"busybox\", \"command\": [\"sleep\", \"100000\"], \"volumeMounts\": [{\"name\": \"work\", \"mountPath\": \"/data\"}]}]}}}" &&
+	sbx create --provider kubernetes --image template:vol --name cv >/dev/null &&
+	sbx exec cv -- sh -c "echo kept >/data/f" &&
+	sbx pause --release cv && test_eq released "$(sb_state cv)" &&
+	sbx ls >ls.out && test_grep -E " cv +kubernetes +released" ls.out &&
+	expect_code 125 sbx exec cv -- true &&
+	sbx resume cv && sbx exec cv -- cat /data/f >f && test_eq kept "$(cat f)" &&
+	tmpl pooled && sbx create --provider kubernetes --image template:pooled --name cn >/dev/null &&
+	expect_code 125 sbx pause --release cn 2>e &&
+	expect_one_error_line e "no volumeClaimTemplates, so its files would go with its pod" &&
+	test_eq running "$(sb_state cn)" && sbx exec cn -- true &&
+	sbx rm -f cv cn
+'
+
+test_expect_success 'with --image template:NAME, each option a SandboxClaim cannot carry is refused in one line, 125, before anything is made' '
+	tmpl pooled && n0=$(sbx ls -q | wc -l) && state >s0.json &&
+	for o in "--cpus 1" "--memory 64m" "-w /work" "--runtime gvisor" "--disk 1G" \
+		"--add-host db.internal:10.0.0.1"; do
+		# shellcheck disable=SC2086 # the option and its value
+		expect_code 125 sbx create --provider kubernetes --image template:pooled $o 2>e &&
+			expect_one_error_line e "cannot take ${o%% *}.* with --image template:pooled: the SandboxTemplate decides it" ||
+			return 1
+	done &&
+	test_eq "$n0" "$(sbx ls -q | wc -l)" && state >s1.json &&
+	json_assert s1.json "import json; s0 = json.load(open(\"s0.json\"))
+assert (r[\"claims\"], r[\"sandboxes\"]) == (s0[\"claims\"], s0[\"sandboxes\"]), (r, s0)"
+'
+
+test_expect_success 'with a template, -e is the claim'"'"'s env (refused before anything is made where the template disallows it), --ttl its lifecycle'"'"'s shutdownTime, which keepalive moves' '
+	tmpl envok "{\"envVarsInjectionPolicy\": \"Allowed\"}" &&
+	sbx create --provider kubernetes --image template:envok --name withenv -e GREETING=hi \
+		--ttl 1h >/dev/null &&
+	sbx exec withenv -- sh -c "echo \$GREETING" >g && test_eq hi "$(cat g)" &&
+	claim="$K8S/$EXT/sandboxclaims/sbx-$(id_of withenv)" &&
+	api "$claim" >cl.json &&
+	json_assert cl.json "import datetime
+s = r[\"spec\"]
+assert {\"name\": \"GREETING\", \"value\": \"hi\"} in s[\"env\"], s
+t = datetime.datetime.strptime(s[\"lifecycle\"][\"shutdownTime\"], \"%Y-%m-%dT%H:%M:%SZ\")
+d = (t - datetime.datetime.utcnow()).total_seconds()
+assert 3000 < d <= 3601, d
+assert s[\"lifecycle\"][\"shutdownPolicy\"] == \"Retain\", s" &&
+	api -X PATCH -H "Content-Type: application/merge-patch+json" \
+		--data "{\"spec\": {\"lifecycle\": {\"shutdownTime\": \"2099-01-01T00:00:00Z\"}}}" "$claim" >/dev/null &&
+	sbx keepalive withenv && api "$claim" >cl.json &&
+	json_assert cl.json "assert not r[\"spec\"][\"lifecycle\"][\"shutdownTime\"].startswith(\"2099\"), r" &&
+	sbx rm -f withenv &&
+	n0=$(sbx ls -q | wc -l) && state >s0.json &&
+	expect_code 125 sbx create --provider kubernetes --image template:pooled -e A=1 2>e &&
+	expect_one_error_line e "-e cannot go with --image template:pooled: the SandboxTemplate.s envVarsInjectionPolicy is .Disallowed." &&
+	test_eq "$n0" "$(sbx ls -q | wc -l)" && state >s1.json &&
+	json_assert s1.json "import json; assert r[\"claims\"] == json.load(open(\"s0.json\"))[\"claims\"], r"
+'
+
+test_expect_success 'past its shutdownTime (Retain), a claim and a Sandbox are stopped, with the reason, in inspect and ls alike' '
+	tmpl pooled &&
+	sbx create --provider kubernetes --image template:pooled --name cexp --ttl 1h >/dev/null &&
+	sbx create --provider kubernetes --image busybox --name sexp --ttl 1h >/dev/null &&
+	api -X PATCH -H "Content-Type: application/merge-patch+json" \
+		--data "{\"spec\": {\"lifecycle\": {\"shutdownTime\": \"2020-01-01T00:00:00Z\"}}}" \
+		"$K8S/$EXT/sandboxclaims/sbx-$(id_of cexp)" >/dev/null &&
+	api -X PATCH -H "Content-Type: application/merge-patch+json" \
+		--data "{\"spec\": {\"shutdownTime\": \"2020-01-01T00:00:00Z\"}}" \
+		"$K8S/$AGT/sandboxes/sbx-$(id_of sexp)" >/dev/null &&
+	wait_state cexp stopped 20 && wait_state sexp stopped 20 &&
+	reason_has cexp "ClaimExpired" && reason_has sexp "SandboxExpired" &&
+	sbx ls >ls.out && test_grep -E " cexp +kubernetes +stopped" ls.out &&
+	test_grep -E " sexp +kubernetes +stopped" ls.out &&
+	sbx rm -f cexp sexp
+'
+
+test_expect_success 'a Sandbox whose controller has not made its pod: starting, saying so (not missing)' '
+	sbx create --provider kubernetes --image busybox --name lag >/dev/null &&
+	ctl -X POST --data "{\"schedulable\": false}" "$K8S/_fake/k8s/schedulable" >/dev/null &&
+	api -X DELETE "$K8S/api/v1/namespaces/default/pods/$(pod_of lag)" >/dev/null &&
+	wait_until 20 reason_has lag "not scheduled: 0/1 nodes are available";
+	rc=$?; sbx inspect lag >i.json
+	ctl -X POST --data "{\"schedulable\": true}" "$K8S/_fake/k8s/schedulable" >/dev/null &&
+	test $rc = 0 && json_assert i.json "assert r[\"state\"] == \"starting\", r
+assert \"unschedulable\" in r[\"state_reason\"], r" &&
+	wait_state lag running 30 && sbx rm -f lag
+'
+
+# --- ls ---------------------------------------------------------------------------------------------
+test_expect_success 'ls lists each sandbox where it was made (other namespaces and contexts), agreeing with inspect; a listing the cluster refuses is warned about, its states as last seen' '
+	{ sed "/^current-context/d; /^contexts:/,/^users:/{/^users:/!d}" kc &&
+		printf "current-context: fake\ncontexts:\n- name: fake\n  context: {cluster: fake, user: tester}\n- name: other\n  context: {cluster: fake, user: tester, namespace: kube-system}\n"; } >kc-two &&
+	export KUBECONFIG=$TRASH/kc-two &&
+	SBX_KUBE_CONTEXT=other sbx create --provider kubernetes --image busybox --name inother >/dev/null &&
+	SBX_KUBE_NAMESPACE=kube-public sbx create --provider kubernetes --image busybox --name inpublic >/dev/null &&
+	sbx create --provider kubernetes --image busybox --name relhere --disk 64m >/dev/null &&
+	sbx pause --release relhere &&
+	sbx ls >ls.out 2>ls.err && empty ls.err &&
+	test_grep -E " inother +kubernetes +running" ls.out &&
+	test_grep -E " inpublic +kubernetes +running" ls.out &&
+	test_grep -E " relhere +kubernetes +released" ls.out &&
+	for n in inother inpublic relhere box; do
+		test_grep -E " $n +kubernetes +$(sb_state $n)( |$)" ls.out || return 1
+	done &&
+	fault "{\"match\": \"GET /api/v1/namespaces/kube-public/pods\$\", \"kind\": \"status\", \"status\": 403}" &&
+	sbx ls >ls.out 2>ls.err && unfault &&
+	expect_one_error_line ls.err "warning: cannot list kubernetes sandboxes in namespace .kube-public. of context .fake., showing their states as last seen: .*HTTP 403" &&
+	test_grep -E " inpublic +kubernetes +running" ls.out &&
+	test_grep -E " inother +kubernetes +running" ls.out &&
+	sbx ls >ls.out 2>ls.err && empty ls.err &&
+	sbx rm -f inother inpublic relhere
+'
+# --- credentials ------------------------------------------------------------------------------------
+# a credential plugin of the test's own, on a PATH directory of the test's own: it counts its runs,
+# keeps what it was given (KUBERNETES_EXEC_INFO, whether stdin was a terminal) in $PLUGIN_DIR, and
+# gives the token $T ($FIRST the first time, if set)
+mkdir -p "$TRASH/bin" "$TRASH/pl"
+cat >"$TRASH/bin/sbx-test-plugin" <<'EOF'
+#!/bin/sh
+n=$(cat "$PLUGIN_DIR/runs" 2>/dev/null || echo 0)
+n=$((n + 1))
+echo "$n" >"$PLUGIN_DIR/runs"
+printf '%s' "$KUBERNETES_EXEC_INFO" >"$PLUGIN_DIR/info"
+if [ -t 0 ]; then echo tty >"$PLUGIN_DIR/stdin"; else echo notty >"$PLUGIN_DIR/stdin"; fi
+t=$T
+[ "$n" = 1 ] && [ -n "$FIRST" ] && t=$FIRST
+printf '{"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential", "status": {"token": "%s"}}\n' "$t"
+EOF
+chmod +x "$TRASH/bin/sbx-test-plugin"
+# plugin_kc FILE APIVERSION [YAML LINES...]: a kubeconfig whose user runs sbx-test-plugin by name
+plugin_kc() {
+	local f=$1 av=$2 extra=""
+	shift 2
+	for l in "$@"; do extra="$extra
+      $l"; done
+	kubeconfig "$f" "$K8S" "    exec:
+      apiVersion: $av
+      command: sbx-test-plugin
+      installHint: the test makes sbx-test-plugin in \$TRASH/bin$extra
+      env:
+      - {name: T, value: $TOKEN}
+      - {name: PLUGIN_DIR, value: $TRASH/pl}"
+}
+runs() { cat "$TRASH/pl/runs" 2>/dev/null || echo 0; }
+
+test_expect_success 'a credential plugin by its bare name is found in the caller'"'"'s PATH (control: not on PATH, 125 with its installHint); provideClusterInfo gives it the cluster' '
+	plugin_kc kc-bare client.authentication.k8s.io/v1beta1 "provideClusterInfo: true" &&
+	KUBECONFIG=$TRASH/kc-bare PATH=$TRASH/bin:$PATH sbx exec box -- echo by-name </dev/null >o &&
+	test_eq by-name "$(cat o)" && test_eq notty "$(cat pl/stdin)" &&
+	json_assert pl/info "import base64
+s = r[\"spec\"]
+assert s[\"interactive\"] is False and s[\"cluster\"][\"server\"] == \"$K8S\", s
+assert base64.b64decode(s[\"cluster\"][\"certificate-authority-data\"]) == open(\"ca.crt\", \"rb\").read()" &&
+	KUBECONFIG=$TRASH/kc-bare expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "cannot find the credential plugin .sbx-test-plugin. of user .tester. in PATH: the test makes sbx-test-plugin in" &&
+	plugin_kc kc-noinfo client.authentication.k8s.io/v1beta1 &&
+	KUBECONFIG=$TRASH/kc-noinfo PATH=$TRASH/bin:$PATH sbx exec box -- true </dev/null &&
+	json_assert pl/info "assert \"cluster\" not in r[\"spec\"], r"
+'
+
+test_expect_success 'interactiveMode: Always needs a terminal (125 without one; control: with one it has it), Never never has it, IfAvailable when there is one' '
+	export PATH=$TRASH/bin:$PATH &&
+	plugin_kc kc-always client.authentication.k8s.io/v1 "interactiveMode: Always" &&
+	KUBECONFIG=$TRASH/kc-always expect_code 125 sbx exec box -- true </dev/null 2>e &&
+	expect_one_error_line e "credential plugin .sbx-test-plugin. of user .tester. needs a terminal \\(interactiveMode Always\\)" &&
+	KUBECONFIG=$TRASH/kc-always SHELL=/bin/sh script -qec "$SBX exec box -- true" /dev/null </dev/null &&
+	test_eq tty "$(cat pl/stdin)" &&
+	json_assert pl/info "assert r[\"spec\"][\"interactive\"] is True, r" &&
+	plugin_kc kc-never client.authentication.k8s.io/v1 "interactiveMode: Never" &&
+	KUBECONFIG=$TRASH/kc-never SHELL=/bin/sh script -qec "$SBX exec box -- true" /dev/null </dev/null &&
+	test_eq notty "$(cat pl/stdin)" &&
+	json_assert pl/info "assert r[\"spec\"][\"interactive\"] is False, r" &&
+	plugin_kc kc-ifa client.authentication.k8s.io/v1 "interactiveMode: IfAvailable" &&
+	KUBECONFIG=$TRASH/kc-ifa SHELL=/bin/sh script -qec "$SBX exec box -- true" /dev/null </dev/null &&
+	test_eq tty "$(cat pl/stdin)" &&
+	KUBECONFIG=$TRASH/kc-ifa sbx exec box -- true </dev/null && test_eq notty "$(cat pl/stdin)" &&
+	plugin_kc kc-v1 client.authentication.k8s.io/v1 &&
+	KUBECONFIG=$TRASH/kc-v1 expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "without interactiveMode, which that version requires"
+'
+
+test_expect_success 'a plugin token the cluster refuses (401) has the plugin run again, once, as kubectl does: REST and exec (control: refused twice, 125 after two runs)' '
+	export PATH=$TRASH/bin:$PATH &&
+	plugin_kc kc-first client.authentication.k8s.io/v1beta1 "provideClusterInfo: false" &&
+	sed "s|^      env:|      env:\n      - {name: FIRST, value: stale-token}|" kc-first >kc-stale &&
+	rm -f pl/runs && KUBECONFIG=$TRASH/kc-stale sbx exec box -- echo again >o &&
+	test_eq again "$(cat o)" && test_eq 2 "$(runs)" &&
+	rm -f pl/runs && KUBECONFIG=$TRASH/kc-stale sbx create --provider kubernetes --image busybox --name reauth >/dev/null &&
+	test_eq 2 "$(runs)" && sbx rm -f reauth &&
+	sed "s|value: $TOKEN|value: wrong|" kc-first >kc-wrong &&
+	rm -f pl/runs && KUBECONFIG=$TRASH/kc-wrong expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "refused the credentials \\(HTTP 401" && test_eq 2 "$(runs)"
+'
+
+test_expect_success 'a 403: one line in the cluster'"'"'s words, naming RBAC (control: the same call otherwise works)' '
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"status\", \"status\": 403, \"count\": 1}" &&
+	expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "Kubernetes forbids it \\(HTTP 403.*\\); check the RBAC permissions of the credentials of user .tester." &&
+	fault "{\"match\": \"POST /apis/agents.x-k8s.io/.*\", \"kind\": \"status\", \"status\": 403, \"count\": 1}" &&
+	expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
+	expect_one_error_line e "forbids it \\(HTTP 403.*RBAC permissions" &&
+	sbx exec box -- true
+'
+
+test_expect_success 'a client certificate authenticates, as data in the kubeconfig and as files (controls: no credentials 401; a certificate of another CA refused, the message pointing at it)' '
+	kubeconfig kc-cert "$K8S" "    client-certificate-data: $(base64 -w0 client.crt)
+    client-key-data: $(base64 -w0 client.key)" &&
+	KUBECONFIG=$TRASH/kc-cert sbx exec box -- echo by-cert >o && test_eq by-cert "$(cat o)" &&
+	kubeconfig kc-certf "$K8S" "    client-certificate: $TRASH/client.crt
+    client-key: client.key" &&
+	KUBECONFIG=$TRASH/kc-certf sbx exec box -- echo by-file >o && test_eq by-file "$(cat o)" &&
+	KUBECONFIG=$TRASH/kc-certf sbx ls >ls.out 2>ls.err && empty ls.err &&
+	kubeconfig kc-none "$K8S" "    {}" &&
+	KUBECONFIG=$TRASH/kc-none expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "refused the credentials \\(HTTP 401" &&
+	kubeconfig kc-rogue "$K8S" "    client-certificate-data: $(base64 -w0 rogue.crt)
+    client-key-data: $(base64 -w0 rogue.key)" &&
+	KUBECONFIG=$TRASH/kc-rogue expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "Kubernetes.*check the certificate-authority of cluster .fake. and the client certificate of user .tester." &&
+	KUBECONFIG=$TRASH/kc-rogue expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
+	expect_one_error_line e "Kubernetes.*check the certificate-authority of cluster .fake. and the client certificate of user .tester."
+'
+
+test_expect_success 'tokenFile is read at each call (a wrong token in it: 401; control: the right one)' '
+	echo "$TOKEN" >tok && kubeconfig kc-tf "$K8S" "    tokenFile: tok" &&
+	KUBECONFIG=$TRASH/kc-tf sbx exec box -- echo from-file >o && test_eq from-file "$(cat o)" &&
+	echo wrong >tok && KUBECONFIG=$TRASH/kc-tf expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "refused the credentials \\(HTTP 401" &&
+	echo "$TOKEN" >tok && KUBECONFIG=$TRASH/kc-tf sbx exec box -- true
+'
+
+test_expect_success 'SBX_KUBE_CONTEXT picks a context at create; later calls follow the record (control: the current context is refused)' '
+	{ sed "/^current-context/d; /^contexts:/,/^users:/{/^users:/!d}" kc &&
+		printf "%s\n" "- name: stranger" "  user: {token: wrong}" "current-context: bad" "contexts:" \
+			"- name: bad" "  context: {cluster: fake, user: stranger}" \
+			"- name: good" "  context: {cluster: fake, user: tester}"; } >kc-ctx &&
+	KUBECONFIG=$TRASH/kc-ctx expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
+	expect_one_error_line e "HTTP 401" &&
+	KUBECONFIG=$TRASH/kc-ctx SBX_KUBE_CONTEXT=good sbx create --provider kubernetes --image busybox --name ctxbox >/dev/null &&
+	test_eq good "$(extra_of ctxbox context)" &&
+	KUBECONFIG=$TRASH/kc-ctx sbx exec ctxbox -- echo followed >o && test_eq followed "$(cat o)" &&
+	KUBECONFIG=$TRASH/kc-ctx sbx rm -f ctxbox
+'
+
+test_expect_success 'KUBECONFIG as a colon list: clusters, users and contexts from different files, missing ones skipped (control: without the users file, 125 naming the user)' '
+	sed -n "/^clusters:/,/^contexts:/p" kc | sed "\$d" >kc-clusters &&
+	sed -n "/^users:/,\$p" kc >kc-users &&
+	{ echo "current-context: fake" && sed -n "/^contexts:/,/^users:/p" kc | sed "\$d"; } >kc-ctxs &&
+	KUBECONFIG=$TRASH/none:$TRASH/kc-ctxs:$TRASH/kc-users:$TRASH/kc-clusters sbx exec box -- echo merged >o &&
+	test_eq merged "$(cat o)" &&
+	KUBECONFIG=$TRASH/kc-ctxs:$TRASH/kc-clusters expect_code 125 sbx exec box -- true 2>e &&
+	expect_one_error_line e "no user .tester."
+'
+
+# --- the exec stream --------------------------------------------------------------------------------
+# rawexec CMD: the exec of CMD in box's pod by a bare client that sends nothing (no ping): prints
+# its stdout, then "EOF" when the connection was cut, "CLOSE" when it was closed in order
+cat >"$TRASH/rawexec.py" <<EOF
+import base64, os, socket, ssl, sys, urllib.parse
+sys.path.insert(0, "$TEST_DIR/helpers")
+from ws import accept_key, read_frame, read_head
+port, token, ca, pod, cmd = sys.argv[1:6]
+ctx = ssl.create_default_context(cafile=ca)
+s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(port)), timeout=60),
+                    server_hostname="127.0.0.1")
+key = base64.b64encode(os.urandom(16)).decode()
+q = "command=sh&command=-c&command=%s&stdout=true&container=sandbox" % urllib.parse.quote(cmd)
+s.sendall(("GET /api/v1/namespaces/default/pods/%s/exec?%s HTTP/1.1\r\nHost: x\r\n"
+           "Authorization: Bearer %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+           "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n\r\n" % (pod, q, token, key)).encode())
+line, headers, rest = read_head(s)
+assert " 101 " in line, line
+while True:
+    try:
+        fin, op, data = read_frame(s)
+    except (EOFError, OSError):
+        print("EOF")
+        break
+    if op == 8:
+        print("CLOSE")
+        break
+    if op == 2 and data[:1] == b"\x01":
+        sys.stdout.write(data[1:].decode())
+EOF
+rawexec() { "$TEST_PYTHON" "$TRASH/rawexec.py" "${K8S##*:}" "$TOKEN" "$TRASH/ca.crt" "$(pod_of box)" "$1"; }
+
+test_expect_success 'pings: sbx answers the cluster'"'"'s, and its own keep an idle exec alive where a proxy cuts idle connections (control: a client that sends none is cut)' '
+	state >s0.json && json_assert s0.json "assert \"sbx-pong-check\" not in r[\"pongs\"], r" &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_ping\", \"payload\": \"sbx-pong-check\", \"count\": 1}" &&
+	sbx exec box -- sleep 1 && state >s1.json &&
+	json_assert s1.json "assert \"sbx-pong-check\" in r[\"pongs\"], r" &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_idle\", \"seconds\": 10, \"count\": 1}" &&
+	sbx exec box -- sh -c "sleep 14; echo still-here" >o && test_eq still-here "$(cat o)" &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_idle\", \"seconds\": 10, \"count\": 1}" &&
+	rawexec "sleep 14; echo still-here" >raw && test_eq EOF "$(cat raw)" &&
+	rawexec "echo bare" >raw && test_eq "bare
+CLOSE" "$(cat raw)"
+'
+
+# resize.py SBX SB: exec -t under a terminal of its own, 24x80; once the size shows inside, the
+# terminal becomes 40x120 (the kernel signals sbx SIGWINCH): prints what the command printed
+cat >"$TRASH/resize.py" <<'EOF'
+import fcntl, os, pty, select, struct, subprocess, sys, termios, time
+sbx, sb = sys.argv[1:3]
+m, s = pty.openpty()
+def size(fd, rows, cols):
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+size(s, 24, 80)
+def ctty():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+script = ('i=0; while [ "$(stty size)" = "0 0" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; '
+          's=$(stty size); echo "first $s"; i=0; '
+          'while [ "$(stty size)" = "$s" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; '
+          'echo "then $(stty size)"')
+p = subprocess.Popen([sbx, "exec", "-t", sb, "--", "sh", "-c", script], stdin=s, stdout=s,
+                     stderr=s, preexec_fn=ctty, close_fds=True)
+os.close(s)
+out, resized, deadline = b"", False, time.time() + 50
+while time.time() < deadline:
+    if select.select([m], [], [], 0.2)[0]:
+        try:
+            b = os.read(m, 4096)
+        except OSError:
+            b = b""
+        if not b:
+            break
+        out += b
+    if not resized and b"first 24 80" in out:
+        size(m, 40, 120)
+        resized = True
+rc = p.wait(20)
+sys.stdout.write(out.decode("utf-8", "replace").replace("\r", ""))
+sys.exit(rc)
+EOF
+
+test_expect_success 'exec -t: a window resized mid-session is resized inside (SIGWINCH, channel 4)' '
+	"$TEST_PYTHON" "$TRASH/resize.py" "$SBX" box >rs.out &&
+	test_grep -x "first 24 80" rs.out && test_grep -x "then 40 120" rs.out
+'
+
+# --- what a pod's image can do ------------------------------------------------------------------------
+test_expect_success 'an image the kubelet cannot pull: create fails at once with its reason (ErrImagePull, ImagePullBackOff, InvalidImageName), nothing left' '
+	n0=$(sbx ls -q | wc -l) && state >s0.json &&
+	for r in ErrImagePull ImagePullBackOff InvalidImageName; do
+		ctl -X POST --data "{\"image\": \"bad/$r:1\", \"reason\": \"$r\", \"message\": \"cannot pull bad/$r:1\"}" \
+			"$K8S/_fake/k8s/image-fail" >/dev/null &&
+			expect_code 125 sbx create --provider kubernetes --image "bad/$r:1" 2>e &&
+			expect_one_error_line e "did not start: $r: cannot pull bad/$r:1" || return 1
+	done &&
+	test_eq "$n0" "$(sbx ls -q | wc -l)" && state >s1.json &&
+	json_assert s1.json "import json; assert r[\"sandboxes\"] == json.load(open(\"s0.json\"))[\"sandboxes\"], r"
+'
+
+test_expect_success 'cp with an image that has no tar: one clear line, 125, both ways (control: the same cp where tar is)' '
+	sbx create --provider kubernetes --image sbx-fake/no-tar --name notar >/dev/null &&
+	echo x >f1 &&
+	expect_code 125 sbx cp f1 notar:/tmp/ 2>e && expect_one_error_line e "image has no tar, which cp needs" &&
+	expect_code 125 sbx cp notar:/etc/hostname h 2>e && expect_one_error_line e "image has no tar" &&
+	sbx cp f1 box:/tmp/f1 && sbx exec box -- cat /tmp/f1 >b && test_eq x "$(cat b)" &&
+	sbx rm -f notar
 '
 
 # the shared verb checks (tests/helpers/verbs.sh), in both modes; release keeps the --disk
