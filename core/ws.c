@@ -472,7 +472,7 @@ static int transport_fail(const struct sbx_ws_opts *o, CURLcode c, const char *e
 	_cleanup_free_ char *host = sbx_url_host(o->url);
 	const char *why = errbuf[0] ? errbuf : sbx_curl.easy_strerror(c);
 
-	if (sbx_curl_tls_error(c))
+	if (sbx_curl_tls_error(c) || strstr(why, " alert "))
 		return sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s at %s: %s%s",
 				   o->what, host, why, o->tls_hint ? o->tls_hint : "");
 	if (c == CURLE_OPERATION_TIMEDOUT)
@@ -485,6 +485,27 @@ static int transport_fail(const struct sbx_ws_opts *o, CURLcode c, const char *e
 				   host, o->what);
 	return sbx_err_set(err, SBX_E_NETWORK, "cannot connect to %s at %s: %s", o->what, host,
 			   why);
+}
+
+/* sbx_curl_debug, the request line's target replaced by the one to show (u) */
+static int ws_curl_debug(CURL *h, curl_infotype type, char *data, size_t n, void *u)
+{
+	const char *sp = n > 4 ? memchr(data, ' ', n) : NULL;
+	const char *eol = sp ? memchr(sp, '\n', n - (size_t)(sp - data)) : NULL;
+	if (type != CURLINFO_HEADER_OUT || !sp || !eol)
+		return sbx_curl_debug(h, type, data, n, u);
+	const char *v = eol;
+	while (v > sp && v[-1] != ' ')
+		v--; /* " HTTP/1.1\r\n" */
+	if (v <= sp + 1)
+		return sbx_curl_debug(h, type, data, n, u);
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_add(&sb, data, (size_t)(sp + 1 - data));
+	strbuf_addstr(&sb, u);
+	strbuf_add(&sb, v - 1, n - (size_t)(v - 1 - data));
+	int r = sbx_curl_debug(h, type, sb.buf, sb.len, u);
+	strbuf_release(&sb);
+	return r;
 }
 
 /* the connection failed before the upgrade's answer: with TLS 1.3 a server that refuses the
@@ -502,24 +523,40 @@ static int tls_ended(struct sbx_ws *ws, const struct sbx_ws_opts *o, CURLcode c,
 			   o->what, w, tls ? o->tls_hint : "");
 }
 
+bool sbx_ws_header_value(const char *line, size_t n, const char *name, char **ret)
+{
+	size_t k = strlen(name);
+	if (*ret || n <= k || strncasecmp(line, name, k) || line[k] != ':')
+		return false;
+	const char *v = line + k + 1, *end = line + n;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && strchr(" \t\r\n", end[-1]))
+		end--;
+	*ret = xstrndup(v, (size_t)(end - v));
+	return true;
+}
+
+/* libcurl's own upgrade: the headers that matter, as parse_head takes them from sbx's */
 static size_t on_curl_ws_header(char *p, size_t size, size_t n, void *u)
 {
 	struct upgrade *up = u;
 	size_t len = size * n;
-	const char name[] = "sec-websocket-protocol:";
 
-	if (len > sizeof(name) - 1 && !strncasecmp(p, name, sizeof(name) - 1) && !up->protocol) {
-		char *v = xstrndup(p + sizeof(name) - 1, len - (sizeof(name) - 1));
-		char *b = v + strspn(v, " \t");
-		b[strcspn(b, "\r\n \t")] = 0;
-		up->protocol = xstrdup(b);
-		free(v);
+	if (len >= 5 && !strncmp(p, "HTTP/", 5)) { /* a new answer: its own headers */
+		free(up->protocol);
+		free(up->retry_after);
+		up->protocol = up->retry_after = NULL;
+		return len;
 	}
+	if (!sbx_ws_header_value(p, len, "sec-websocket-protocol", &up->protocol))
+		(void)sbx_ws_header_value(p, len, "retry-after", &up->retry_after);
 	return len;
 }
 
-int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws_refusal *refusal,
-		   struct sbx_err *err)
+/* own: sbx's framing even where libcurl has WebSockets */
+static int ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o,
+		      struct sbx_ws_refusal *refusal, bool own, struct sbx_err *err)
 {
 	struct sbx_curl_fns *cu = &sbx_curl;
 	char *errbuf = ws->errbuf;
@@ -538,7 +575,7 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 	ws->h = cu->easy_init();
 	if (!ws->h)
 		return sbx_err_set(err, SBX_E_SYSTEM, "cannot start a libcurl transfer");
-	ws->curl_ws = wsf.ws_send != NULL;
+	ws->curl_ws = wsf.ws_send != NULL && !own;
 	_cleanup_free_ char *url = NULL;
 	if (ws->curl_ws)
 		url = startswith(o->url, "https://")	? xasprintf("wss://%s", o->url + 8)
@@ -556,7 +593,10 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 	if (ws->curl_ws && !startswith(o->url, "https://") && !sbx_url_is_loopback(o->url))
 		return transport_fail(o, CURLE_UNSUPPORTED_PROTOCOL, "", err);
 	if (sbx_debug_enabled) {
-		(void)cu->easy_setopt(ws->h, CURLOPT_DEBUGFUNCTION, sbx_curl_debug);
+		/* libcurl's own upgrade request shows the URL: as debug_url says */
+		(void)cu->easy_setopt(ws->h, CURLOPT_DEBUGFUNCTION, ws_curl_debug);
+		(void)cu->easy_setopt(ws->h, CURLOPT_DEBUGDATA,
+				      (void *)url_target(o->debug_url ? o->debug_url : o->url));
 		(void)cu->easy_setopt(ws->h, CURLOPT_VERBOSE, 1L);
 	}
 	if (ws->curl_ws) {
@@ -573,6 +613,10 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 	}
 	if (o->setup)
 		o->setup(ws->h, o->setup_arg);
+	if (ws->curl_ws && sbx_debug_enabled)
+		sbx_debug("> GET %s (WebSocket upgrade by libcurl, %s)",
+			  url_target(o->debug_url ? o->debug_url : o->url),
+			  o->protocols ? o->protocols : "no subprotocol");
 	CURLcode c = cu->easy_perform(ws->h);
 	if (ws->curl_ws) {
 		(void)cu->easy_setopt(ws->h, CURLOPT_HTTPHEADER, NULL);
@@ -580,11 +624,16 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 		long code = 0;
 		(void)cu->easy_getinfo(ws->h, CURLINFO_RESPONSE_CODE, &code);
 		if (code && code != 101) {
-			if (refusal)
-				refusal->status = code;
-			return sbx_err_set(err, SBX_E_REMOTE,
-					   "%s refused the WebSocket upgrade (HTTP %ld)", o->what,
-					   code);
+			/* libcurl read the refusal's head and not its body (the cluster's
+			 * Status): asked again with sbx's framing, which reads it all, the
+			 * refusal is reported as on a libcurl without WebSockets (or, answered
+			 * 101 this time, the connection is used) */
+			sbx_debug("%s refused libcurl's WebSocket upgrade (HTTP %ld%s%s); asking "
+				  "again with sbx's framing for the whole answer",
+				  o->what, code, u.retry_after ? ", Retry-After " : "",
+				  u.retry_after ? u.retry_after : "");
+			sbx_ws_close(ws);
+			return ws_connect(ws, o, refusal, true, err);
 		}
 	}
 	if (c != CURLE_OK)
@@ -618,7 +667,8 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 		strbuf_addf(&req, "%s\r\n", *p);
 	strbuf_addstr(&req, "\r\n");
 	if (sbx_debug_enabled)
-		sbx_debug("> GET %s (WebSocket upgrade, %s)", url_target(o->url),
+		sbx_debug("> GET %s (WebSocket upgrade, %s)",
+			  url_target(o->debug_url ? o->debug_url : o->url),
 			  o->protocols ? o->protocols : "no subprotocol");
 	int r = raw_send_all(ws, req.buf, req.len, deadline, err);
 	explicit_bzero(req.buf, req.len);
@@ -711,6 +761,12 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 				   o->what);
 	ws->protocol = TAKE_PTR(u.protocol);
 	return 0;
+}
+
+int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws_refusal *refusal,
+		   struct sbx_err *err)
+{
+	return ws_connect(ws, o, refusal, false, err);
 }
 
 void sbx_ws_refusal_release(struct sbx_ws_refusal *r)

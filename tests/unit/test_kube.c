@@ -103,6 +103,33 @@ static void test_ws_frames(void)
 	strbuf_release(&sb);
 }
 
+/* libcurl's WebSocket path: the header lines it hands over, read as sbx's own head is */
+static void test_ws_headers(void)
+{
+	char *v = NULL;
+	const char l1[] = "Retry-After: 7\r\n", l2[] = "retry-after:   12 \t\r\n";
+	CHECK(sbx_ws_header_value(l1, strlen(l1), "retry-after", &v) && streq(v, "7"),
+	      "Retry-After: %s", v ? v : "(none)");
+	CHECK(!sbx_ws_header_value(l2, strlen(l2), "retry-after", &v) && streq(v, "7"),
+	      "the first one counts");
+	free(v);
+	v = NULL;
+	CHECK(sbx_ws_header_value(l2, strlen(l2), "retry-after", &v) && streq(v, "12"),
+	      "any case, trimmed: '%s'", v ? v : "(none)");
+	free(v);
+	v = NULL;
+	const char l3[] = "Retry-After-Not: 1\r\n",
+		   l4[] = "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n";
+	CHECK(!sbx_ws_header_value(l3, strlen(l3), "retry-after", &v) && !v, "another header");
+	CHECK(sbx_ws_header_value(l4, strlen(l4), "sec-websocket-protocol", &v) &&
+		      streq(v, "v5.channel.k8s.io"),
+	      "the protocol: %s", v ? v : "(none)");
+	free(v);
+	v = NULL;
+	CHECK(!sbx_ws_header_value("HTTP/1.1 429 Too Many\r\n", 23, "retry-after", &v) && !v,
+	      "a status line is no header");
+}
+
 static json_t *yaml(const char *s)
 {
 	struct sbx_err err = { 0 };
@@ -335,6 +362,7 @@ static void test_preview_paths(void)
 void test_kube(void)
 {
 	test_preview_paths();
+	test_ws_headers();
 	test_ws_frames();
 	test_kubeconfig();
 }
