@@ -405,14 +405,14 @@ static int transport_error(const struct sbx_http_req *q, struct xfer *x, CURLcod
 				   "cannot resolve '%s' (check the network and "
 				   "the %s URL)",
 				   host, what);
+	/* a TLS alert after the handshake (TLS 1.3: a refused client certificate) is one too,
+	 * however libcurl words it */
+	if (sbx_curl_tls_error(c) || strstr(why, " alert "))
+		return sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s at %s: %s%s",
+				   what, host, why, q->tls_hint ? q->tls_hint : "");
 	if (c == CURLE_COULDNT_CONNECT)
 		return sbx_err_set(err, SBX_E_NETWORK, "cannot connect to %s at %s: %s", what, host,
 				   why);
-	/* a TLS alert after the handshake (TLS 1.3: a refused client certificate) is one too */
-	if (sbx_curl_tls_error(c) ||
-	    ((c == CURLE_RECV_ERROR || c == CURLE_SEND_ERROR) && strstr(why, " alert ")))
-		return sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s at %s: %s%s",
-				   what, host, why, q->tls_hint ? q->tls_hint : "");
 	if (c == CURLE_TOO_MANY_REDIRECTS)
 		return sbx_err_set(err, SBX_E_REMOTE, "%s (%s) redirected more than %d times%s%s",
 				   what, host, MAX_REDIRS, while_, f);
