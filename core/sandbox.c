@@ -212,6 +212,15 @@ static int need(const struct sbx_provider *p, unsigned cap, const char *what, st
 			   what);
 }
 
+int sbx_sandbox_provider_name_max(void)
+{
+	int n = 0;
+	for (const struct sbx_provider *const *pp = sbx_provider_all(); *pp; pp++)
+		if ((int)strlen((*pp)->name) > n)
+			n = (int)strlen((*pp)->name);
+	return n;
+}
+
 json_t *sbx_sandbox_providers(void)
 {
 	json_t *a = json_array();
