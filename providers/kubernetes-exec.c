@@ -36,7 +36,8 @@ struct sink {
 
 struct kexec {
 	char **argv;
-	int in_fd; /* -1: no stdin */
+	char **debug_argv; /* argv as --debug shows it (-e's values redacted), or NULL: argv */
+	int in_fd;	   /* -1: no stdin */
 	bool tty;
 	struct sink out, errs;
 	long long backstop_ms; /* give up locally after this long (0: never) */
@@ -64,11 +65,11 @@ static int sink_write(struct sink *s, const uint8_t *p, size_t n, struct sbx_err
 	return 0;
 }
 
-static char *exec_url(const struct kube *k, const char *pod, const struct kexec *x)
+static char *exec_url(const struct kube *k, const char *pod, const struct kexec *x, char **argv)
 {
 	struct strbuf q = STRBUF_INIT;
 	strbuf_addstr(&q, "/exec?container=" KUBE_CONTAINER);
-	for (char **a = x->argv; *a; a++) {
+	for (char **a = argv; *a; a++) {
 		strbuf_addstr(&q, "&command=");
 		sbx_url_escape(&q, *a);
 	}
@@ -104,7 +105,11 @@ static bool v4_only(void)
 static int open_ws(struct kube *k, const char *pod, const struct kexec *x, struct sbx_ws *ws,
 		   struct sbx_err *err)
 {
-	_cleanup_free_ char *url = exec_url(k, pod, x);
+	_cleanup_free_ char *url = exec_url(k, pod, x, x->argv);
+	/* -e's values are in the URL's query (the API has no other way): --debug hides them */
+	_cleanup_free_ char *shown = sbx_debug_enabled && x->debug_argv
+		? exec_url(k, pod, x, x->debug_argv)
+		: NULL;
 	const char *hdrs[] = { k->r.auth, NULL };
 	struct sbx_ws_opts o = { .url = url,
 				 .headers = k->r.auth ? hdrs : NULL,
@@ -114,6 +119,7 @@ static int open_ws(struct kube *k, const char *pod, const struct kexec *x, struc
 				 .setup_arg = (void *)&k->kc,
 				 .connect_timeout_ms = 30000,
 				 .what = "Kubernetes",
+				 .debug_url = shown,
 				 .tls_hint = k->tls_hint };
 	long waited = 0;
 
@@ -350,7 +356,8 @@ out:
 
 /* -e, -w, --timeout, -d: the API has none of them, so a small sh script does them (the
  * command itself is "$@"; sh's own 127 and 126 come back when it cannot run) */
-static char **wrap(const struct sbx_exec_opts *o, const char *workdir, struct strbuf *script)
+static char **wrap(const struct sbx_exec_opts *o, const char *workdir, bool redact,
+		   struct strbuf *script)
 {
 	size_t n = 0;
 	for (char **a = o->argv; *a; a++)
@@ -361,17 +368,15 @@ static char **wrap(const struct sbx_exec_opts *o, const char *workdir, struct st
 		strbuf_addstr(script, " || exit 126\n");
 	}
 	for (char **e = o->env; e && *e; e++) {
-		if (!strchr(*e, '=')) {
-			const char *v = getenv(*e);
-			if (!v)
-				continue;
-			_cleanup_free_ char *kv = xasprintf("%s=%s", *e, v);
-			strbuf_addstr(script, "export ");
-			remote_sh_quote(script, kv);
-		} else {
-			strbuf_addstr(script, "export ");
-			remote_sh_quote(script, *e);
-		}
+		const char *eq = strchr(*e, '=');
+		const char *v = eq ? eq + 1 : getenv(*e);
+		if (!v)
+			continue;
+		size_t nl = eq ? (size_t)(eq - *e) : strlen(*e);
+		_cleanup_free_ char *kv = xasprintf("%.*s=%s", (int)nl, *e,
+						    redact ? "<redacted>" : v);
+		strbuf_addstr(script, "export ");
+		remote_sh_quote(script, kv);
 		strbuf_addch(script, '\n');
 	}
 	if (o->detach) {
@@ -414,16 +419,20 @@ int kube_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sb
 	      int *ret_status, struct sbx_err *err)
 {
 	_cleanup_(kube_close) struct kube k = { 0 };
-	struct strbuf script = STRBUF_INIT, pidout = STRBUF_INIT;
+	struct strbuf script = STRBUF_INIT, pidout = STRBUF_INIT, shown_script = STRBUF_INIT;
 	struct termios saved;
 	bool raw = false;
 
 	if (remote_check_running("Kubernetes", rec, err) < 0 || kube_open(&k, rec, err) < 0)
 		return -1;
 	bool needs_wrap = (o->env && *o->env) || o->workdir || o->timeout_ms > 0 || o->detach;
-	_cleanup_free_ char **argv = needs_wrap ? wrap(o, o->workdir, &script) : NULL;
+	_cleanup_free_ char **argv = needs_wrap ? wrap(o, o->workdir, false, &script) : NULL;
+	_cleanup_free_ char **shown = needs_wrap && sbx_debug_enabled && o->env && *o->env
+		? wrap(o, o->workdir, true, &shown_script)
+		: NULL;
 	struct sbx_exec_result *res = o->result;
 	struct kexec x = { .argv = argv ? argv : o->argv,
+			   .debug_argv = shown,
 			   .in_fd = o->interactive && !o->detach ? 0 : -1,
 			   .tty = o->tty,
 			   .out = { .fd = res ? res->out_fd : 1 },
@@ -465,6 +474,7 @@ int kube_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sb
 		}
 	}
 	strbuf_release(&script);
+	strbuf_release(&shown_script);
 	strbuf_release(&pidout);
 	if (r == 0)
 		*ret_status = status;

@@ -193,11 +193,18 @@ static int choose_mode(struct kube *k, const char **ret, struct sbx_err *err)
 			return sbx_err_set(err, SBX_E_USAGE,
 					   "SBX_KUBE_MODE is '%s'; it takes pod, sandbox or auto",
 					   m);
-		*ret = streq(m, "pod") ? "pod" : "sandbox";
-		return 0;
+		if (streq(m, "pod")) {
+			*ret = "pod";
+			return 0;
+		}
 	}
 	if (!agents_served(k, err, &served))
 		return -1;
+	if (m && streq(m, "sandbox") && !served)
+		return sbx_err_set(err, SBX_E_UNSUPPORTED,
+				   "SBX_KUBE_MODE is sandbox, but the cluster does not serve the "
+				   "agents.x-k8s.io API (the agent-sandbox controller is not "
+				   "installed there)");
 	*ret = served ? "sandbox" : "pod";
 	return 0;
 }

@@ -112,7 +112,10 @@ assert s[\"hostAliases\"] == [{\"ip\": \"10.1.2.3\", \"hostnames\": [\"db.intern
 assert c[\"image\"] == \"busybox\" and c[\"workingDir\"] == \"/tmp\"
 assert {\"name\": \"FOO\", \"value\": \"bar\"} in c[\"env\"]
 assert c[\"resources\"][\"limits\"] == {\"cpu\": \"500m\", \"memory\": 268435456}, c" &&
-	sbx ls >ls.out && test_grep -E "^[0-9a-f]{12} +box +kubernetes +running" ls.out
+	sbx ls >ls.out && test_grep -E "^[0-9a-f]{12} +box +kubernetes +running" ls.out &&
+	"$TEST_PYTHON" -c "import sys
+h, row = open(\"ls.out\").read().splitlines()[:2]
+assert h.index(\"STATE\") == row.index(\"running\") and h.index(\"CREATED\") > row.index(\"running\") + 7, (h, row)"
 '
 
 test_expect_success 'create without --image is refused, 125, before anything is made' '
@@ -146,11 +149,16 @@ test_expect_success 'exec -i: stdin to its end (v5 closes it), 1 MiB through and
 	sbx exec box -- cat </dev/null >none && test_eq "" "$(cat none)"
 '
 
-test_expect_success 'exec -e, -w, the sandbox env' '
+test_expect_success 'exec -e, -w, the sandbox env; --debug does not show -e'"'"'s values (they travel in the exec URL)' '
 	sbx exec -e A=1 -w / box -- sh -c "echo \$A \$FOO; pwd" >o &&
 	test_eq "1 bar
 /" "$(cat o)" &&
-	sbx exec box -- pwd >o2 && test_eq /tmp "$(cat o2)"
+	sbx exec box -- pwd >o2 && test_eq /tmp "$(cat o2)" &&
+	sbx --debug exec -e SECRET_X=hunter2-value box -- sh -c "echo \$SECRET_X" >o 2>dbg &&
+	test_eq hunter2-value "$(cat o)" &&
+	test_grep "WebSocket upgrade" dbg && test_grep "SECRET_X%3D%3Credacted%3E" dbg &&
+	test_grep ! hunter2 dbg &&
+	SBX_WS_CURL=0 sbx --debug exec -e SECRET_X=hunter2-value box -- true 2>dbg && test_grep ! hunter2 dbg
 '
 
 # pod_ps SB: the command lines of the processes in SB's pod
@@ -184,7 +192,7 @@ test_expect_success '--timeout ends the command and every process it started (12
 '
 
 test_expect_success '--timeout: 124 even when something the command left holds its streams open' '
-	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"exec_hold\", \"count\": 1}" &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"exec_hold\", \"times\": 1}" &&
 	expect_code 124 sbx exec --timeout 1s box -- sh -c "sleep 30; :" 2>e &&
 	test_grep "streams stayed open past --timeout" e
 '
@@ -405,7 +413,10 @@ assert s[\"volumes\"][0][\"persistentVolumeClaim\"][\"claimName\"] == r[\"metada
 	test_eq "app:/in-pod-mode" "$(cat pg)" && sbx preview --rm pod 8200 &&
 	expect_code 125 sbx create --provider kubernetes --image busybox --ttl 1h 2>e &&
 	test_grep "shutdownTime" e &&
+	n0=$(sbx ls -q | wc -l) &&
 	SBX_KUBE_MODE=sandbox expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
+	expect_one_error_line e "SBX_KUBE_MODE is sandbox, but the cluster does not serve the agents.x-k8s.io API" &&
+	test_eq "$n0" "$(sbx ls -q | wc -l)" &&
 	sbx rm -f pod && state "$PODS" >st.json &&
 	json_assert st.json "assert not r[\"pods\"] and not r[\"pvcs\"], r"
 '
@@ -445,22 +456,22 @@ test_expect_success 'a refused token: one line, 125 (control: the right one work
 '
 
 test_expect_success '429 with Retry-After is waited for; a 500 at create leaves nothing' '
-	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"status\", \"status\": 429, \"count\": 1, \"headers\": {\"Retry-After\": \"1\"}}" &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"status\", \"status\": 429, \"times\": 2, \"headers\": {\"Retry-After\": \"1\"}}" &&
 	sbx exec box -- echo after >o && test_eq after "$(cat o)" &&
 	fault "{\"match\": \"POST /apis/agents.x-k8s.io/.*\", \"kind\": \"status\", \"status\": 500}" &&
 	expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
 	expect_one_error_line e "HTTP 500" && unfault &&
-	fault "{\"match\": \"POST /apis/agents.x-k8s.io/.*\", \"kind\": \"status\", \"status\": 409, \"count\": 1}" &&
+	fault "{\"match\": \"POST /apis/agents.x-k8s.io/.*\", \"kind\": \"status\", \"status\": 409, \"times\": 1}" &&
 	expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
 	expect_one_error_line e "HTTP 409" &&
 	test_eq 1 "$(sbx ls -q | wc -l)"
 '
 
 test_expect_success 'a WebSocket cut mid-stream and a Status without an exit code: 125' '
-	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_close\", \"count\": 1}" &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_close\", \"times\": 1}" &&
 	expect_code 125 sbx exec box -- sh -c "echo a; sleep 0.3; echo b" 2>e &&
 	test_grep "mid-stream\|before the command" e &&
-	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"no_exit_code\", \"count\": 1}" &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"no_exit_code\", \"times\": 1}" &&
 	expect_code 125 sbx exec box -- sh -c "exit 3" 2>e && test_grep "without an exit status" e &&
 	expect_code 3 sbx exec box -- sh -c "exit 3"
 '
@@ -754,11 +765,11 @@ test_expect_success 'a plugin token the cluster refuses (401) has the plugin run
 '
 
 test_expect_success 'a 403: one line in the cluster'"'"'s words, naming RBAC (control: the same call otherwise works)' '
-	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"status\", \"status\": 403, \"count\": 1}" &&
-	expect_code 125 sbx exec box -- true 2>e &&
-	expect_one_error_line e "Kubernetes forbids it \\(HTTP 403.*\\); check the RBAC permissions of the credentials of user .tester." &&
-	fault "{\"match\": \"POST /apis/agents.x-k8s.io/.*\", \"kind\": \"status\", \"status\": 403, \"count\": 1}" &&
-	expect_code 125 sbx create --provider kubernetes --image busybox 2>e &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"status\", \"status\": 403, \"times\": 0, \"body\": {\"kind\": \"Status\", \"status\": \"Failure\", \"reason\": \"Forbidden\", \"code\": 403, \"message\": \"pods is forbidden: User tester cannot create resource pods/exec\"}}" &&
+	expect_code 125 sbx exec box -- true 2>e && unfault &&
+	expect_one_error_line e "Kubernetes forbids it \\(HTTP 403: pods is forbidden: User tester cannot create resource pods/exec\\); check the RBAC permissions of the credentials of user .tester." &&
+	fault "{\"match\": \"POST /apis/agents.x-k8s.io/.*\", \"kind\": \"status\", \"status\": 403, \"times\": 0}" &&
+	expect_code 125 sbx create --provider kubernetes --image busybox 2>e && unfault &&
 	expect_one_error_line e "forbids it \\(HTTP 403.*RBAC permissions" &&
 	sbx exec box -- true
 '
@@ -848,12 +859,12 @@ rawexec() { "$TEST_PYTHON" "$TRASH/rawexec.py" "${K8S##*:}" "$TOKEN" "$TRASH/ca.
 
 test_expect_success 'pings: sbx answers the cluster'"'"'s, and its own keep an idle exec alive where a proxy cuts idle connections (control: a client that sends none is cut)' '
 	state >s0.json && json_assert s0.json "assert \"sbx-pong-check\" not in r[\"pongs\"], r" &&
-	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_ping\", \"payload\": \"sbx-pong-check\", \"count\": 1}" &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_ping\", \"payload\": \"sbx-pong-check\", \"times\": 1}" &&
 	sbx exec box -- sleep 1 && state >s1.json &&
 	json_assert s1.json "assert \"sbx-pong-check\" in r[\"pongs\"], r" &&
-	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_idle\", \"seconds\": 10, \"count\": 1}" &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_idle\", \"seconds\": 10, \"times\": 1}" &&
 	sbx exec box -- sh -c "sleep 14; echo still-here" >o && test_eq still-here "$(cat o)" &&
-	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_idle\", \"seconds\": 10, \"count\": 1}" &&
+	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"ws_idle\", \"seconds\": 10, \"times\": 1}" &&
 	rawexec "sleep 14; echo still-here" >raw && test_eq EOF "$(cat raw)" &&
 	rawexec "echo bare" >raw && test_eq "bare
 CLOSE" "$(cat raw)"
