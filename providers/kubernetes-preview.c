@@ -199,7 +199,7 @@ char *kube_preview_cookie(const char *v, size_t n)
 		while (v < e && (*v == ' ' || *v == '\t'))
 			v++;
 		/* sbx's own token stays here */
-		bool own = (size_t)(e - v) >= 17 && !strncmp(v, "sbx_preview_token", 17) &&
+		bool own = (size_t)(e - v) > 17 && !strncmp(v, "sbx_preview_token", 17) &&
 			(v[17] == '=' || v[17] == '_');
 		if (!own && e > v) {
 			if (out.len)
