@@ -2,10 +2,14 @@
 # The kubernetes provider against the loopback apiserver fake (tests/fakes/k8s.py, its pods
 # real local sandboxes), over TLS with a CA made here and a bearer token in a kubeconfig: every
 # verb in Sandbox mode (agents.x-k8s.io served), in pod mode (not served) and with a
-# SandboxClaim; the exit statuses and streams of exec; cp both ways; release and resume; and
-# what the cluster's failures look like (401, 429, 500, a WebSocket cut, a Status without an
-# exit code, a pod that never schedules, an expired plugin token, a wrong CA); and the shared
-# verb checks in both modes.
+# SandboxClaim (with and without a warm pool; what a template takes); the exit statuses and
+# streams of exec, --timeout's end of every process, pings, resizes; cp both ways; release and
+# resume; previews (confined to the pod's proxy, redirects, cookies, streamed bodies); ls in
+# every context and namespace; credentials (client certificates, tokenFile, plugins by name,
+# interactiveMode, a refused plugin token asked again, contexts, KUBECONFIG lists); and what the
+# cluster's failures look like (401, 403, 429, 500, a WebSocket cut, a Status without an exit
+# code, a pod that never schedules, an image that cannot be pulled or has no tar, an expired
+# plugin token, a wrong CA); and the shared verb checks in both modes.
 # run.sh: both passes at once
 # run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which call the helpers; verbs.sh reads VERBS_*
