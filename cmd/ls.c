@@ -177,7 +177,11 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 			puts(id);
 		}
 	} else {
-		printf("%-12s  %-20s  %-8s  %-9s  %s\n", "ID", "NAME", "PROVIDER", "STATE",
+		/* the PROVIDER column is as wide as the longest name a record may show */
+		int pw = sbx_sandbox_provider_name_max();
+		if (pw < 8)
+			pw = 8;
+		printf("%-12s  %-20s  %-*s  %-9s  %s\n", "ID", "NAME", pw, "PROVIDER", "STATE",
 		       "CREATED");
 		for (size_t i = 0; i < l.n; i++) {
 			struct sbx_record *r = l.recs[i];
@@ -188,7 +192,7 @@ int cmd_ls(int argc, char **argv, struct sbx_ctx *ctx)
 			_cleanup_free_ char *id = sbx_term_safe(r->id);
 			_cleanup_free_ char *name = sbx_term_safe(r->name ? r->name : "-");
 			_cleanup_free_ char *prov = sbx_term_safe(r->provider);
-			printf("%-12s  %-20s  %-8s  %-9s  %s\n", id, name, prov,
+			printf("%-12s  %-20s  %-*s  %-9s  %s\n", id, name, pw, prov,
 			       sbx_state_name(r->state), ago);
 		}
 	}

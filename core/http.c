@@ -192,7 +192,23 @@ struct xfer {
 	long stall_s;
 	bool stalled;
 	long long sent; /* of body_fd */
+	bool head_done; /* on_head was called */
 };
+
+/* on_head, once: false when it said stop */
+static bool head_once(struct xfer *x)
+{
+	if (!x->req->on_head || x->head_done)
+		return true;
+	long code = 0;
+	(void)sbx_curl.easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
+	x->head_done = true;
+	if (!x->req->on_head(code, x->resp->header_list, x->req->arg)) {
+		x->resp->aborted = true;
+		return false;
+	}
+	return true;
+}
 
 static bool ok_status(const struct xfer *x)
 {
@@ -218,7 +234,9 @@ static size_t on_write(char *p, size_t size, size_t n, void *u)
 	size_t len = size * n;
 
 	x->tdata = sbx_now_ms();
-	if (!ok_status(x)) {
+	if (!head_once(x))
+		return 0;
+	if (!ok_status(x) && !q->on_head) {
 		size_t have = r->body.len;
 		size_t room = have < EBODY_MAX ? EBODY_MAX - have : 0;
 		strbuf_add(&r->body, p, len < room ? len : room);
@@ -313,9 +331,12 @@ static size_t on_read(char *buf, size_t size, size_t n, void *u)
 	if ((long long)want > left)
 		want = (size_t)left;
 	ssize_t r;
-	do
-		r = read(x->req->body_fd, buf, want);
-	while (r < 0 && errno == EINTR);
+	if (x->req->read_body)
+		r = x->req->read_body(buf, want, x->req->arg);
+	else
+		do
+			r = read(x->req->body_fd, buf, want);
+		while (r < 0 && errno == EINTR);
 	if (r <= 0)
 		return CURL_READFUNC_ABORT;
 	x->sent += r;
@@ -384,12 +405,14 @@ static int transport_error(const struct sbx_http_req *q, struct xfer *x, CURLcod
 				   "cannot resolve '%s' (check the network and "
 				   "the %s URL)",
 				   host, what);
+	/* a TLS alert after the handshake (TLS 1.3: a refused client certificate) is one too,
+	 * however libcurl words it */
+	if (sbx_curl_tls_error(c) || strstr(why, " alert "))
+		return sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s at %s: %s%s",
+				   what, host, why, q->tls_hint ? q->tls_hint : "");
 	if (c == CURLE_COULDNT_CONNECT)
 		return sbx_err_set(err, SBX_E_NETWORK, "cannot connect to %s at %s: %s", what, host,
 				   why);
-	if (sbx_curl_tls_error(c))
-		return sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s at %s: %s%s",
-				   what, host, why, q->tls_hint ? q->tls_hint : "");
 	if (c == CURLE_TOO_MANY_REDIRECTS)
 		return sbx_err_set(err, SBX_E_REMOTE, "%s (%s) redirected more than %d times%s%s",
 				   what, host, MAX_REDIRS, while_, f);
@@ -407,9 +430,18 @@ static int transport_error(const struct sbx_http_req *q, struct xfer *x, CURLcod
 				   "refusing '%s': %s is reached over https only "
 				   "(plain http is allowed to loopback addresses)",
 				   host, what);
+	/* hung up on, before any answer, over TLS: a refused client certificate (TLS 1.3 tells
+	 * after the handshake, and a reset can eat its alert) looks so */
+	long code = 0;
+	(void)sbx_curl.easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &code);
+	bool hint = !code && q->tls_hint && startswith(eff ? eff : q->url, "https://") &&
+		(c == CURLE_RECV_ERROR || c == CURLE_SEND_ERROR || c == CURLE_GOT_NOTHING);
 	if (c == CURLE_PARTIAL_FILE || c == CURLE_RECV_ERROR || c == CURLE_GOT_NOTHING)
-		return sbx_err_set(err, SBX_E_NETWORK, "%s (%s) cut the answer short: %s", what,
-				   host, why);
+		return sbx_err_set(err, SBX_E_NETWORK, "%s (%s) cut the answer short: %s%s", what,
+				   host, why, hint ? q->tls_hint : "");
+	if (hint)
+		return sbx_err_set(err, SBX_E_NETWORK, "cannot talk to %s at %s: %s%s", what, host,
+				   why, q->tls_hint);
 	return sbx_err_set(err, SBX_E_NETWORK, "cannot talk to %s at %s: %s", what, host, why);
 }
 
@@ -526,7 +558,9 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 			  .h = h,
 			  .tdata = sbx_now_ms(),
 			  .stall_s = q->stall_s > 0 ? q->stall_s : 30 };
-	const char *method = q->method ? q->method : (q->body || q->body_fd >= 0 ? "POST" : "GET");
+	const char *method = q->method
+		? q->method
+		: (q->body || q->body_fd >= 0 || q->read_body ? "POST" : "GET");
 	bool plain = plain_ok(q);
 
 	(void)cu->easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
@@ -556,7 +590,7 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 		(void)cu->mime_type(part, "application/octet-stream");
 		(void)cu->mime_data_cb(part, q->body_size, mime_read, NULL, NULL, &x);
 		(void)cu->easy_setopt(h, CURLOPT_MIMEPOST, mime);
-	} else if (q->body_fd >= 0) {
+	} else if (q->body_fd >= 0 || q->read_body) {
 		(void)cu->easy_setopt(h, CURLOPT_POST, 1L);
 		(void)cu->easy_setopt(h, CURLOPT_READFUNCTION, on_read);
 		(void)cu->easy_setopt(h, CURLOPT_READDATA, &x);
@@ -566,8 +600,12 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 		(void)cu->easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
 				      (curl_off_t)(q->body ? q->body_len : 0));
 	}
-	if (!streq(method, "GET") && !streq(method, "POST"))
+	if (streq(method, "HEAD"))
+		(void)cu->easy_setopt(h, CURLOPT_NOBODY, 1L);
+	else if (!streq(method, "GET") && !streq(method, "POST"))
 		(void)cu->easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	if (q->path_as_is)
+		(void)cu->easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
 	(void)cu->easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
 	(void)cu->easy_setopt(h, CURLOPT_WRITEDATA, &x);
 	(void)cu->easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
@@ -585,10 +623,13 @@ int sbx_http_perform(const struct sbx_http_req *q, struct sbx_http_resp *resp, c
 		  c == CURLE_OK ? "answered" : cu->easy_strerror(c), sbx_now_ms() - t0);
 	int r = 0;
 	if (c == CURLE_OK || (c == CURLE_WRITE_ERROR && resp->aborted) ||
-	    (c == CURLE_ABORTED_BY_CALLBACK && resp->aborted))
+	    (c == CURLE_ABORTED_BY_CALLBACK && resp->aborted)) {
 		(void)cu->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
-	else
+		if (c == CURLE_OK)
+			(void)head_once(&x); /* an answer without a body */
+	} else {
 		r = transport_error(q, &x, c, plain, errbuf, what, err);
+	}
 	/* the session's connection stays open: its ssh, if it failed, is found by the check */
 	if (!q->session) {
 		cu->easy_cleanup(h);

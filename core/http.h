@@ -63,14 +63,21 @@ struct sbx_http_req {
 	size_t body_len;
 	int body_fd; /* one read from this file of body_size bytes (-1: none) */
 	long long body_size;
+	/* or body_size bytes from this (a short read is the sender's end: the request fails) */
+	ssize_t (*read_body)(char *buf, size_t n, void *arg);
 	const char *upload_name; /* with body_fd: a multipart/form-data part "file" named so */
 	/* a 2xx body: handed to on_data as it arrives (return false to abort), or written to
 	 * out_fd, or kept in resp->body (at most 16 MiB) */
 	bool (*on_data)(const char *p, size_t n, void *arg);
 	void *arg;
-	int out_fd;			  /* -1: none */
-	long long timeout_ms;		  /* the whole exchange (0: none) */
-	long stall_s;			  /* no byte for this long: fail (0: 30) */
+	/* called once the final answer's head is in, before any of its body (or at its end when it
+	 * has none), with its status and resp's header_list; with it, on_data takes the body of
+	 * every status, not only 2xx (a relay). Returns false to stop. */
+	bool (*on_head)(long status, const json_t *header_list, void *arg);
+	bool path_as_is;      /* the URL's path goes as it is ("/../" not collapsed by libcurl) */
+	int out_fd;	      /* -1: none */
+	long long timeout_ms; /* the whole exchange (0: none) */
+	long stall_s;	      /* no byte for this long: fail (0: 30) */
 	volatile sig_atomic_t *cancel;	  /* non-zero: stop (checked about once a second) */
 	struct sbx_http_session *session; /* NULL: a connection for this request alone */
 	bool follow; /* follow up to 5 redirects (a custom Authorization stays with the first host) */

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -213,6 +214,8 @@ void sbx_kubeconfig_release(struct sbx_kubeconfig *kc)
 	sbx_strv_free(kc->exec.args);
 	sbx_strv_free(kc->exec.env);
 	free(kc->exec.api_version);
+	free(kc->exec.install_hint);
+	json_decref(kc->exec.cluster);
 	memset(kc, 0, sizeof(*kc));
 }
 
@@ -285,7 +288,34 @@ static bool yes(const json_t *o, const char *key)
 	return v && (streq(v, "true") || streq(v, "True") || streq(v, "TRUE"));
 }
 
-static int exec_plugin(const json_t *ex, const char *file, const char *user,
+/* provideClusterInfo: the cluster as KUBERNETES_EXEC_INFO's spec.cluster gives it (its CA's
+ * data is filled in when the plugin runs, from a file too) */
+static json_t *cluster_info(const json_t *cluster)
+{
+	json_t *o = json_object();
+	static const char *const keep[] = { "server", "tls-server-name", "proxy-url" };
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
+		const char *v = sbx_json_str(cluster, keep[i]);
+		if (v && *v)
+			json_object_set_new(o, keep[i], json_string(v));
+	}
+	if (yes(cluster, "insecure-skip-tls-verify"))
+		json_object_set_new(o, "insecure-skip-tls-verify", json_true());
+	if (yes(cluster, "disable-compression"))
+		json_object_set_new(o, "disable-compression", json_true());
+	/* the cluster's extension for the plugin: clusters[].cluster.extensions[] named so */
+	size_t i;
+	json_t *e;
+	json_array_foreach (json_object_get(cluster, "extensions"), i, e) {
+		const char *n = sbx_json_str(e, "name");
+		if (n && streq(n, "client.authentication.k8s.io/exec") &&
+		    json_object_get(e, "extension"))
+			json_object_set(o, "config", json_object_get(e, "extension"));
+	}
+	return o;
+}
+
+static int exec_plugin(const json_t *ex, const json_t *cluster, const char *file, const char *user,
 		       struct sbx_kube_exec *ret, struct sbx_err *err)
 {
 	const char *cmd = sbx_json_str(ex, "command");
@@ -293,15 +323,31 @@ static int exec_plugin(const json_t *ex, const char *file, const char *user,
 		return sbx_err_set(err, SBX_E_CONFIG,
 				   "user '%s' in '%s' has an exec plugin without a command", user,
 				   file);
-	if (!strchr(cmd, '/'))
-		return sbx_err_set(
-			err, SBX_E_CONFIG,
-			"user '%s' in '%s' runs the credential plugin '%s' by name: sbx "
-			"runs no program found through PATH; write its absolute path there",
-			user, file, cmd);
-	ret->command = path_in(file, cmd);
 	const char *av = sbx_json_str(ex, "apiVersion");
-	ret->api_version = xstrdup(av ? av : "client.authentication.k8s.io/v1beta1");
+	if (!av || !*av)
+		av = "client.authentication.k8s.io/v1beta1";
+	const char *im = sbx_json_str(ex, "interactiveMode");
+	if (im && streq(im, "Never"))
+		ret->interactive = SBX_KUBE_NEVER;
+	else if (im && streq(im, "Always"))
+		ret->interactive = SBX_KUBE_ALWAYS;
+	else if (im && !streq(im, "IfAvailable"))
+		return sbx_err_set(err, SBX_E_CONFIG,
+				   "user '%s' in '%s' has an exec plugin whose interactiveMode is "
+				   "not Never, IfAvailable or Always",
+				   user, file);
+	else if (!im && streq(av, "client.authentication.k8s.io/v1"))
+		return sbx_err_set(err, SBX_E_CONFIG,
+				   "user '%s' in '%s' has an exec plugin of %s without "
+				   "interactiveMode, which that version requires",
+				   user, file, av);
+	/* a bare name is looked up in the caller's PATH when it runs, as kubectl does */
+	ret->command = strchr(cmd, '/') ? path_in(file, cmd) : xstrdup(cmd);
+	ret->api_version = xstrdup(av);
+	const char *hint = sbx_json_str(ex, "installHint");
+	ret->install_hint = hint && *hint ? xstrdup(hint) : NULL;
+	if (yes(ex, "provideClusterInfo"))
+		ret->cluster = cluster_info(cluster);
 	json_t *args = json_object_get(ex, "args");
 	size_t na = json_is_array(args) ? json_array_size(args) : 0;
 	ret->args = xcalloc(na + 1, sizeof(char *));
@@ -390,7 +436,7 @@ int sbx_kubeconfig_from_json(json_t *const *docs, const char *const *paths, size
 			kc.token_file = path_in(paths[du], sbx_json_str(user, "tokenFile"));
 		json_t *ex = json_object_get(user, "exec");
 		if (!kc.token && !kc.token_file && json_is_object(ex) &&
-		    exec_plugin(ex, paths[du], us, &kc.exec, err) < 0)
+		    exec_plugin(ex, cluster, paths[du], us, &kc.exec, err) < 0)
 			goto fail;
 		if (json_object_get(user, "auth-provider") && !kc.token && !kc.exec.command &&
 		    !kc.cert && !kc.cert_file) {
@@ -583,14 +629,75 @@ int sbx_kubeconfig_exec_credential(struct sbx_kubeconfig *kc, const char *out, s
 
 extern char **environ;
 
-/* runs the plugin by its path with the caller's environment (it logs in as the caller, as
- * kubectl runs it), its own variables and KUBERNETES_EXEC_INFO; stdin /dev/null */
+char *sbx_kubeconfig_lookpath(const char *name, const char *path)
+{
+	_cleanup_free_ char *list = xstrdup(path ? path : "");
+	char *save = NULL;
+
+	if (!*name || strchr(name, '/'))
+		return NULL;
+	for (char *d = strtok_r(list, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		struct stat st;
+		if (*d != '/')
+			continue; /* "" and "." are the working directory's: not searched */
+		char *p = xasprintf("%s/%s", d, name);
+		if (stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0)
+			return p;
+		free(p);
+	}
+	return NULL;
+}
+
+char *sbx_kubeconfig_exec_info(const struct sbx_kubeconfig *kc, bool interactive)
+{
+	json_t *spec = json_pack("{s:b}", "interactive", interactive);
+	if (kc->exec.cluster) {
+		json_t *c = json_deep_copy(kc->exec.cluster);
+		if (kc->ca) {
+			_cleanup_free_ char *b = sbx_base64_encode(kc->ca, kc->ca_len);
+			json_object_set_new(c, "certificate-authority-data", json_string(b));
+		}
+		json_object_set_new(spec, "cluster", c);
+	}
+	_cleanup_json_ json_t *j = json_pack("{s:s, s:s, s:o}", "apiVersion", kc->exec.api_version,
+					     "kind", "ExecCredential", "spec", spec);
+	return json_dumps(j, JSON_COMPACT);
+}
+
+/* runs the plugin with the caller's environment (it logs in as the caller, as kubectl runs
+ * it), its own variables and KUBERNETES_EXEC_INFO; stdin the caller's terminal when it may be
+ * interactive, else /dev/null; its stderr the caller's */
 static int run_plugin(struct sbx_kubeconfig *kc, struct sbx_err *err)
 {
 	const struct sbx_kube_exec *x = &kc->exec;
+	const char *user = kc->user ? kc->user : "";
 	int pfd[2];
 	size_t na = 0, ne = 0, nx = 0;
 
+	/* a bare name: the caller's PATH, as kubectl looks it up (the kubeconfig is the
+	 * caller's own file, and PATH the caller's) */
+	_cleanup_free_ char *found = strchr(x->command, '/')
+		? xstrdup(x->command)
+		: sbx_kubeconfig_lookpath(x->command, getenv("PATH"));
+	if (!found) {
+		_cleanup_free_ char *hint = x->install_hint ? sbx_term_safe(x->install_hint)
+							    : xstrdup("");
+		for (char *c = hint; *c; c++)
+			if (*c == '\n' || *c == '\r' || *c == '\t')
+				*c = ' ';
+		return sbx_err_set(
+			err, SBX_E_CONFIG,
+			"cannot find the credential plugin '%s' of user '%s' in PATH%s%.300s",
+			x->command, user, *hint ? ": " : "", hint);
+	}
+	bool tty = isatty(0) == 1, interactive = false;
+	if (x->interactive == SBX_KUBE_ALWAYS && !tty)
+		return sbx_err_set(err, SBX_E_AUTH,
+				   "the credential plugin '%s' of user '%s' needs a terminal "
+				   "(interactiveMode Always) and sbx's standard input is not one",
+				   x->command, user);
+	if (x->interactive != SBX_KUBE_NEVER)
+		interactive = tty;
 	for (; x->args && x->args[na]; na++)
 		;
 	for (; environ && environ[ne]; ne++)
@@ -598,7 +705,7 @@ static int run_plugin(struct sbx_kubeconfig *kc, struct sbx_err *err)
 	for (; x->env && x->env[nx]; nx++)
 		;
 	char **argv = xcalloc(na + 2, sizeof(char *));
-	argv[0] = x->command;
+	argv[0] = found;
 	for (size_t i = 0; i < na; i++)
 		argv[i + 1] = x->args[i];
 	char **envp = xcalloc(ne + nx + 2, sizeof(char *));
@@ -608,10 +715,8 @@ static int run_plugin(struct sbx_kubeconfig *kc, struct sbx_err *err)
 			envp[k++] = environ[i];
 	for (size_t i = 0; i < nx; i++)
 		envp[k++] = x->env[i];
-	_cleanup_free_ char *info = xasprintf(
-		"KUBERNETES_EXEC_INFO={\"apiVersion\":\"%s\",\"kind\":\"ExecCredential\","
-		"\"spec\":{\"interactive\":false}}",
-		x->api_version);
+	_cleanup_free_ char *ij = sbx_kubeconfig_exec_info(kc, interactive);
+	_cleanup_free_ char *info = xasprintf("KUBERNETES_EXEC_INFO=%s", ij);
 	envp[k] = info;
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
 		free(argv);
@@ -627,8 +732,12 @@ static int run_plugin(struct sbx_kubeconfig *kc, struct sbx_err *err)
 		return sbx_err_errno(err, "cannot fork");
 	}
 	if (pid == 0) {
-		int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (nul < 0 || dup2(nul, 0) < 0 || dup2(pfd[1], 1) < 0)
+		if (!interactive) {
+			int nul = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			if (nul < 0 || dup2(nul, 0) < 0)
+				_exit(126);
+		}
+		if (dup2(pfd[1], 1) < 0)
 			_exit(126);
 		execve(argv[0], argv, envp);
 		_exit(errno == ENOENT ? 127 : 126);
@@ -637,7 +746,9 @@ static int run_plugin(struct sbx_kubeconfig *kc, struct sbx_err *err)
 	free(envp);
 	close(pfd[1]);
 	struct strbuf out = STRBUF_INIT;
-	long long deadline = sbx_now_ms() + PLUGIN_TIMEOUT_MS;
+	/* a person at the terminal may take longer than a program */
+	long long deadline = sbx_now_ms() +
+		(interactive ? PLUGIN_TIMEOUT_MS * 5 : PLUGIN_TIMEOUT_MS);
 	bool timed_out = false, too_big = false;
 	for (;;) {
 		long long left = deadline - sbx_now_ms();
@@ -669,15 +780,15 @@ static int run_plugin(struct sbx_kubeconfig *kc, struct sbx_err *err)
 	int rc;
 	if (timed_out)
 		rc = sbx_err_set(err, SBX_E_AUTH,
-				 "the credential plugin '%s' did not finish in %d s", x->command,
-				 PLUGIN_TIMEOUT_MS / 1000);
+				 "the credential plugin '%s' did not finish in %lld s", x->command,
+				 (interactive ? PLUGIN_TIMEOUT_MS * 5LL : PLUGIN_TIMEOUT_MS) /
+					 1000);
 	else if (too_big)
 		rc = sbx_err_set(err, SBX_E_AUTH,
 				 "the credential plugin '%s' printed more than 1 MiB", x->command);
 	else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && !out.len)
 		rc = sbx_err_set(err, SBX_E_CONFIG,
-				 "cannot run the credential plugin '%s' of user '%s'", x->command,
-				 kc->user ? kc->user : "");
+				 "cannot run the credential plugin '%s' of user '%s'", found, user);
 	else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		rc = sbx_err_set(err, SBX_E_AUTH,
 				 "the credential plugin '%s' failed (exit status %d)", x->command,
@@ -710,6 +821,15 @@ int sbx_kubeconfig_token(struct sbx_kubeconfig *kc, const char **ret, struct sbx
 	}
 	*ret = kc->token && *kc->token ? kc->token : NULL;
 	return 0;
+}
+
+int sbx_kubeconfig_renew(struct sbx_kubeconfig *kc, struct sbx_err *err)
+{
+	if (!kc->exec.command)
+		return sbx_err_set(err, SBX_E_AUTH,
+				   "the kubeconfig's user has no credential plugin");
+	kc->token_from_plugin = false;
+	return run_plugin(kc, err);
 }
 
 void sbx_kubeconfig_curl_setup(CURL *h, void *arg)

@@ -15,11 +15,25 @@
 
 #define SBX_KUBECONFIG_MAX (4 << 20) /* a longer file is refused */
 
+/* interactiveMode: whether the plugin may have the terminal (kubectl's rules) */
+enum sbx_kube_interactive {
+	SBX_KUBE_IF_AVAILABLE, /* when stdin is a terminal (v1beta1's default) */
+	SBX_KUBE_NEVER,
+	SBX_KUBE_ALWAYS, /* only with a terminal: refused without one */
+};
+
 struct sbx_kube_exec {
-	char *command; /* an absolute path (a relative one was made so from the file's folder) */
-	char **args;   /* NULL-terminated */
-	char **env;    /* "K=V" added, NULL-terminated */
+	/* a path (a relative one made so from the file's folder), or a bare name looked up in
+	 * the caller's PATH when the plugin runs, as kubectl does */
+	char *command;
+	char **args; /* NULL-terminated */
+	char **env;  /* "K=V" added, NULL-terminated */
 	char *api_version;
+	char *install_hint; /* shown when the command cannot be found, or NULL */
+	enum sbx_kube_interactive interactive;
+	/* provideClusterInfo: KUBERNETES_EXEC_INFO's spec.cluster (the CA filled in at run time),
+	 * or NULL */
+	json_t *cluster;
 };
 
 struct sbx_kubeconfig {
@@ -69,6 +83,14 @@ int sbx_kubeconfig_load(const char *ctx, const char *ns, struct sbx_kubeconfig *
 /* the bearer token to send (NULL: none, the client certificate authenticates): the static
  * one, tokenFile's, or a credential plugin's (run once per process, its token kept) */
 int sbx_kubeconfig_token(struct sbx_kubeconfig *kc, const char **ret, struct sbx_err *err);
+/* a credential plugin's token was refused (401): it is run again, as kubectl does; -1 with err
+ * when there is no plugin or it failed */
+int sbx_kubeconfig_renew(struct sbx_kubeconfig *kc, struct sbx_err *err);
+/* a plugin's bare command name found in path (a PATH value): malloc'd, or NULL (relative
+ * entries of PATH are not searched, as Go's exec.LookPath refuses them) */
+char *sbx_kubeconfig_lookpath(const char *name, const char *path);
+/* the KUBERNETES_EXEC_INFO JSON a plugin gets (malloc'd) */
+char *sbx_kubeconfig_exec_info(const struct sbx_kubeconfig *kc, bool interactive);
 /* what a plugin printed (an ExecCredential) into kc: token, expiry, client certificate and key;
  * now: Unix seconds (an expired token is an error) */
 int sbx_kubeconfig_exec_credential(struct sbx_kubeconfig *kc, const char *out, size_t len,

@@ -142,7 +142,8 @@ int sbx_sandbox_create(struct sbx_ctx *ctx, const struct sbx_create_opts *o,
 		return sbx_err_set(err, SBX_E_USAGE, "%s", msg);
 	/* what the provider cannot do, or cannot do now, is said before anything exists */
 	if (sbx_config_supported(&o->config, p->caps, p->name, err) < 0 ||
-	    sbx_config_runtime_ok(&o->config, p->runtimes, p->name, err) < 0)
+	    sbx_config_runtime_ok(&o->config, p->runtimes, p->name, err) < 0 ||
+	    (p->check && p->check(&o->config, err) < 0))
 		return -1;
 	if (o->config.image.ref && !(p->caps & SBX_CAP_IMAGE) && !p->local_images &&
 	    hosted_local_image(ctx, p, o->config.image.ref, err) < 0)
@@ -210,6 +211,15 @@ static int need(const struct sbx_provider *p, unsigned cap, const char *what, st
 		return 0;
 	return sbx_err_set(err, SBX_E_UNSUPPORTED, "provider '%s' does not support %s", p->name,
 			   what);
+}
+
+int sbx_sandbox_provider_name_max(void)
+{
+	int n = 0;
+	for (const struct sbx_provider *const *pp = sbx_provider_all(); *pp; pp++)
+		if ((int)strlen((*pp)->name) > n)
+			n = (int)strlen((*pp)->name);
+	return n;
 }
 
 json_t *sbx_sandbox_providers(void)

@@ -74,6 +74,8 @@ void sbx_listing_release(struct sbx_listing *l);
 /* every provider this sbx was built with: [{name, summary, remote, configured, capabilities,
  * key_variable, api_url, not_ready?}] */
 json_t *sbx_sandbox_providers(void);
+/* the length of the longest provider name (the width of ls's PROVIDER column) */
+int sbx_sandbox_provider_name_max(void);
 
 /* SB's changes to its image (an image sandbox's writable layer) as a new image NAME[:TAG] in
  * the store, with o's config changes; a running SB is frozen meanwhile */

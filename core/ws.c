@@ -323,6 +323,12 @@ static int wait_fd(int fd, short ev, long long deadline)
 	}
 }
 
+/* why a libcurl call on the connection failed: its error buffer's words, else its code's */
+static const char *why(const struct sbx_ws *ws, CURLcode c)
+{
+	return ws->errbuf[0] ? ws->errbuf : sbx_curl.easy_strerror(c);
+}
+
 static void ws_fail_closed(struct sbx_ws *ws, struct sbx_err *err)
 {
 	sbx_err_set(err, SBX_E_NETWORK, "%s closed the WebSocket connection mid-stream", ws->what);
@@ -345,7 +351,7 @@ static int raw_send_all(struct sbx_ws *ws, const char *p, size_t n, long long de
 		}
 		if (c != CURLE_AGAIN)
 			return sbx_err_set(err, SBX_E_NETWORK, "cannot send to %s: %s", ws->what,
-					   sbx_curl.easy_strerror(c));
+					   why(ws, c));
 		/* take what the server sends meanwhile, or both sides may wait on each other */
 		char buf[16384];
 		size_t got = 0;
@@ -466,7 +472,7 @@ static int transport_fail(const struct sbx_ws_opts *o, CURLcode c, const char *e
 	_cleanup_free_ char *host = sbx_url_host(o->url);
 	const char *why = errbuf[0] ? errbuf : sbx_curl.easy_strerror(c);
 
-	if (sbx_curl_tls_error(c))
+	if (sbx_curl_tls_error(c) || strstr(why, " alert "))
 		return sbx_err_set(err, SBX_E_NETWORK, "TLS failure talking to %s at %s: %s%s",
 				   o->what, host, why, o->tls_hint ? o->tls_hint : "");
 	if (c == CURLE_OPERATION_TIMEDOUT)
@@ -481,27 +487,79 @@ static int transport_fail(const struct sbx_ws_opts *o, CURLcode c, const char *e
 			   why);
 }
 
+/* sbx_curl_debug, the request line's target replaced by the one to show (u) */
+static int ws_curl_debug(CURL *h, curl_infotype type, char *data, size_t n, void *u)
+{
+	const char *sp = n > 4 ? memchr(data, ' ', n) : NULL;
+	const char *eol = sp ? memchr(sp, '\n', n - (size_t)(sp - data)) : NULL;
+	if (type != CURLINFO_HEADER_OUT || !sp || !eol)
+		return sbx_curl_debug(h, type, data, n, u);
+	const char *v = eol;
+	while (v > sp && v[-1] != ' ')
+		v--; /* " HTTP/1.1\r\n" */
+	if (v <= sp + 1)
+		return sbx_curl_debug(h, type, data, n, u);
+	struct strbuf sb = STRBUF_INIT;
+	strbuf_add(&sb, data, (size_t)(sp + 1 - data));
+	strbuf_addstr(&sb, u);
+	strbuf_add(&sb, v - 1, n - (size_t)(v - 1 - data));
+	int r = sbx_curl_debug(h, type, sb.buf, sb.len, u);
+	strbuf_release(&sb);
+	return r;
+}
+
+/* the connection failed before the upgrade's answer: with TLS 1.3 a server that refuses the
+ * client's certificate says so only now (an alert), which is a TLS failure all the same */
+static int tls_ended(struct sbx_ws *ws, const struct sbx_ws_opts *o, CURLcode c,
+		     struct sbx_err *err)
+{
+	const char *w = why(ws, c);
+	if (strstr(w, " alert ") || strstr(w, "SSL_") || strstr(w, "TLS"))
+		return transport_fail(o, CURLE_SSL_CONNECT_ERROR, w, err);
+	/* hung up on over TLS with no alert read (a reset eats it): perhaps the same */
+	bool tls = startswith(o->url, "https://") && o->tls_hint;
+	return sbx_err_set(err, SBX_E_NETWORK,
+			   "%s ended the connection before answering the WebSocket upgrade: %s%s",
+			   o->what, w, tls ? o->tls_hint : "");
+}
+
+bool sbx_ws_header_value(const char *line, size_t n, const char *name, char **ret)
+{
+	size_t k = strlen(name);
+	if (*ret || n <= k || strncasecmp(line, name, k) || line[k] != ':')
+		return false;
+	const char *v = line + k + 1, *end = line + n;
+	while (v < end && (*v == ' ' || *v == '\t'))
+		v++;
+	while (end > v && strchr(" \t\r\n", end[-1]))
+		end--;
+	*ret = xstrndup(v, (size_t)(end - v));
+	return true;
+}
+
+/* libcurl's own upgrade: the headers that matter, as parse_head takes them from sbx's */
 static size_t on_curl_ws_header(char *p, size_t size, size_t n, void *u)
 {
 	struct upgrade *up = u;
 	size_t len = size * n;
-	const char name[] = "sec-websocket-protocol:";
 
-	if (len > sizeof(name) - 1 && !strncasecmp(p, name, sizeof(name) - 1) && !up->protocol) {
-		char *v = xstrndup(p + sizeof(name) - 1, len - (sizeof(name) - 1));
-		char *b = v + strspn(v, " \t");
-		b[strcspn(b, "\r\n \t")] = 0;
-		up->protocol = xstrdup(b);
-		free(v);
+	if (len >= 5 && !strncmp(p, "HTTP/", 5)) { /* a new answer: its own headers */
+		free(up->protocol);
+		free(up->retry_after);
+		up->protocol = up->retry_after = NULL;
+		return len;
 	}
+	if (!sbx_ws_header_value(p, len, "sec-websocket-protocol", &up->protocol))
+		(void)sbx_ws_header_value(p, len, "retry-after", &up->retry_after);
 	return len;
 }
 
-int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws_refusal *refusal,
-		   struct sbx_err *err)
+/* own: sbx's framing even where libcurl has WebSockets */
+static int ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o,
+		      struct sbx_ws_refusal *refusal, bool own, struct sbx_err *err)
 {
 	struct sbx_curl_fns *cu = &sbx_curl;
-	char errbuf[CURL_ERROR_SIZE] = "";
+	char *errbuf = ws->errbuf;
 	struct curl_slist *hdrs = NULL;
 	long long tmo = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 30000;
 	long long deadline = sbx_now_ms() + tmo;
@@ -517,7 +575,7 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 	ws->h = cu->easy_init();
 	if (!ws->h)
 		return sbx_err_set(err, SBX_E_SYSTEM, "cannot start a libcurl transfer");
-	ws->curl_ws = wsf.ws_send != NULL;
+	ws->curl_ws = wsf.ws_send != NULL && !own;
 	_cleanup_free_ char *url = NULL;
 	if (ws->curl_ws)
 		url = startswith(o->url, "https://")	? xasprintf("wss://%s", o->url + 8)
@@ -535,7 +593,10 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 	if (ws->curl_ws && !startswith(o->url, "https://") && !sbx_url_is_loopback(o->url))
 		return transport_fail(o, CURLE_UNSUPPORTED_PROTOCOL, "", err);
 	if (sbx_debug_enabled) {
-		(void)cu->easy_setopt(ws->h, CURLOPT_DEBUGFUNCTION, sbx_curl_debug);
+		/* libcurl's own upgrade request shows the URL: as debug_url says */
+		(void)cu->easy_setopt(ws->h, CURLOPT_DEBUGFUNCTION, ws_curl_debug);
+		(void)cu->easy_setopt(ws->h, CURLOPT_DEBUGDATA,
+				      (void *)url_target(o->debug_url ? o->debug_url : o->url));
 		(void)cu->easy_setopt(ws->h, CURLOPT_VERBOSE, 1L);
 	}
 	if (ws->curl_ws) {
@@ -552,6 +613,10 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 	}
 	if (o->setup)
 		o->setup(ws->h, o->setup_arg);
+	if (ws->curl_ws && sbx_debug_enabled)
+		sbx_debug("> GET %s (WebSocket upgrade by libcurl, %s)",
+			  url_target(o->debug_url ? o->debug_url : o->url),
+			  o->protocols ? o->protocols : "no subprotocol");
 	CURLcode c = cu->easy_perform(ws->h);
 	if (ws->curl_ws) {
 		(void)cu->easy_setopt(ws->h, CURLOPT_HTTPHEADER, NULL);
@@ -559,16 +624,21 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 		long code = 0;
 		(void)cu->easy_getinfo(ws->h, CURLINFO_RESPONSE_CODE, &code);
 		if (code && code != 101) {
-			if (refusal)
-				refusal->status = code;
-			return sbx_err_set(err, SBX_E_REMOTE,
-					   "%s refused the WebSocket upgrade (HTTP %ld)", o->what,
-					   code);
+			/* libcurl read the refusal's head and not its body (the cluster's
+			 * Status): asked again with sbx's framing, which reads it all, the
+			 * refusal is reported as on a libcurl without WebSockets (or, answered
+			 * 101 this time, the connection is used) */
+			sbx_debug("%s refused libcurl's WebSocket upgrade (HTTP %ld%s%s); asking "
+				  "again with sbx's framing for the whole answer",
+				  o->what, code, u.retry_after ? ", Retry-After " : "",
+				  u.retry_after ? u.retry_after : "");
+			sbx_ws_close(ws);
+			return ws_connect(ws, o, refusal, true, err);
 		}
 	}
-	(void)cu->easy_setopt(ws->h, CURLOPT_ERRORBUFFER, NULL);
 	if (c != CURLE_OK)
 		return transport_fail(o, c, errbuf, err);
+	errbuf[0] = 0; /* it stays set: the words of a later send's or receive's failure */
 	curl_socket_t sock = CURL_SOCKET_BAD;
 	if (cu->easy_getinfo(ws->h, CURLINFO_ACTIVESOCKET, &sock) != CURLE_OK ||
 	    sock == CURL_SOCKET_BAD)
@@ -597,11 +667,24 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 		strbuf_addf(&req, "%s\r\n", *p);
 	strbuf_addstr(&req, "\r\n");
 	if (sbx_debug_enabled)
-		sbx_debug("> GET %s (WebSocket upgrade, %s)", url_target(o->url),
+		sbx_debug("> GET %s (WebSocket upgrade, %s)",
+			  url_target(o->debug_url ? o->debug_url : o->url),
 			  o->protocols ? o->protocols : "no subprotocol");
 	int r = raw_send_all(ws, req.buf, req.len, deadline, err);
 	explicit_bzero(req.buf, req.len);
 	strbuf_release(&req);
+	if (r < 0 && err->kind == SBX_E_NETWORK) {
+		/* the server may have said why before it hung up: a TLS alert, read next */
+		char buf[256];
+		size_t got = 0;
+		long long soon = sbx_now_ms() + 1000;
+		CURLcode c2;
+		while ((c2 = wsf.recv(ws->h, buf, sizeof(buf), &got)) == CURLE_AGAIN &&
+		       wait_fd(ws->fd, POLLIN, soon) && sbx_now_ms() < soon)
+			;
+		return tls_ended(ws, o, c2 != CURLE_OK && c2 != CURLE_AGAIN ? c2 : CURLE_SEND_ERROR,
+				 err);
+	}
 	if (r < 0)
 		return -1;
 	/* the answer's head; what follows it is the first frames (or an error body) */
@@ -629,8 +712,7 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 			continue;
 		}
 		if (c != CURLE_AGAIN)
-			return sbx_err_set(err, SBX_E_NETWORK, "cannot read from %s: %s", o->what,
-					   cu->easy_strerror(c));
+			return tls_ended(ws, o, c, err);
 		if (!wait_fd(ws->fd, POLLIN, deadline))
 			return sbx_err_set(err, SBX_E_NETWORK,
 					   "%s did not answer the WebSocket upgrade in time",
@@ -681,6 +763,12 @@ int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws
 	return 0;
 }
 
+int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws_refusal *refusal,
+		   struct sbx_err *err)
+{
+	return ws_connect(ws, o, refusal, false, err);
+}
+
 void sbx_ws_refusal_release(struct sbx_ws_refusal *r)
 {
 	strbuf_release(&r->body);
@@ -716,7 +804,7 @@ static int curl_ws_send_all(struct sbx_ws *ws, int opcode, const char *p, size_t
 		}
 		if (c != CURLE_OK)
 			return sbx_err_set(err, SBX_E_NETWORK, "cannot send to %s: %s", ws->what,
-					   sbx_curl.easy_strerror(c));
+					   why(ws, c));
 		off += sent;
 		moved = sbx_now_ms();
 	} while (off < n);
@@ -763,7 +851,7 @@ static int curl_ws_next(struct sbx_ws *ws, int *ret_op, const uint8_t **ret_data
 		}
 		if (c != CURLE_OK)
 			return sbx_err_set(err, SBX_E_NETWORK, "cannot read from %s: %s", ws->what,
-					   sbx_curl.easy_strerror(c));
+					   why(ws, c));
 		int op = m->flags & CURLWS_CLOSE ? SBX_WS_CLOSE
 			: m->flags & CURLWS_PING ? SBX_WS_PING
 			: m->flags & CURLWS_TEXT ? SBX_WS_TEXT
@@ -842,7 +930,7 @@ int sbx_ws_recv(struct sbx_ws *ws, int *ret_op, const uint8_t **ret_data, size_t
 		}
 		if (c != CURLE_OK)
 			return sbx_err_set(err, SBX_E_NETWORK, "cannot read from %s: %s", ws->what,
-					   sbx_curl.easy_strerror(c));
+					   why(ws, c));
 		strbuf_add(&ws->rd.in, buf, got);
 	}
 }

@@ -64,7 +64,10 @@ struct sbx_ws_opts {
 	void *setup_arg;
 	long long connect_timeout_ms; /* the connection and the upgrade (0: 30 s) */
 	const char *what;	      /* who answers, for messages ("Kubernetes") */
-	const char *tls_hint;	      /* appended to a TLS failure's message */
+	/* the URL as --debug shows it (values in its query that are secrets redacted), or NULL:
+	 * url itself */
+	const char *debug_url;
+	const char *tls_hint; /* appended to a TLS failure's message */
 };
 
 struct sbx_ws {
@@ -76,6 +79,7 @@ struct sbx_ws {
 	bool close_sent, close_got;
 	int close_code; /* the server's (0: none given) */
 	char *what;
+	char errbuf[CURL_ERROR_SIZE]; /* libcurl's words on the last failure (TLS alerts...) */
 };
 
 /* a failed upgrade: the status and the body of the server's answer (capped) */
@@ -86,10 +90,15 @@ struct sbx_ws_refusal {
 };
 
 /* connects and upgrades; -1 with err, and *refusal filled when the server answered with
- * something other than 101 (refusal may be NULL) */
+ * something other than 101 (refusal may be NULL). Both ways report a refusal alike: libcurl's
+ * WebSocket API reads only a refusal's head, so the upgrade is then asked again with sbx's
+ * framing, which reads its Retry-After and its body */
 int sbx_ws_connect(struct sbx_ws *ws, const struct sbx_ws_opts *o, struct sbx_ws_refusal *refusal,
 		   struct sbx_err *err);
 void sbx_ws_close(struct sbx_ws *ws);
+/* a header line "Name: value\r\n" of that name (any case): its value trimmed into *ret,
+ * unless *ret is set already (the first one counts); false when it is another */
+bool sbx_ws_header_value(const char *line, size_t n, const char *name, char **ret);
 void sbx_ws_refusal_release(struct sbx_ws_refusal *r);
 /* the socket to poll for reading */
 int sbx_ws_fd(const struct sbx_ws *ws);

@@ -36,10 +36,12 @@ struct sink {
 
 struct kexec {
 	char **argv;
-	int in_fd; /* -1: no stdin */
+	char **debug_argv; /* argv as --debug shows it (-e's values redacted), or NULL: argv */
+	int in_fd;	   /* -1: no stdin */
 	bool tty;
 	struct sink out, errs;
 	long long backstop_ms; /* give up locally after this long (0: never) */
+	bool backstop_124;     /* ... as --timeout does, with its status 124 */
 	bool needs_eof;	       /* stdin's end must reach the command (v5 only) */
 };
 
@@ -63,11 +65,11 @@ static int sink_write(struct sink *s, const uint8_t *p, size_t n, struct sbx_err
 	return 0;
 }
 
-static char *exec_url(const struct kube *k, const char *pod, const struct kexec *x)
+static char *exec_url(const struct kube *k, const char *pod, const struct kexec *x, char **argv)
 {
 	struct strbuf q = STRBUF_INIT;
 	strbuf_addstr(&q, "/exec?container=" KUBE_CONTAINER);
-	for (char **a = x->argv; *a; a++) {
+	for (char **a = argv; *a; a++) {
 		strbuf_addstr(&q, "&command=");
 		sbx_url_escape(&q, *a);
 	}
@@ -100,10 +102,14 @@ static bool v4_only(void)
 }
 
 /* the upgrade, retried on 429 (Retry-After) and 5xx; a refusal in Kubernetes' words */
-static int open_ws(const struct kube *k, const char *pod, const struct kexec *x, struct sbx_ws *ws,
+static int open_ws(struct kube *k, const char *pod, const struct kexec *x, struct sbx_ws *ws,
 		   struct sbx_err *err)
 {
-	_cleanup_free_ char *url = exec_url(k, pod, x);
+	_cleanup_free_ char *url = exec_url(k, pod, x, x->argv);
+	/* -e's values are in the URL's query (the API has no other way): --debug hides them */
+	_cleanup_free_ char *shown = sbx_debug_enabled && x->debug_argv
+		? exec_url(k, pod, x, x->debug_argv)
+		: NULL;
 	const char *hdrs[] = { k->r.auth, NULL };
 	struct sbx_ws_opts o = { .url = url,
 				 .headers = k->r.auth ? hdrs : NULL,
@@ -113,6 +119,7 @@ static int open_ws(const struct kube *k, const char *pod, const struct kexec *x,
 				 .setup_arg = (void *)&k->kc,
 				 .connect_timeout_ms = 30000,
 				 .what = "Kubernetes",
+				 .debug_url = shown,
 				 .tls_hint = k->tls_hint };
 	long waited = 0;
 
@@ -125,6 +132,14 @@ static int open_ws(const struct kube *k, const char *pod, const struct kexec *x,
 		if (!st) {
 			sbx_ws_refusal_release(&ref);
 			return -1;
+		}
+		/* a credential plugin's refused token: the plugin is asked again, once */
+		if (st == 401 && kube_reauth(k)) {
+			hdrs[0] = k->r.auth;
+			o.headers = k->r.auth ? hdrs : NULL;
+			sbx_ws_refusal_release(&ref);
+			*err = (struct sbx_err){ 0 };
+			continue;
 		}
 		long wait = -1;
 		long long ra;
@@ -206,7 +221,7 @@ static int send_resize(struct sbx_ws *ws, struct sbx_err *err)
 }
 
 /* one exec, to its end: *ret_status the command's exit status */
-static int run(const struct kube *k, const char *pod, struct kexec *x, int *ret_status,
+static int run(struct kube *k, const char *pod, struct kexec *x, int *ret_status,
 	       struct sbx_err *err)
 {
 	struct sbx_ws ws;
@@ -273,7 +288,16 @@ static int run(const struct kube *k, const char *pod, struct kexec *x, int *ret_
 			goto out;
 		}
 		if (x->backstop_ms && sbx_now_ms() - t0 > x->backstop_ms) {
-			sbx_err_set(err, SBX_E_TIMEOUT, "the command did not end in time");
+			if (!x->backstop_124) {
+				sbx_err_set(err, SBX_E_TIMEOUT, "the command did not end in time");
+				goto out;
+			}
+			/* the command was ended, but something holds its streams open (a
+			 * kubelet waits for them): its time is up all the same */
+			sbx_warn("the command's streams stayed open past --timeout; sbx stops "
+				 "waiting for them");
+			*ret_status = SBX_EXIT_TIMEOUT;
+			r = 0;
 			goto out;
 		}
 		if (winch) {
@@ -332,7 +356,8 @@ out:
 
 /* -e, -w, --timeout, -d: the API has none of them, so a small sh script does them (the
  * command itself is "$@"; sh's own 127 and 126 come back when it cannot run) */
-static char **wrap(const struct sbx_exec_opts *o, const char *workdir, struct strbuf *script)
+static char **wrap(const struct sbx_exec_opts *o, const char *workdir, bool redact,
+		   struct strbuf *script)
 {
 	size_t n = 0;
 	for (char **a = o->argv; *a; a++)
@@ -343,17 +368,15 @@ static char **wrap(const struct sbx_exec_opts *o, const char *workdir, struct st
 		strbuf_addstr(script, " || exit 126\n");
 	}
 	for (char **e = o->env; e && *e; e++) {
-		if (!strchr(*e, '=')) {
-			const char *v = getenv(*e);
-			if (!v)
-				continue;
-			_cleanup_free_ char *kv = xasprintf("%s=%s", *e, v);
-			strbuf_addstr(script, "export ");
-			remote_sh_quote(script, kv);
-		} else {
-			strbuf_addstr(script, "export ");
-			remote_sh_quote(script, *e);
-		}
+		const char *eq = strchr(*e, '=');
+		const char *v = eq ? eq + 1 : getenv(*e);
+		if (!v)
+			continue;
+		size_t nl = eq ? (size_t)(eq - *e) : strlen(*e);
+		_cleanup_free_ char *kv = xasprintf("%.*s=%s", (int)nl, *e,
+						    redact ? "<redacted>" : v);
+		strbuf_addstr(script, "export ");
+		remote_sh_quote(script, kv);
 		strbuf_addch(script, '\n');
 	}
 	if (o->detach) {
@@ -361,12 +384,21 @@ static char **wrap(const struct sbx_exec_opts *o, const char *workdir, struct st
 			      "( trap '' HUP; exec \"$@\" ) </dev/null >/dev/null 2>&1 &\n"
 			      "echo $!\n");
 	} else if (o->timeout_ms > 0) {
-		/* the watchdog exits 0 once it fired (TERM, then KILL 2 s on), 1 when ended */
+		/* the watchdog exits 0 once it fired, 1 when ended first. It ends the command's
+		 * whole tree (the shells images have cannot make a process group without a
+		 * terminal): the tree is stopped, looked at again, then TERM, and KILL 2 s on */
 		strbuf_addf(script,
 			    "\"$@\" <&0 & p=$!\n"
-			    "( trap 'exit 1' TERM; sleep %lld.%03lld & wait $!; trap '' TERM\n"
-			    "  kill -TERM $p; ( sleep 2; kill -KILL $p ) & exit 0 ) "
-			    "</dev/null >/dev/null 2>&1 & w=$!\n"
+			    "( trap 'kill $z 2>/dev/null; exit 1' TERM; sleep %lld.%03lld & z=$!\n"
+			    "  wait $z; trap '' TERM\n"
+			    "  tree() { t=\" $* \" n=0; while [ $n != ${#t} ]; do n=${#t}\n"
+			    "    for s in /proc/[0-9]*/stat; do read -r l <$s || continue\n"
+			    "      set -- ${l##*\") \"}; i=${s#/proc/}; i=${i%%/stat}\n"
+			    "      case $t in *\" $i \"*) ;; *\" $2 \"*) t=\"$t$i \";; esac\n"
+			    "    done; done; echo $t; }\n"
+			    "  t=$(tree $p); kill -STOP $t; t=$(tree $t)\n"
+			    "  kill -TERM $t; kill -CONT $t; sleep 2; kill -KILL $t; exit 0\n"
+			    ") </dev/null >/dev/null 2>&1 & w=$!\n"
 			    "wait $p 2>/dev/null; s=$?\n"
 			    "kill $w 2>/dev/null; wait $w && exit 124; exit $s\n",
 			    o->timeout_ms / 1000, o->timeout_ms % 1000);
@@ -387,21 +419,27 @@ int kube_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sb
 	      int *ret_status, struct sbx_err *err)
 {
 	_cleanup_(kube_close) struct kube k = { 0 };
-	struct strbuf script = STRBUF_INIT, pidout = STRBUF_INIT;
+	struct strbuf script = STRBUF_INIT, pidout = STRBUF_INIT, shown_script = STRBUF_INIT;
 	struct termios saved;
 	bool raw = false;
 
 	if (remote_check_running("Kubernetes", rec, err) < 0 || kube_open(&k, rec, err) < 0)
 		return -1;
 	bool needs_wrap = (o->env && *o->env) || o->workdir || o->timeout_ms > 0 || o->detach;
-	_cleanup_free_ char **argv = needs_wrap ? wrap(o, o->workdir, &script) : NULL;
+	_cleanup_free_ char **argv = needs_wrap ? wrap(o, o->workdir, false, &script) : NULL;
+	_cleanup_free_ char **shown = needs_wrap && sbx_debug_enabled && o->env && *o->env
+		? wrap(o, o->workdir, true, &shown_script)
+		: NULL;
 	struct sbx_exec_result *res = o->result;
 	struct kexec x = { .argv = argv ? argv : o->argv,
+			   .debug_argv = shown,
 			   .in_fd = o->interactive && !o->detach ? 0 : -1,
 			   .tty = o->tty,
 			   .out = { .fd = res ? res->out_fd : 1 },
 			   .errs = { .fd = res ? res->err_fd : 2 },
-			   .backstop_ms = o->timeout_ms > 0 ? o->timeout_ms + 30000 : 0 };
+			   /* the watchdog ends it at --timeout, KILL 2 s on: 10 s of slack */
+			   .backstop_ms = o->timeout_ms > 0 ? o->timeout_ms + 10000 : 0,
+			   .backstop_124 = o->timeout_ms > 0 && !o->detach };
 	if (o->detach)
 		x.out = (struct sink){ .fd = -1, .buf = &pidout };
 	struct remote_sigs sigs;
@@ -436,6 +474,7 @@ int kube_exec(struct sbx_ctx *ctx, const struct sbx_record *rec, const struct sb
 		}
 	}
 	strbuf_release(&script);
+	strbuf_release(&shown_script);
 	strbuf_release(&pidout);
 	if (r == 0)
 		*ret_status = status;

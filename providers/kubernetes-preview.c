@@ -23,7 +23,7 @@
 #include "core/proc.h"
 #include "providers/local/net.h"
 
-#define BODY_MAX (8 << 20)
+#define BODY_MAX (1LL << 40) /* streamed: a bound only against nonsense */
 #define IO_TIMEOUT_S 30
 #define CHECK_MS 5000
 #define CONNS_MAX 16   /* connections served at once */
@@ -86,9 +86,202 @@ static void text(int c, int code, const char *reason, const char *msg)
 	answer(c, code, reason, NULL, "text/plain", msg, strlen(msg));
 }
 
-static const char *const passed[] = { "content-type", "accept",	       "accept-language",
-				      "range",	      "if-none-match", "if-modified-since",
-				      "user-agent" };
+/* the client's headers that go on to the pod (never its Authorization: the cluster's goes) */
+static const char *const passed[] = {
+	"accept",
+	"accept-language",
+	"cache-control",
+	"content-encoding",
+	"content-type",
+	"if-match",
+	"if-modified-since",
+	"if-none-match",
+	"if-range",
+	"if-unmodified-since",
+	"origin",
+	"range",
+	"referer",
+	"user-agent",
+	"x-requested-with",
+};
+
+/* the pod's headers that come back (Location rewritten, Set-Cookie each) */
+static const char *const returned[] = {
+	"accept-ranges",
+	"cache-control",
+	"content-disposition",
+	"content-encoding",
+	"content-language",
+	"content-length",
+	"content-range",
+	"content-type",
+	"etag",
+	"expires",
+	"last-modified",
+	"location",
+	"set-cookie",
+	"vary",
+	"www-authenticate",
+};
+
+static int hexval(int c)
+{
+	return c >= '0' && c <= '9'    ? c - '0'
+		: c >= 'a' && c <= 'f' ? c - 'a' + 10
+		: c >= 'A' && c <= 'F' ? c - 'A' + 10
+				       : -1;
+}
+
+bool kube_preview_path_ok(const char *t, size_t n)
+{
+	size_t plen = 0;
+
+	if (!n || t[0] != '/')
+		return false;
+	while (plen < n && t[plen] != '?' && t[plen] != '#')
+		plen++;
+	/* the path decoded once (%2e is '.', %2f is '/'), then no segment may be . or .. */
+	struct strbuf d = STRBUF_INIT;
+	bool ok = true;
+	for (size_t i = 0; i < plen && ok; i++) {
+		unsigned char ch = (unsigned char)t[i];
+		if (ch == '%') {
+			int hi = i + 2 < plen ? hexval(t[i + 1]) : -1;
+			int lo = i + 2 < plen ? hexval(t[i + 2]) : -1;
+			if (hi < 0 || lo < 0) {
+				ok = false;
+				break;
+			}
+			ch = (unsigned char)(hi << 4 | lo);
+			i += 2;
+		}
+		/* a backslash is a separator to some servers; NUL and controls are nobody's */
+		if (ch == '\\' || ch < 0x20 || ch == 0x7f)
+			ok = false;
+		strbuf_addch(&d, (char)ch);
+	}
+	const char *s = d.buf ? d.buf : "";
+	for (const char *seg = s; ok && seg;) {
+		const char *sl = strchr(seg, '/');
+		size_t sn = sl ? (size_t)(sl - seg) : strlen(seg);
+		if ((sn == 1 && seg[0] == '.') || (sn == 2 && seg[0] == '.' && seg[1] == '.'))
+			ok = false;
+		seg = sl ? sl + 1 : NULL;
+	}
+	strbuf_release(&d);
+	return ok;
+}
+
+char *kube_preview_location(const char *loc, const char *server, const char *prefix)
+{
+	size_t sl = strlen(server), pl = strlen(prefix);
+	const char *rest = NULL;
+
+	/* the apiserver's proxy writes the pod's "/x" as its own URL: back to the preview's */
+	if (!strncmp(loc, server, sl) && !strncmp(loc + sl, prefix, pl))
+		rest = loc + sl + pl;
+	else if (!strncmp(loc, prefix, pl))
+		rest = loc + pl;
+	if (rest && (*rest == '/' || *rest == '?' || *rest == '#' || !*rest))
+		return *rest == '/' ? xstrdup(rest) : xasprintf("/%s", rest);
+	return xstrdup(loc);
+}
+
+char *kube_preview_cookie(const char *v, size_t n)
+{
+	struct strbuf out = STRBUF_INIT;
+	const char *end = v + n;
+
+	while (v < end) {
+		const char *e = memchr(v, ';', (size_t)(end - v));
+		if (!e)
+			e = end;
+		while (v < e && (*v == ' ' || *v == '\t'))
+			v++;
+		/* sbx's own token stays here */
+		bool own = (size_t)(e - v) > 17 && !strncmp(v, "sbx_preview_token", 17) &&
+			(v[17] == '=' || v[17] == '_');
+		if (!own && e > v) {
+			if (out.len)
+				strbuf_addstr(&out, "; ");
+			strbuf_add(&out, v, (size_t)(e - v));
+		}
+		v = e + 1;
+	}
+	return out.len ? strbuf_detach(&out) : (strbuf_release(&out), NULL);
+}
+
+/* one relayed exchange: the client's socket, what of its body came with the head */
+struct relay {
+	int c;
+	const char *early; /* body bytes read with the head */
+	size_t early_len, early_off;
+	const char *server, *prefix;
+	bool head_sent;
+};
+
+static ssize_t relay_read(char *buf, size_t n, void *arg)
+{
+	struct relay *r = arg;
+	if (r->early_off < r->early_len) {
+		size_t k = r->early_len - r->early_off < n ? r->early_len - r->early_off : n;
+		memcpy(buf, r->early + r->early_off, k);
+		r->early_off += k;
+		return (ssize_t)k;
+	}
+	ssize_t k;
+	do
+		k = read(r->c, buf, n);
+	while (k < 0 && errno == EINTR);
+	return k;
+}
+
+/* a header value from the cluster, for the client: printable bytes only */
+static bool value_ok(const char *v)
+{
+	for (const unsigned char *p = (const unsigned char *)v; *p; p++)
+		if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+			return false;
+	return true;
+}
+
+static bool relay_head(long status, const json_t *list, void *arg)
+{
+	struct relay *r = arg;
+	struct strbuf h = STRBUF_INIT;
+	size_t i;
+	json_t *kv;
+
+	if (status < 100 || status > 999)
+		status = 502;
+	strbuf_addf(&h, "HTTP/1.1 %ld Proxied\r\n", status);
+	json_array_foreach (list, i, kv) {
+		const char *k = json_string_value(json_array_get(kv, 0));
+		const char *v = json_string_value(json_array_get(kv, 1));
+		bool keep = false;
+		for (size_t j = 0; k && v && j < ARRAY_SIZE(returned); j++)
+			keep = keep || streq(k, returned[j]);
+		if (!keep || !value_ok(v))
+			continue;
+		if (streq(k, "location")) {
+			_cleanup_free_ char *l = kube_preview_location(v, r->server, r->prefix);
+			strbuf_addf(&h, "Location: %s\r\n", l);
+		} else {
+			strbuf_addf(&h, "%s: %s\r\n", k, v);
+		}
+	}
+	strbuf_addstr(&h, "Connection: close\r\n\r\n");
+	int w = sbx_write_all(r->c, h.buf, h.len);
+	strbuf_release(&h);
+	r->head_sent = true;
+	return w == 0;
+}
+
+static bool relay_body(const char *p, size_t n, void *arg)
+{
+	struct relay *r = arg;
+	return sbx_write_all(r->c, p, n) == 0;
+}
 
 static void serve_one(struct kube *k, const char *pod, int port, const char *token, int c)
 {
@@ -126,6 +319,11 @@ static void serve_one(struct kube *k, const char *pod, int port, const char *tok
 	struct local_http_req q;
 	if (local_http_head_parse(head, hl, &q) < 0 || !q.target_len || head[q.target_off] != '/')
 		return text(c, 400, "Bad Request", "sbx: malformed request\n");
+	/* the pod's proxy and nothing above it: no dot segments, however written */
+	if (!kube_preview_path_ok(head + q.target_off, q.target_len))
+		return text(
+			c, 400, "Bad Request",
+			"sbx: the path has a '.' or '..' segment, which this preview refuses\n");
 	size_t vl = 0;
 	if (local_http_header(head, hl, "transfer-encoding", &vl))
 		return text(c, 411, "Length Required", "sbx: send a Content-Length\n");
@@ -134,18 +332,9 @@ static void serve_one(struct kube *k, const char *pod, int port, const char *tok
 	_cleanup_free_ char *cls = cl ? xstrndup(cl, vl) : NULL;
 	if (cls && sbx_parse_int(cls, 0, BODY_MAX, &blen) < 0)
 		return text(c, 413, "Payload Too Large", "sbx: body too large\n");
-	_cleanup_free_ char *body = xmalloc((size_t)blen + 1);
-	size_t have = len - hl < (size_t)blen ? len - hl : (size_t)blen;
-	memcpy(body, head + hl, have);
-	while ((long long)have < blen) {
-		ssize_t r = read(c, body + have, (size_t)blen - have);
-		if (r <= 0)
-			return;
-		have += (size_t)r;
-	}
 	/* the request, with the cluster's credentials and a few of the client's headers */
-	const char *hdrs[ARRAY_SIZE(passed) + 2];
-	char *own[ARRAY_SIZE(passed)] = { 0 };
+	const char *hdrs[ARRAY_SIZE(passed) + 3];
+	char *own[ARRAY_SIZE(passed) + 1] = { 0 };
 	size_t nh = 0;
 	const char *tok = NULL;
 	struct sbx_err err = { 0 };
@@ -159,35 +348,47 @@ static void serve_one(struct kube *k, const char *pod, int port, const char *tok
 		if (v)
 			hdrs[nh++] = own[i] = xasprintf("%s: %.*s", passed[i], (int)vl, v);
 	}
+	/* the app's cookies go on; sbx's token does not */
+	const char *ck = local_http_header(head, hl, "cookie", &vl);
+	_cleanup_free_ char *cookies = ck ? kube_preview_cookie(ck, vl) : NULL;
+	if (cookies)
+		hdrs[nh++] = own[ARRAY_SIZE(passed)] = xasprintf("Cookie: %s", cookies);
 	hdrs[nh] = NULL;
 	_cleanup_free_ char *target = xstrndup(head + q.target_off, q.target_len);
-	struct strbuf u = STRBUF_INIT;
-	strbuf_addf(&u, "%s/api/v1/namespaces/", k->r.api);
-	sbx_url_escape(&u, k->ns);
-	strbuf_addstr(&u, "/pods/");
-	sbx_url_escape(&u, pod);
-	strbuf_addf(&u, ":%d/proxy%s", port, target);
+	struct strbuf pre = STRBUF_INIT;
+	strbuf_addstr(&pre, "/api/v1/namespaces/");
+	sbx_url_escape(&pre, k->ns);
+	strbuf_addstr(&pre, "/pods/");
+	sbx_url_escape(&pre, pod);
+	strbuf_addf(&pre, ":%d/proxy", port);
+	_cleanup_free_ char *url = xasprintf("%s%s%s", k->r.api, pre.buf, target);
+	struct relay rl = { .c = c,
+			    .early = head + hl,
+			    .early_len = len - hl < (size_t)blen ? len - hl : (size_t)blen,
+			    .server = k->r.api,
+			    .prefix = pre.buf };
 	struct sbx_http_req r = SBX_HTTP_REQ_INIT;
 	struct sbx_http_resp resp;
 	r.method = q.method;
-	r.url = u.buf;
+	r.url = url;
 	r.headers = hdrs;
-	r.body = blen ? body : NULL;
-	r.body_len = (size_t)blen;
-	r.timeout_ms = 60000;
+	if (blen) {
+		r.read_body = relay_read;
+		r.body_size = blen;
+	}
+	r.on_head = relay_head;
+	r.on_data = relay_body;
+	r.arg = &rl;
+	r.path_as_is = true; /* what was checked above is what is asked for */
+	r.timeout_ms = CONN_MAX_S * 1000LL;
 	r.setup = sbx_kubeconfig_curl_setup;
 	r.setup_arg = &k->kc;
-	if (sbx_http_perform(&r, &resp, "Kubernetes", &err) < 0) {
+	if (sbx_http_perform(&r, &resp, "Kubernetes", &err) < 0 && !rl.head_sent) {
 		_cleanup_free_ char *m = xasprintf("sbx: %s\n", err.msg);
 		text(c, 502, "Bad Gateway", m);
-	} else {
-		const char *ct = sbx_http_header(&resp, "content-type");
-		_cleanup_free_ char *ctype = ct ? sbx_term_safe(ct) : NULL;
-		answer(c, (int)resp.status, "Proxied", NULL, ctype ? ctype : "text/plain",
-		       resp.body.buf, resp.body.len);
 	}
 	sbx_http_resp_release(&resp);
-	strbuf_release(&u);
+	strbuf_release(&pre);
 	for (size_t i = 0; i < ARRAY_SIZE(own); i++)
 		free(own[i]);
 }

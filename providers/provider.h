@@ -28,6 +28,9 @@ struct sbx_provider {
 	/* whether it can be used as things stand, and if not why (NULL: always); asked before
 	 * anything is created */
 	int (*ready)(struct sbx_err *);
+	/* refuses a combination of create's options it cannot honour, before an id is claimed
+	 * (optional; no network: only what the options say) */
+	int (*check)(const struct sbx_config *, struct sbx_err *);
 	char *(*api_url)(void); /* where its API is reached (NULL: nowhere) */
 	/* makes the sandbox rec->config describes (an id claimed, the record saved as creating) */
 	int (*create)(struct sbx_ctx *, struct sbx_record *, struct sbx_err *);

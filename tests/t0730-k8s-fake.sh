@@ -6,8 +6,10 @@
 # selectors, Pending -> Running, Unschedulable), exec over WebSocket (exit codes 0, 3, 137,
 # separate streams, stdin and its end, a tty, a missing command), kubectl cp both ways, the pod
 # proxy, Status errors and injected faults (403, 429 with Retry-After, 500), the raw frames of
-# v5 and v4 (ready frame, ping, the exec faults), the agent-sandbox Sandbox, SandboxTemplate
-# and SandboxClaim, and a fake without those groups. The fake's sandboxes live in a store of
+# v5 and v4 (ready frame, ping, the exec faults), the agent-sandbox Sandbox, SandboxTemplate,
+# SandboxClaim and SandboxWarmPool (a claim adopting a pool's Sandbox), and a fake without those
+# groups; a client certificate of the test's CA; the fake's own ping (kubectl answers it) and an
+# image that cannot be pulled. The fake's sandboxes live in a store of
 # its own; none may outlive it. Every request goes to 127.0.0.1.
 # uid 4242 gets subordinate ids: kubectl cp's tar, run as root in the pod, keeps owners
 # run.sh: subordinate ids for the uid pass
@@ -16,9 +18,11 @@
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
 test_skip_unless USERNS python3 curl openssl node npm
-KUBECTL=/usr/bin/kubectl
+KUBECTL=$(command -v kubectl || echo /usr/bin/kubectl)
 if [ -z "$TEST_SKIP_ALL" ] && [ ! -x "$KUBECTL" ]; then
-	TEST_SKIP_ALL="no $KUBECTL (kubectl is not a Debian 12 package: install-deps cannot add it)"
+	TEST_SKIP_ALL="no kubectl on PATH: it comes with the machine's image (its kubectl package is \
+not in Debian's archive, and Debian 12's own kubernetes-client 1.20 speaks SPDY only), so \
+install-deps cannot add it"
 fi
 
 SDK_SRC=$TEST_DIR/sdk/k8s
@@ -56,7 +60,13 @@ make_certs() {
 		openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1 &&
 		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >srv.ext &&
 		openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out srv.pem \
-			-days 2 -extfile srv.ext
+			-days 2 -extfile srv.ext &&
+		openssl req -newkey rsa:2048 -nodes -keyout client.key -out client.csr -subj /CN=kube-user &&
+		printf 'extendedKeyUsage=clientAuth\n' >client.ext &&
+		openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+			-out client.pem -days 2 -extfile client.ext &&
+		openssl req -x509 -newkey rsa:2048 -nodes -keyout rogue.key -out rogue.pem -days 2 \
+			-subj /CN=rogue
 } >"$TRASH/openssl.log" 2>&1
 
 # start_k8s NAME [ARGS...]: a fake whose port goes to NAME.port, its log to NAME.log
@@ -64,7 +74,8 @@ start_k8s() {
 	local n=$1
 	shift
 	"$TEST_PYTHON" "$FAKE" --sbx "$SBX" --sbx-home "$TRASH/$n-home" --port-file "$TRASH/$n.port" \
-		--tls-cert "$TRASH/srv.pem" --tls-key "$TRASH/srv.key" --token "$TOKEN" "$@" \
+		--tls-cert "$TRASH/srv.pem" --tls-key "$TRASH/srv.key" --tls-client-ca "$TRASH/ca.pem" \
+		--token "$TOKEN" "$@" \
 		>"$TRASH/$n.log" 2>&1 &
 }
 
@@ -236,6 +247,16 @@ test_expect_success '401 Status without the token or with a wrong one; the right
 	expect_code 1 "${K[@]}" --kubeconfig "$TRASH/bad.kubeconfig" get pods 2>bad.err &&
 	test_grep "You must be logged in to the server" bad.err &&
 	"${K[@]}" get pods >good.out 2>good.err
+'
+
+test_expect_success 'a client certificate signed by the client CA authenticates kubectl as a token does (control: one of another CA is refused)' '
+	sed "s|^    token: .*|    client-certificate: $TRASH/client.pem\n    client-key: $TRASH/client.key|" \
+		"$KUBECONFIG" >cert.kubeconfig &&
+	"${K[@]}" --kubeconfig cert.kubeconfig get pods >cert.out 2>cert.err &&
+	sed "s|^    token: .*|    client-certificate: $TRASH/rogue.pem\n    client-key: $TRASH/rogue.key|" \
+		"$KUBECONFIG" >rogue.kubeconfig &&
+	expect_code 1 "${K[@]}" --kubeconfig rogue.kubeconfig get pods 2>rogue.err &&
+	test_grep -i "unknown.ca\|certificate" rogue.err
 '
 
 test_expect_success 'discovery: aggregated when asked, legacy otherwise; kubectl api-resources' '
@@ -503,6 +524,42 @@ test_expect_success 'a SandboxClaim gets a Sandbox from its SandboxTemplate, and
 	"${K[@]}" delete sandboxclaim claimed >/dev/null &&
 	wait_until 20 gone claimed &&
 	expect_code 1 "${K[@]}" get sandbox claimed 2>/dev/null
+'
+
+test_expect_success 'a SandboxWarmPool keeps its Sandboxes; a SandboxClaim of its template adopts one (status.sandbox.name, the pod-name annotation), and the pool makes another' '
+	cat >pool.json <<-EOF &&
+	{"apiVersion": "extensions.agents.x-k8s.io/v1alpha1", "kind": "SandboxWarmPool",
+	 "metadata": {"name": "warm"}, "spec": {"replicas": 1, "sandboxTemplateRef": {"name": "tmpl"}}}
+	EOF
+	"${K[@]}" create --validate=false -f pool.json >/dev/null &&
+	wait_until 30 jp_is sandboxwarmpool warm "{.status.readyReplicas}" 1 &&
+	pooled=$("${K[@]}" get sandboxes -l agents.x-k8s.io/warm-pool-sandbox=warm -o jsonpath="{.items[0].metadata.name}") &&
+	test_match "^warm-" "$pooled" &&
+	cat >claim2.json <<-EOF &&
+	{"apiVersion": "extensions.agents.x-k8s.io/v1alpha1", "kind": "SandboxClaim",
+	 "metadata": {"name": "adopter"}, "spec": {"sandboxTemplateRef": {"name": "tmpl"}}}
+	EOF
+	"${K[@]}" create --validate=false -f claim2.json >/dev/null &&
+	wait_until 20 jp_is sandboxclaim adopter "{.status.sandbox.name}" "$pooled" &&
+	jp_is sandbox "$pooled" "{.metadata.annotations.agents\.x-k8s\.io/pod-name}" "$pooled" &&
+	jp_is sandbox "$pooled" "{.metadata.ownerReferences[0].name}" adopter &&
+	"${K[@]}" exec "$pooled" -- echo adopted >adopted.out && test_eq adopted "$(cat adopted.out)" &&
+	wait_until 30 jp_is sandboxwarmpool warm "{.status.readyReplicas}" 1 &&
+	test "$("${K[@]}" get sandboxes -l agents.x-k8s.io/warm-pool-sandbox=warm -o jsonpath="{.items[0].metadata.name}")" != "$pooled" &&
+	"${K[@]}" delete sandboxclaim adopter >/dev/null && wait_until 20 gone "$pooled" &&
+	"${K[@]}" delete sandboxwarmpool warm >/dev/null
+'
+
+test_expect_success 'exec faults kubectl meets: the fake'"'"'s ping is answered (a pong recorded); an image that cannot be pulled shows its reason' '
+	fault "{\"match\": \"GET /pods/sbx-1/exec\$\", \"kind\": \"ws_ping\", \"payload\": \"kubectl-ping\"}" &&
+	"${K[@]}" exec sbx-1 -- sleep 1 &&
+	"${CURL[@]}" "$(url /_fake/state)" >pong.json &&
+	jassert pong.json "assert \"kubectl-ping\" in r[\"pongs\"], r" &&
+	control image-fail "{\"image\": \"nope/never:1\", \"reason\": \"ErrImagePull\", \"message\": \"not found\"}" &&
+	new_pod nopull "{\"containers\": [{\"name\": \"sandbox\", \"image\": \"nope/never:1\", \"command\": [\"sleep\", \"1\"]}]}" &&
+	wait_until 20 jp_is pod nopull "{.status.containerStatuses[0].state.waiting.reason}" ErrImagePull &&
+	"${K[@]}" get pod nopull >nopull.out && test_grep -E "^nopull +0/1 +ErrImagePull " nopull.out &&
+	"${K[@]}" delete pod nopull >/dev/null
 '
 
 test_expect_success 'a Sandbox past its shutdownTime loses its pod and says SandboxExpired' '

@@ -35,7 +35,8 @@ Python 3 standard library only. A fake is a Provider subclass handed to run():
 
 Command line (run() parses it): --sbx PATH (the sbx binary), --sbx-home DIR (a private
 SBX_HOME for the fake's own sandboxes), --port-file FILE (the port, written atomically once
-listening), [--verbose] (one line per request on stderr), [--tls-cert PEM --tls-key PEM]
+listening), [--verbose] (one line per request on stderr), [--tls-cert PEM --tls-key PEM
+[--tls-client-ca PEM]]
 (serve HTTPS with that certificate, control API included), plus the provider's options.
 The server listens on 127.0.0.1, ephemeral port, threaded HTTP/1.1 with keep-alive, and
 prints "NAME fake listening on http://127.0.0.1:PORT" (https:// with TLS) on stdout once
@@ -957,6 +958,18 @@ class Request:
         self.responded = False
         self._body = None
 
+    @property
+    def peer_cn(self):
+        """The CN of the client certificate the TLS handshake checked (--tls-client-ca), or
+        None."""
+        c = self.h.connection
+        cert = c.getpeercert() if isinstance(c, ssl.SSLSocket) else None
+        for rdn in (cert or {}).get("subject", ()):
+            for k, v in rdn:
+                if k == "commonName":
+                    return v
+        return None
+
     def arg(self, name, default=None):
         v = self.query.get(name)
         return v[0] if v else default
@@ -977,7 +990,8 @@ class Request:
         self.responded = True
         self.h.send_response(status)
         for k, v in (headers or {}).items():
-            self.h.send_header(k, str(v))
+            for one in (v if isinstance(v, list) else [v]):   # a list: the header repeated
+                self.h.send_header(k, str(one))
 
     def send(self, status, body=b"", ctype=None, headers=None):
         if isinstance(body, str):
@@ -1053,6 +1067,8 @@ class WebSocket:
         self.wlock = threading.Lock()
         self.close_sent = False
         self.gone = False
+        self.pongs = []                      # the payloads of the pongs received
+        self.last_in = time.monotonic()      # when the client last sent a frame
 
     def _read(self, n):
         b = self.h.rfile.read(n) if n else b""
@@ -1082,10 +1098,12 @@ class WebSocket:
         try:
             while True:
                 fin, opcode, data = self._frame()
+                self.last_in = time.monotonic()
                 if opcode == 9:
                     self._send(10, data)
                     continue
                 if opcode == 10:
+                    self.pongs.append(data)
                     continue
                 if opcode == 8:
                     self.close(struct.unpack("!H", data[:2])[0] if len(data) >= 2 else 1000)
@@ -1123,6 +1141,9 @@ class WebSocket:
 
     def send_binary(self, data):
         self._send(2, bytes(data))
+
+    def ping(self, data=b""):
+        self._send(9, bytes(data))
 
     def send_text(self, text):
         self._send(1, text.encode())
@@ -1303,6 +1324,9 @@ class FakeServer:
         if getattr(args, "tls_cert", None):
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(args.tls_cert, args.tls_key)
+            if getattr(args, "tls_client_ca", None):   # a client certificate is checked if sent
+                ctx.load_verify_locations(args.tls_client_ca)
+                ctx.verify_mode = ssl.CERT_OPTIONAL
             self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True,
                                                 do_handshake_on_connect=False)
             self.scheme = "https"
@@ -1422,6 +1446,8 @@ def run(provider_cls, argv=None):
     ap.add_argument("--verbose", action="store_true", help="log requests on stderr")
     ap.add_argument("--tls-cert", help="serve HTTPS with this PEM certificate (chain)")
     ap.add_argument("--tls-key", help="the PEM key of --tls-cert")
+    ap.add_argument("--tls-client-ca", help="client certificates signed by this CA are "
+                    "accepted (and one signed by another refused); Request.peer_cn names it")
     provider_cls.add_arguments(ap)
     args = ap.parse_args(argv)
     if bool(args.tls_cert) != bool(args.tls_key):

@@ -14,7 +14,8 @@ the image are recorded and ignored.
 
 Start (the test makes the CA and the certificate, with SAN IP:127.0.0.1):
     k8s.py --sbx SBX --sbx-home DIR --port-file F --tls-cert CERT --tls-key KEY --token T
-           [--no-agent-sandbox] [--pending-seconds S] [--unschedulable] [--verbose]
+           [--no-agent-sandbox] [--pending-seconds S] [--unschedulable] [--tls-client-ca CA]
+           [--verbose]
   --token T             every API request needs "Authorization: Bearer T" (else 401 Status;
                         /healthz /livez /readyz need none)
   --no-agent-sandbox    the agents.x-k8s.io and extensions.agents.x-k8s.io groups are not
@@ -22,6 +23,7 @@ Start (the test makes the CA and the certificate, with SAN IP:127.0.0.1):
   --pending-seconds S   how long a pod stays Pending before it is scheduled (default 0.3);
                         the sandbox is then made and the pod becomes Running
   --unschedulable       no pod is ever scheduled (as POST /_fake/k8s/schedulable false)
+  --tls-client-ca CA    a client certificate signed by CA authenticates as a token does
 Prints "k8s fake listening on https://127.0.0.1:PORT"; SIGTERM removes every sandbox it made.
 
 API served (JSON only; no protobuf, no openapi: `kubectl create/apply` need --validate=false):
@@ -51,7 +53,7 @@ API served (JSON only; no protobuf, no openapi: `kubectl create/apply` need --va
       for a signal death), or InternalError for a command that cannot be run; then a close
       frame 1000, and up to 2 s for the client's close frame (or EOF). Pings are answered.
       SPDY is refused (400), as is a pod not Running (400, before any upgrade). A client that
-      goes away ends the command (a real kubelet lets it run).
+      goes away leaves its command running, as a kubelet does (its output is dropped).
   pods/proxy            GET POST PUT PATCH DELETE .../pods/NAME[:PORT]/proxy/PATH: the request is
       made to 127.0.0.1:PORT (default 80) inside the sandbox, through `$SBX exec` (no
       published port needed); 503 Status when nothing listens there
@@ -59,17 +61,26 @@ API served (JSON only; no protobuf, no openapi: `kubectl create/apply` need --va
   persistentvolumeclaims  create get list delete; Bound at once (a directory of the fake's);
       deleting one a pod uses leaves it Terminating (deletionTimestamp, finalizer
       kubernetes.io/pvc-protection) until no pod uses it
-  agents.x-k8s.io/v1alpha1 sandboxes, extensions.agents.x-k8s.io/v1alpha1 sandboxtemplates and
-      sandboxclaims: create get list delete, PUT and PATCH (merge, strategic-merge, JSON patch)
-      of spec. The controller (every 0.2 s): a Sandbox with replicas 1 (default) has a pod of
+  agents.x-k8s.io/v1alpha1 sandboxes, extensions.agents.x-k8s.io/v1alpha1 sandboxtemplates,
+      sandboxclaims and sandboxwarmpools: create get list delete, PUT and PATCH (merge,
+      strategic-merge, JSON patch) of spec. The controller (every 0.2 s): a Sandbox with replicas 1 (default) has a pod of
       its name (podTemplate, label agents.x-k8s.io/sandbox-name, owner reference) and the PVCs
       of its volumeClaimTemplates (named TEMPLATE-SANDBOX, mounted as volume TEMPLATE);
       replicas 0 deletes the pod and keeps the PVCs; past spec.shutdownTime the pod goes
       (shutdownPolicy Delete: the Sandbox too). status: replicas, selector, serviceFQDN,
       conditions [Ready True DependenciesReady | False DependenciesNotReady | False
-      SandboxExpired]. A SandboxClaim (spec.sandboxTemplateRef.name) gets a Sandbox of its name
-      from the template (status.sandbox.Name, condition Ready as the Sandbox's; TemplateNotFound
-      when missing). Deleting an owner deletes what it owns (PVCs of a Sandbox included).
+      SandboxExpired]. A SandboxWarmPool (spec.replicas, spec.sandboxTemplateRef.name) keeps
+      that many Sandboxes of its template, named POOL-xxxxx (label
+      agents.x-k8s.io/warm-pool-sandbox). A SandboxClaim (spec.sandboxTemplateRef.name) adopts
+      a ready Sandbox of a warm pool of its template (unless spec.warmpool is "none", or names
+      another pool, or spec.env is set): the Sandbox is handed to the claim (owner, the pool's
+      label gone, annotation agents.x-k8s.io/pod-name), and the pool makes another; else it
+      gets a Sandbox of its own name from the template, spec.env injected when the template's
+      envVarsInjectionPolicy is Allowed or Overrides (else Ready False
+      EnvVarsInjectionRejected). status.sandbox.name names its Sandbox; condition Ready as the
+      Sandbox's, TemplateNotFound when missing. Past spec.lifecycle.shutdownTime: policy Delete
+      (DeleteForeground) deletes the claim, Retain its Sandbox (Ready False ClaimExpired).
+      Deleting an owner deletes what it owns (PVCs of a Sandbox included).
   watch=true on lists   JSON lines of {"type": ADDED|MODIFIED|DELETED, "object"}, polled every
       0.1 s, ends after timeoutSeconds (default 60, at most 300)
 Errors are metav1.Status bodies: {"kind":"Status","apiVersion":"v1","status":"Failure",
@@ -86,9 +97,19 @@ Control API (fakelib's, over the same HTTPS, no token: curl --cacert CA):
                        the command is ended
         no_exit_code   the final Status is Failure NonZeroExitCode without details (no exit
                        code), whatever the command's status
+        exec_hold      the command's end is not told (no Status, no close) until the client
+                       goes, as when a process it left holds its streams open on a kubelet
+        ws_ping        a ping ("payload", default "fake-ping") follows the ready frame; the
+                       pongs that come back are in /_fake/state's "pongs"
+        ws_idle        the WebSocket is cut once the client sent no frame (a ping will do) for
+                       "seconds" (default 10), as an idle-timing proxy does
   GET /_fake/requests, DELETE /_fake/requests, GET/DELETE /_fake/faults   as fakelib
   GET  /_fake/state    {"pods": {"NS/NAME": {"phase", "sandbox": ID|null}}, "pvcs": [NS/NAME],
-                       "sandboxes": [NS/NAME], "claims": [NS/NAME], "backing": [IDs]}
+                       "sandboxes": [NS/NAME], "claims": [NS/NAME], "warmpools": [NS/NAME],
+                       "backing": [IDs], "pongs": [payloads]}
+  POST /_fake/k8s/image-fail {"image", "reason": "ErrImagePull"|"ImagePullBackOff"|
+                       "InvalidImageName"|null, "message"?}   pods of that image stay Pending,
+                       their container waiting for that reason (null: pulls work again)
   POST /_fake/k8s/schedulable {"schedulable": false|true}   false: pods stay Pending
                        Unschedulable from now on; true: the Pending ones are scheduled
   POST /_fake/k8s/pod-phase {"namespace", "name", "phase": "Failed"|"Succeeded", "reason"?,
@@ -139,7 +160,12 @@ RESOURCES = {
     "sandboxes": (AGENTS, VERSION, "Sandbox", True, [], {"status": "Sandbox"}),
     "sandboxtemplates": (EXT, VERSION, "SandboxTemplate", True, [], {}),
     "sandboxclaims": (EXT, VERSION, "SandboxClaim", True, [], {"status": "SandboxClaim"}),
+    "sandboxwarmpools": (EXT, VERSION, "SandboxWarmPool", True, ["swp"],
+                         {"status": "SandboxWarmPool"}),
 }
+WARM_LABEL = "agents.x-k8s.io/warm-pool-sandbox"
+NO_TAR_IMAGE = "sbx-fake/no-tar"   # an image whose commands find no tar
+POD_NAME_ANNOTATION = "agents.x-k8s.io/pod-name"
 
 # the proxy's connection inside the sandbox: stdin -> 127.0.0.1:PORT -> stdout
 _FORWARD = r'''
@@ -328,7 +354,7 @@ def json_patch(doc, ops):
 
 class Kube(fakelib.Provider):
     name = "k8s"
-    fault_kinds = ("ws_close", "no_exit_code")
+    fault_kinds = ("ws_close", "no_exit_code", "exec_hold", "ws_ping", "ws_idle")
 
     @classmethod
     def add_arguments(cls, parser):
@@ -346,6 +372,8 @@ class Kube(fakelib.Provider):
         self.events = []        # (resourceVersion, type, resource, object) for watches
         self.rv = 1000
         self.schedulable = not args.unschedulable
+        self.pongs = []         # the payloads of the clients' pongs to exec pings (ws_ping)
+        self.image_fail = {}    # image -> (reason, message): its pods never start
         self.agents = not args.no_agent_sandbox
         self.volumes = os.path.abspath(args.sbx_home) + ".k8s-volumes"
         os.makedirs(self.volumes, exist_ok=True)
@@ -365,7 +393,8 @@ class Kube(fakelib.Provider):
         if req.path in ("/healthz", "/livez", "/readyz"):
             return req.send(200, b"ok", "text/plain")
         auth = req.headers.get("Authorization") or ""
-        if auth != "Bearer " + self.args.token:
+        # a bearer token, or a client certificate of --tls-client-ca's (x509 comes first)
+        if req.peer_cn is None and auth != "Bearer " + self.args.token:
             return self.send_status(req, K8sError(401, "Unauthorized"))
         try:
             self.route(req)
@@ -984,7 +1013,17 @@ class Kube(fakelib.Provider):
                     for c in spec["containers"]]})
         if not self.pod_update(ns, name, uid, scheduled):
             return
+        fail = self.image_fail.get(c0.get("image"))
+        if fail is not None:   # the kubelet cannot pull it: Pending, for good
+
+            def pull_failed(p, fail=fail):
+                for cs in p["status"].get("containerStatuses") or []:
+                    cs["state"] = {"waiting": {"reason": fail[0], "message": fail[1]}}
+            self.pod_update(ns, name, uid, pull_failed)
+            return
         args = ["--label", "k8s-pod=%s.%s" % (ns, name)]
+        if c0.get("image") == NO_TAR_IMAGE:   # its commands find no tar on their PATH
+            args += ["-v", "%s:/sbx-fake-no-tar:ro" % self.no_tar_dir()]
         if c0.get("workingDir"):
             args += ["-w", c0["workingDir"]]
         env = {e["name"]: str(e.get("value", "")) for e in c0.get("env") or []
@@ -1059,6 +1098,18 @@ class Kube(fakelib.Provider):
                 rt["main"] = self.sbx.exec(sid, argv, env=None)
             threading.Thread(target=self.run_main, args=(ns, name, uid, rt),
                              daemon=True).start()
+
+    def no_tar_dir(self):
+        """A directory of links to /usr/bin's programs but tar (made once)."""
+        d = os.path.join(self.volumes, "no-tar-bin")
+        with self.lock:
+            if not os.path.isdir(d):
+                os.makedirs(d + ".tmp", exist_ok=True)
+                for n in os.listdir("/usr/bin"):
+                    if n != "tar" and not os.path.lexists(os.path.join(d + ".tmp", n)):
+                        os.symlink("/usr/bin/" + n, os.path.join(d + ".tmp", n))
+                os.rename(d + ".tmp", d)
+        return d
 
     def run_main(self, ns, name, uid, rt):
         ex = rt["main"]
@@ -1147,6 +1198,8 @@ class Kube(fakelib.Provider):
             want["stderr"] = False
         if not (want["stdin"] or want["stdout"] or want["stderr"]):
             raise K8sError(400, "you must specify at least 1 of stdin, stdout, stderr")
+        if pod["spec"]["containers"][0].get("image") == NO_TAR_IMAGE:
+            argv = ["/usr/bin/env", "PATH=/sbx-fake-no-tar"] + list(argv)
         fault = req.fault
         ws = req.websocket(proto)
         if want["tty"]:
@@ -1155,11 +1208,16 @@ class Kube(fakelib.Provider):
             ex = self.sbx.exec(rt["sid"], argv, stdin=want["stdin"])
         reader = threading.Thread(target=self.exec_input, args=(ws, ex, proto, want),
                                   daemon=True)
+        cut = int(fault.get("frames", 1)) if fault and fault["kind"] == "ws_close" else None
         try:
             ready = 1 if want["stdout"] else 2 if want["stderr"] else 3
             ws.send_binary(bytes([ready]))
             reader.start()
-            cut = int(fault.get("frames", 1)) if fault and fault["kind"] == "ws_close" else None
+            if fault is not None and fault["kind"] == "ws_ping":
+                ws.ping(str(fault.get("payload", "fake-ping")).encode())
+            if fault is not None and fault["kind"] == "ws_idle":
+                threading.Thread(target=self.idle_cut, daemon=True,
+                                 args=(ws, ex, float(fault.get("seconds", 10)))).start()
             sent = 0
             info = None
             for kind, val in ex.events():
@@ -1176,14 +1234,37 @@ class Kube(fakelib.Provider):
                     raise fakelib.ClientGone("fault ws_close")
             if cut is not None:
                 raise fakelib.ClientGone("fault ws_close")
+            if fault is not None and fault["kind"] == "exec_hold":
+                reader.join(120)   # something holds the streams: no Status, until the client goes
+                raise fakelib.ClientGone("fault exec_hold")
             ws.send_binary(b"\x03" + fakelib.json_bytes(self.exec_status(info, fault, argv[0])))
             ws.close(1000)
             reader.join(2)   # the client's close, briefly
         except fakelib.ClientGone:
             ws.abort()
-        finally:
-            if not ex.done:
+            if cut is not None:   # the fault ends the command
                 ex.terminate()
+            elif not ex.done:     # as a kubelet: the command runs on, its output dropped
+                threading.Thread(target=self.drain, args=(ex,), daemon=True).start()
+        finally:
+            with self.lock:
+                self.pongs += [p.decode("utf-8", "replace") for p in ws.pongs]
+
+    @staticmethod
+    def idle_cut(ws, ex, seconds):
+        """As a proxy or load balancer that ends idle connections: the WebSocket is cut once
+        the client sent nothing (not even a ping) for seconds."""
+        while not ex.done and not ws.gone:
+            if time.monotonic() - ws.last_in > seconds:
+                ws.abort()
+                return
+            time.sleep(0.2)
+
+    @staticmethod
+    def drain(ex):
+        for kind, _ in ex.events():
+            if kind == "end":
+                return
 
     @staticmethod
     def exec_status(info, fault, argv0):
@@ -1220,8 +1301,7 @@ class Kube(fakelib.Provider):
         """The client's frames: stdin (0), v5's close of stdin (ff 00), resize (4), close."""
         while True:
             m = ws.recv()
-            if m is None:
-                ex.terminate() if not ex.done else None
+            if m is None:   # the client went: its command runs on (a kubelet's way)
                 return
             op, data = m
             if op == 8:
@@ -1256,9 +1336,12 @@ class Kube(fakelib.Provider):
         body = req.body if req.method in ("POST", "PUT", "PATCH") else b""
         head = ["%s %s HTTP/1.1" % (req.method, path), "Host: 127.0.0.1:%s" % port,
                 "Connection: close", "Content-Length: %d" % len(body)]
-        for h in ("Content-Type", "Accept", "User-Agent", "Accept-Language"):
-            if req.headers.get(h):
-                head.append("%s: %s" % (h, req.headers[h]))
+        # the client's headers go on, but the apiserver's own credentials and the hop's
+        for h, v in req.headers.items():
+            if h.lower() not in ("authorization", "host", "connection", "content-length",
+                                 "transfer-encoding", "upgrade", "keep-alive",
+                                 "proxy-authorization", "te", "expect"):
+                head.append("%s: %s" % (h, v))
         raw = ("\r\n".join(head) + "\r\n\r\n").encode() + body
         try:
             r = self.sbx.cmd(["exec", "-i", rt["sid"], "--", "/usr/bin/python3", "-c",
@@ -1278,17 +1361,28 @@ class Kube(fakelib.Provider):
             status = int(lines[0].split()[1])
         except (IndexError, ValueError):
             raise K8sError(502, "bad status line from the pod: %r" % lines[0])
-        headers = {}
+        headers, cookies = {}, []
         for line in lines[1:]:
             k, _, v = line.partition(":")
             headers[k.strip().lower()] = v.strip()
+            if k.strip().lower() == "set-cookie":
+                cookies.append(v.strip())
         data = out[hend + 4:]
         if "chunked" in headers.get("transfer-encoding", "").lower():
             data = dechunk(data)
         elif headers.get("content-length", "").isdigit():
             data = data[:int(headers["content-length"])]
-        keep = {k: headers[k] for k in ("location", "cache-control", "etag", "last-modified")
+        keep = {k: headers[k] for k in ("cache-control", "etag", "last-modified",
+                                        "content-encoding", "content-disposition")
                 if k in headers}
+        if cookies:
+            keep["Set-Cookie"] = cookies
+        loc = headers.get("location")
+        if loc:   # as the apiserver's proxy rewrites it: the pod's "/x" is its own URL
+            if loc.startswith("/"):
+                loc = "https://127.0.0.1:%d/api/v1/namespaces/%s/pods/%s/proxy%s" % (
+                    self.server.port, ns, name_port, loc)
+            keep["Location"] = loc
         req.send(status, data, headers.get("content-type"), keep)
 
     def log(self, req, ns, name):
@@ -1316,6 +1410,9 @@ class Kube(fakelib.Provider):
         if not self.agents:
             return
         with self.lock:
+            for key, pool in list(self.objs.items()):
+                if key[0] == "sandboxwarmpools" and key in self.objs:
+                    self.reconcile_pool(key[1], pool)
             for key, claim in list(self.objs.items()):
                 if key[0] == "sandboxclaims" and key in self.objs:
                     self.reconcile_claim(key[1], claim)
@@ -1334,30 +1431,122 @@ class Kube(fakelib.Provider):
             obj["status"] = status
             self._save(res, obj)
 
+    def sandbox_spec(self, tmpl, env=None):
+        """A Sandbox's spec from a SandboxTemplate (env: a claim's, injected)."""
+        spec = copy.deepcopy(tmpl.get("spec") or {})
+        out = {k: spec[k] for k in ("podTemplate", "volumeClaimTemplates") if k in spec}
+        if env:
+            for c in ((out.get("podTemplate") or {}).get("spec") or {}).get("containers") or []:
+                have = c.setdefault("env", [])
+                for e in env:
+                    if e.get("containerName") in (None, "", c.get("name")):
+                        have[:] = [v for v in have if v.get("name") != e.get("name")]
+                        have.append({"name": e.get("name"), "value": e.get("value", "")})
+        return out
+
+    def adopt(self, ns, claim, tname):
+        """A ready Sandbox of a warm pool whose template is tname (the claim's warmpool policy
+        allowing), handed to the claim as the controller does; None when there is none."""
+        spec = claim.get("spec") or {}
+        policy = spec.get("warmpool") or "default"
+        if policy == "none" or spec.get("env"):
+            return None   # env: always a cold start, from the template
+        pools = [p for (r, n, pn), p in sorted(self.objs.items())
+                 if r == "sandboxwarmpools" and n == ns and
+                 ((p.get("spec") or {}).get("sandboxTemplateRef") or {}).get("name") == tname and
+                 policy in ("default", pn)]
+        for pool in pools:
+            for (r, n, sname), sb in sorted(self.objs.items()):
+                if r != "sandboxes" or n != ns or not self.owned_by(sb, pool):
+                    continue
+                ready = [c for c in (sb.get("status") or {}).get("conditions") or []
+                         if c.get("type") == "Ready" and c.get("status") == "True"]
+                if not ready:
+                    continue
+                meta = sb["metadata"]
+                meta.setdefault("labels", {}).pop(WARM_LABEL, None)
+                meta["labels"]["agents.x-k8s.io/claim-uid"] = claim["metadata"]["uid"]
+                meta.setdefault("annotations", {})[POD_NAME_ANNOTATION] = sname
+                meta["ownerReferences"] = self.owner(claim)
+                self._save("sandboxes", sb)
+                return sb
+        return None
+
+    @staticmethod
+    def owned_by(obj, owner):
+        return any(r.get("uid") == owner["metadata"]["uid"]
+                   for r in obj["metadata"].get("ownerReferences") or [])
+
+    def reconcile_pool(self, ns, pool):
+        """Keeps spec.replicas Sandboxes of the pool's template, named POOL-xxxxx."""
+        spec = pool.get("spec") or {}
+        tname = (spec.get("sandboxTemplateRef") or {}).get("name")
+        tmpl = self.objs.get(("sandboxtemplates", ns, tname))
+        mine = [sb for (r, n, _), sb in sorted(self.objs.items())
+                if r == "sandboxes" and n == ns and self.owned_by(sb, pool)]
+        want = int(spec.get("replicas") or 0)
+        while tmpl is not None and len(mine) < want:
+            body = {"metadata": {"generateName": pool["metadata"]["name"] + "-",
+                                 "ownerReferences": self.owner(pool),
+                                 "labels": {WARM_LABEL: pool["metadata"]["name"]}},
+                    "spec": self.sandbox_spec(tmpl)}
+            mine.append(self._create("sandboxes", ns, body))
+        for sb in mine[want:]:
+            self._delete("sandboxes", ns, sb["metadata"]["name"])
+        ready = sum(1 for sb in mine[:want] for c in (sb.get("status") or {}).get("conditions")
+                    or [] if c.get("type") == "Ready" and c.get("status") == "True")
+        self.set_status("sandboxwarmpools", pool, {"replicas": min(len(mine), want),
+                                                   "readyReplicas": ready})
+
     def reconcile_claim(self, ns, claim):
-        tname = ((claim.get("spec") or {}).get("sandboxTemplateRef") or {}).get("name")
+        spec = claim.get("spec") or {}
+        tname = (spec.get("sandboxTemplateRef") or {}).get("name")
         name = claim["metadata"]["name"]
         tmpl = self.objs.get(("sandboxtemplates", ns, tname))
-        sb = self.objs.get(("sandboxes", ns, name))
         st = dict(claim.get("status") or {})
-        if sb is None and tmpl is not None and not st.get("sandbox"):
-            spec = copy.deepcopy(tmpl.get("spec") or {})
-            body = {"metadata": {"name": name, "ownerReferences": self.owner(claim),
-                                 "labels": {"agents.x-k8s.io/claim-uid":
-                                            claim["metadata"]["uid"]}},
-                    "spec": {k: spec[k] for k in ("podTemplate", "volumeClaimTemplates")
-                             if k in spec}}
-            try:
-                sb = self._create("sandboxes", ns, body)
-            except K8sError:
+        sname = (st.get("sandbox") or {}).get("name")
+        sb = self.objs.get(("sandboxes", ns, sname)) if sname else None
+        life = spec.get("lifecycle") or {}
+        t = parse_time(life.get("shutdownTime")) if life.get("shutdownTime") else None
+        expired = t is not None and t <= time.time()
+        if expired and life.get("shutdownPolicy") in ("Delete", "DeleteForeground"):
+            self._delete("sandboxclaims", ns, name)
+            return
+        cond = None
+        if expired:   # Retain: the claim stays, what it had goes
+            if sb is not None:
+                self._delete("sandboxes", ns, sname)
                 sb = None
-        if sb is None:
+            cond = {"type": "Ready", "status": "False", "reason": "ClaimExpired",
+                    "message": "Claim expired. Sandbox cleanup initiated."}
+        elif sb is None and tmpl is not None and not sname:
+            env = spec.get("env")
+            policy = (tmpl.get("spec") or {}).get("envVarsInjectionPolicy") or "Disallowed"
+            if env and policy not in ("Allowed", "Overrides"):
+                cond = {"type": "Ready", "status": "False", "reason": "EnvVarsInjectionRejected",
+                        "message": "environment variable injection is not allowed by the "
+                        "template policy"}
+            else:
+                sb = self.adopt(ns, claim, tname)
+                if sb is None:
+                    body = {"metadata": {"name": name, "ownerReferences": self.owner(claim),
+                                         "labels": {"agents.x-k8s.io/claim-uid":
+                                                    claim["metadata"]["uid"]}},
+                            "spec": self.sandbox_spec(tmpl, env)}
+                    try:
+                        sb = self._create("sandboxes", ns, body)
+                    except K8sError:
+                        sb = None
+        if cond is not None:
+            pass
+        elif sb is None:
             cond = {"type": "Ready", "status": "False",
-                    "reason": "TemplateNotFound" if tmpl is None else "SandboxMissing",
-                    "message": 'SandboxTemplate "%s" not found' % tname if tmpl is None
-                    else "the sandbox is gone"}
+                    "reason": "TemplateNotFound" if tmpl is None and not sname
+                    else "SandboxMissing",
+                    "message": 'SandboxTemplate "%s" not found' % tname
+                    if tmpl is None and not sname else "the sandbox is gone"}
         else:
-            st["sandbox"] = {"Name": sb["metadata"]["name"]}
+            st["sandbox"] = {"name": sb["metadata"]["name"]}
             ready = [c for c in (sb.get("status") or {}).get("conditions") or []
                      if c.get("type") == "Ready"]
             cond = dict(ready[0]) if ready else {"type": "Ready", "status": "False",
@@ -1456,6 +1645,17 @@ class Kube(fakelib.Provider):
                 raise HTTPError(400, 'want {"schedulable": true|false}')
             self.schedulable = doc["schedulable"]
             return req.send_json(200, {"ok": True})
+        if req.path == "/_fake/k8s/image-fail" and req.method == "POST":
+            doc = req.json()
+            if not isinstance(doc, dict) or not doc.get("image") or doc.get("reason") not in (
+                    "ErrImagePull", "ImagePullBackOff", "InvalidImageName", None):
+                raise HTTPError(400, 'want {"image", "reason": ErrImagePull|ImagePullBackOff|'
+                                'InvalidImageName|null, "message"?}')
+            if doc.get("reason") is None:
+                self.image_fail.pop(doc["image"], None)
+            else:
+                self.image_fail[doc["image"]] = (doc["reason"], doc.get("message") or "")
+            return req.send_json(200, {"ok": True})
         if req.path == "/_fake/k8s/pod-phase" and req.method == "POST":
             doc = req.json()
             if not isinstance(doc, dict) or doc.get("phase") not in ("Failed", "Succeeded"):
@@ -1490,7 +1690,8 @@ class Kube(fakelib.Provider):
                                                   "sandbox": rt.get("sid")}
             return {"pods": pods, "pvcs": names("persistentvolumeclaims"),
                     "sandboxes": names("sandboxes"), "claims": names("sandboxclaims"),
-                    "backing": backing}
+                    "warmpools": names("sandboxwarmpools"), "backing": backing,
+                    "pongs": list(self.pongs)}
 
     def close(self):
         with self.lock:

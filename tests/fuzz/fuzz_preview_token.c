@@ -1,8 +1,50 @@
 /* Fuzzes a preview's token check (the X-Sbx-Preview-Token header, a sbx_preview_token* cookie,
- * the sbx_token query parameter and the redirect without it) and the constant-time compare. */
+ * the sbx_token query parameter and the redirect without it) and the constant-time compare;
+ * and what the Kubernetes preview forwards: the paths it lets through, the cookies it passes. */
 #define _GNU_SOURCE
+#include "providers/kubernetes.h"
 #include "providers/local/net.h"
 #include "tests/fuzz/fuzz.h"
+
+static int hex(char c)
+{
+	return c >= '0' && c <= '9'    ? c - '0'
+		: c >= 'a' && c <= 'f' ? c - 'a' + 10
+		: c >= 'A' && c <= 'F' ? c - 'A' + 10
+				       : -1;
+}
+
+/* a path let through to the pod's proxy has no dot segment, however it is written; the cookies
+ * passed on hold none of sbx's */
+static void kube_paths(const char *buf, size_t size)
+{
+	if (kube_preview_path_ok(buf, size)) {
+		struct strbuf d = STRBUF_INIT;
+		for (size_t i = 0; i < size && buf[i] != '?' && buf[i] != '#'; i++) {
+			if (buf[i] == '%' && i + 2 < size && hex(buf[i + 1]) >= 0 &&
+			    hex(buf[i + 2]) >= 0) {
+				strbuf_addch(&d, (char)(hex(buf[i + 1]) << 4 | hex(buf[i + 2])));
+				i += 2;
+			} else {
+				strbuf_addch(&d, buf[i]);
+			}
+		}
+		strbuf_addch(&d, '/'); /* so that a last segment ends like the others */
+		FUZZ_CHECK(d.buf[0] == '/' && !strstr(d.buf, "/../") && !strstr(d.buf, "/./") &&
+				   !memchr(d.buf, 0, d.len),
+			   "a dot segment let through: %s", d.buf);
+		strbuf_release(&d);
+	}
+	char *ck = kube_preview_cookie(buf, size);
+	for (char *c = ck; c && *c;) {
+		FUZZ_CHECK(strncmp(c, "sbx_preview_token=", 18) &&
+				   strncmp(c, "sbx_preview_token_", 18),
+			   "sbx's token passed on: %s", ck);
+		char *n = strstr(c, "; ");
+		c = n ? n + 2 : NULL;
+	}
+	free(ck);
+}
 
 static const char token[] = "0123456789abcdef0123456789abcdef";
 
@@ -28,6 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *buf = (const char *)data;
 	char *loc;
 
+	kube_paths(buf, size);
 	FUZZ_CHECK(local_ct_equal(buf, size, token) ==
 			   (size == sizeof(token) - 1 && memcmp(buf, token, size) == 0),
 		   "ct_equal");

@@ -2,11 +2,16 @@
  * the accept key) and kubeconfig reading (YAML to JSON, contexts merged, credentials, plugins'
  * ExecCredential). */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "core/json.h"
 #include "core/kubeconfig.h"
 #include "core/util.h"
 #include "core/ws.h"
+#include "providers/kubernetes.h"
 #include "tests/unit/harness.h"
 
 static void test_ws_frames(void)
@@ -96,6 +101,33 @@ static void test_ws_frames(void)
 	CHECK(sbx_ws_reader_next(&rd, &op, &d, &len, &err) < 0, "a message inside another");
 	sbx_ws_reader_release(&rd);
 	strbuf_release(&sb);
+}
+
+/* libcurl's WebSocket path: the header lines it hands over, read as sbx's own head is */
+static void test_ws_headers(void)
+{
+	char *v = NULL;
+	const char l1[] = "Retry-After: 7\r\n", l2[] = "retry-after:   12 \t\r\n";
+	CHECK(sbx_ws_header_value(l1, strlen(l1), "retry-after", &v) && streq(v, "7"),
+	      "Retry-After: %s", v ? v : "(none)");
+	CHECK(!sbx_ws_header_value(l2, strlen(l2), "retry-after", &v) && streq(v, "7"),
+	      "the first one counts");
+	free(v);
+	v = NULL;
+	CHECK(sbx_ws_header_value(l2, strlen(l2), "retry-after", &v) && streq(v, "12"),
+	      "any case, trimmed: '%s'", v ? v : "(none)");
+	free(v);
+	v = NULL;
+	const char l3[] = "Retry-After-Not: 1\r\n",
+		   l4[] = "Sec-WebSocket-Protocol: v5.channel.k8s.io\r\n";
+	CHECK(!sbx_ws_header_value(l3, strlen(l3), "retry-after", &v) && !v, "another header");
+	CHECK(sbx_ws_header_value(l4, strlen(l4), "sec-websocket-protocol", &v) &&
+		      streq(v, "v5.channel.k8s.io"),
+	      "the protocol: %s", v ? v : "(none)");
+	free(v);
+	v = NULL;
+	CHECK(!sbx_ws_header_value("HTTP/1.1 429 Too Many\r\n", 23, "retry-after", &v) && !v,
+	      "a status line is no header");
 }
 
 static json_t *yaml(const char *s)
@@ -207,17 +239,130 @@ static void test_kubeconfig(void)
 	      "a missing context");
 	json_decref(docs[0]);
 	json_decref(docs[1]);
+	/* a plugin by its bare name: looked up in the caller's PATH when it runs */
 	json_t *bare = yaml("current-context: x\ncontexts:\n- name: x\n  context: {cluster: y, "
-			    "user: z}\nclusters:\n- name: y\n  cluster: {server: https://s}\n"
-			    "users:\n- name: z\n  user:\n    exec: {command: aws}\n");
-	CHECK(sbx_kubeconfig_from_json(&bare, paths, 1, NULL, &kc, &err) < 0 &&
-		      strstr(err.msg, "PATH"),
-	      "a plugin by name is refused: %s", err.msg);
+			    "user: z}\nclusters:\n- name: y\n  cluster:\n    server: https://s\n"
+			    "    certificate-authority-data: LS0tQ0EtLS0K\n"
+			    "    tls-server-name: k.internal\n"
+			    "    extensions:\n    - name: client.authentication.k8s.io/exec\n"
+			    "      extension: {audience: sbx}\n"
+			    "users:\n- name: z\n  user:\n    exec:\n"
+			    "      apiVersion: client.authentication.k8s.io/v1\n"
+			    "      command: aws\n      interactiveMode: Never\n"
+			    "      provideClusterInfo: true\n      installHint: get it\n");
+	CHECK(sbx_kubeconfig_from_json(&bare, paths, 1, NULL, &kc, &err) == 0 &&
+		      streq(kc.exec.command, "aws") && kc.exec.interactive == SBX_KUBE_NEVER &&
+		      streq(kc.exec.install_hint, "get it"),
+	      "a plugin by name: %s", err.msg);
+	char *info = sbx_kubeconfig_exec_info(&kc, false);
+	json_error_t je;
+	json_t *ij = json_loads(info, 0, &je);
+	json_t *cl = json_object_get(json_object_get(ij, "spec"), "cluster");
+	CHECK(ij && streq(sbx_json_str(ij, "apiVersion"), "client.authentication.k8s.io/v1") &&
+		      json_is_false(json_object_get(json_object_get(ij, "spec"), "interactive")) &&
+		      streq(sbx_json_str(cl, "server"), "https://s") &&
+		      streq(sbx_json_str(cl, "tls-server-name"), "k.internal") &&
+		      streq(sbx_json_str(cl, "certificate-authority-data"), "LS0tQ0EtLS0K") &&
+		      streq(sbx_json_str(json_object_get(cl, "config"), "audience"), "sbx"),
+	      "provideClusterInfo: %s", info);
+	json_decref(ij);
+	free(info);
+	sbx_kubeconfig_release(&kc);
 	json_decref(bare);
+	bare = yaml(
+		"current-context: x\ncontexts:\n- name: x\n  context: {cluster: y, user: z}\n"
+		"clusters:\n- name: y\n  cluster: {server: https://s}\nusers:\n- name: z\n"
+		"  user:\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: a}\n");
+	CHECK(sbx_kubeconfig_from_json(&bare, paths, 1, NULL, &kc, &err) < 0 &&
+		      strstr(err.msg, "interactiveMode"),
+	      "v1 without interactiveMode is refused, as kubectl refuses it: %s", err.msg);
+	json_decref(bare);
+	info = sbx_kubeconfig_exec_info(&(struct sbx_kubeconfig){ .exec.api_version = "v" }, true);
+	CHECK(streq(info,
+		    "{\"apiVersion\":\"v\",\"kind\":\"ExecCredential\",\"spec\":{"
+		    "\"interactive\":true}}"),
+	      "without provideClusterInfo: %s", info);
+	free(info);
+
+	/* PATH: absolute entries only, the first executable regular file */
+	char dir[] = "/tmp/sbx-unit-path.XXXXXX";
+	if (mkdtemp(dir)) {
+		char *a = xasprintf("%s/a", dir), *b = xasprintf("%s/b", dir);
+		char *pa = xasprintf("%s/plug", a), *pb = xasprintf("%s/plug", b);
+		(void)mkdir(a, 0700);
+		(void)mkdir(b, 0700);
+		FILE *f = fopen(pa, "w"); /* not executable: passed over */
+		if (f)
+			fclose(f);
+		f = fopen(pb, "w");
+		if (f)
+			fclose(f);
+		(void)chmod(pb, 0700);
+		char *path = xasprintf(".::relative:%s:%s", a, b);
+		char *got = sbx_kubeconfig_lookpath("plug", path);
+		CHECK(got && streq(got, pb), "lookpath: %s", got ? got : "(none)");
+		free(got);
+		CHECK(!sbx_kubeconfig_lookpath("plug", ".:relative"), "relative entries: not");
+		CHECK(!sbx_kubeconfig_lookpath("nope", path), "a missing name: none");
+		CHECK(!sbx_kubeconfig_lookpath("a/plug", dir), "a name with a '/': not looked up");
+		(void)unlink(pa);
+		(void)unlink(pb);
+		(void)rmdir(a);
+		(void)rmdir(b);
+		(void)rmdir(dir);
+		free(path);
+		free(a);
+		free(b);
+		free(pa);
+		free(pb);
+	}
+}
+
+static void test_preview_paths(void)
+{
+	static const char *const good[] = {
+		"/",	"/index.html", "/a/b.c/", "/.well-known/x", "/a..b",
+		"/...", "/x?y=/../..", "/%41b",	  "/a#../.."
+	};
+	static const char *const bad[] = {
+		"/..",	       "/../api/v1/pods", "/a/../../b", "/./x",
+		"/a/.",	       "/%2e%2e/api",	  "/%2E%2e/x",	"/.%2E/x",
+		"/a%2f..%2fb", "/a%2F%2e%2E",	  "/a\\..\\b",	"/%",
+		"/%zz",	       "/a%00b",	  "x/y",	""
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+		CHECK(kube_preview_path_ok(good[i], strlen(good[i])), "served: %s", good[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		CHECK(!kube_preview_path_ok(bad[i], strlen(bad[i])), "refused: %s", bad[i]);
+
+	const char *srv = "https://127.0.0.1:6443", *pre = "/api/v1/namespaces/d/pods/p:80/proxy";
+	struct {
+		const char *in, *out;
+	} locs[] = {
+		{ "https://127.0.0.1:6443/api/v1/namespaces/d/pods/p:80/proxy/login", "/login" },
+		{ "/api/v1/namespaces/d/pods/p:80/proxy/a?b=1", "/a?b=1" },
+		{ "/api/v1/namespaces/d/pods/p:80/proxy", "/" },
+		{ "/api/v1/namespaces/d/pods/p:80/proxyx",
+		  "/api/v1/namespaces/d/pods/p:80/proxyx" },
+		{ "/next", "/next" },
+		{ "https://example.com/x", "https://example.com/x" },
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(locs); i++) {
+		char *l = kube_preview_location(locs[i].in, srv, pre);
+		CHECK(streq(l, locs[i].out), "Location %s: %s", locs[i].in, l);
+		free(l);
+	}
+	const char *ck = "a=1; sbx_preview_token_8000=f00; b=2;sbx_preview_token=x";
+	char *c = kube_preview_cookie(ck, strlen(ck));
+	CHECK(c && streq(c, "a=1; b=2"), "cookies: %s", c ? c : "(none)");
+	free(c);
+	CHECK(!kube_preview_cookie("sbx_preview_token_1=a", 21), "sbx's alone: nothing");
 }
 
 void test_kube(void)
 {
+	test_preview_paths();
+	test_ws_headers();
 	test_ws_frames();
 	test_kubeconfig();
 }
