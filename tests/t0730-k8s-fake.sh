@@ -256,7 +256,9 @@ test_expect_success 'a client certificate signed by the client CA authenticates 
 	sed "s|^    token: .*|    client-certificate: $TRASH/rogue.pem\n    client-key: $TRASH/rogue.key|" \
 		"$KUBECONFIG" >rogue.kubeconfig &&
 	expect_code 1 "${K[@]}" --kubeconfig rogue.kubeconfig get pods 2>rogue.err &&
-	test_grep -i "unknown.ca\|certificate" rogue.err
+	: "TLS 1.3 refuses a client certificate after the handshake: kubectl reads the alert," &&
+	: "or its first write meets the closed connection first" &&
+	test_grep -i "unknown.ca\|certificate\|broken pipe\|connection reset" rogue.err
 '
 
 test_expect_success 'discovery: aggregated when asked, legacy otherwise; kubectl api-resources' '
