@@ -357,10 +357,23 @@ static struct sbx_dial_conn *free_conn(struct sbx_dial *d, struct sbx_err *err)
 	return NULL;
 }
 
+/* whether dir may hold the directory of a control socket: no other user can move an entry of
+ * it aside and put one of theirs in its place (the caller's or root's, and if others may write
+ * in it, sticky, as /tmp is) */
+static bool safe_base(const char *dir)
+{
+	struct stat st;
+
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+		(st.st_uid == geteuid() || st.st_uid == 0) &&
+		(!(st.st_mode & (S_IWGRP | S_IWOTH)) || (st.st_mode & S_ISVTX));
+}
+
 /* the control socket of d's shared login, in a directory of its own: in TMPDIR when that is a
  * plain absolute path short enough for a socket's address (ssh binds a name 17 bytes longer
- * first), else in /tmp; made by mkdtemp (so new, the caller's, mode 0700). NULL when d shares
- * nothing, or no directory can be made (then each connection logs in) */
+ * first), else in /tmp; made by mkdtemp (so new, the caller's, mode 0700) in a directory where
+ * no other user can swap it for theirs. NULL when d shares nothing, or no directory can be
+ * made (then each connection logs in) */
 static char *ctl_path(struct sbx_dial *d)
 {
 	const char *t = getenv("TMPDIR");
@@ -372,7 +385,7 @@ static char *ctl_path(struct sbx_dial *d)
 		plain = name_char(*p) || *p == '/';
 	const char *base[] = { plain ? t : NULL, "/tmp" };
 	for (size_t i = 0; i < ARRAY_SIZE(base) && !d->ctl_dir; i++) {
-		if (!base[i])
+		if (!base[i] || !safe_base(base[i]))
 			continue;
 		char *dir = xasprintf("%s/sbx-ssh-XXXXXX", base[i]);
 		if (mkdtemp(dir)) {

@@ -158,6 +158,16 @@ test_expect_success 'ssh://: the master of a call: its socket in a 0700 director
 	wait && test -z "$(ssh_left)" && test ! -e "$d"
 '
 
+test_expect_success 'ssh://: a TMPDIR others may write in (not sticky) is not where the control socket goes: /tmp is' '
+	mkdir open && chmod 777 open &&
+	{ TMPDIR=$TRASH/open "$SBX" exec far sleep 2 & } && p=$! &&
+	wait_until 20 sh -c "pgrep -P $p -x ssh" &&
+	for q in $(pgrep -P "$p" -x ssh); do tr "\0" " " <"/proc/$q/cmdline"; echo; done >cmds &&
+	{ wait "$p"; test_eq 0 $? "sbx exec"; } && test -z "$(ls -A open)" &&
+	d=$(sed -n "s|.* -o ControlPath=\(/tmp/sbx-ssh-[A-Za-z0-9]\{6\}\)/m .*|\1|p" cmds | head -n 1) &&
+	test -n "$d" && test ! -e "$d" && test -z "$(ssh_left)"
+'
+
 test_expect_success 'ssh://: the user config sharing (a socket of its choice, a master kept 10 min) is never used' '
 	cp "$HOME/.ssh/config" config.saved &&
 	printf "Host *\n    ControlMaster auto\n    ControlPath %s/cm-%%C\n    ControlPersist 10m\n" \
