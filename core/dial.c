@@ -5,7 +5,19 @@
  * listener of sbx's (sbx_dial_curl, which says why). ssh is /usr/bin/ssh (never looked up in
  * PATH), in a session of its own (no terminal to prompt on; BatchMode too), with a few of the
  * caller's variables and none of sbx's other descriptors; its stderr is kept so that a
- * failure can be told in ssh's own words. */
+ * failure can be told in ssh's own words.
+ *
+ * One login per call: the connections of a shared dial (every request and stream of one sbx
+ * call: an exec's API requests and its hijacked stream) are sessions of one ssh connection.
+ * The first one's ssh logs in and leaves a master in the background (ControlMaster=auto,
+ * ControlPersist), the next ones' open their sessions through its control socket. That socket
+ * is in a directory made for the call (mkdtemp: new, 0700, the caller's own), so a master
+ * another user planted is never used, and the user's config's sharing is overridden
+ * (ControlPath=none where sbx shares nothing). The master ends with the call: sbx_dial_free
+ * asks it its pid over its socket (ssh's multiplexing protocol), ends it by that pid, waits for
+ * it and removes the directory. sbx killed, it ends by itself a second after its last session
+ * (each connection's ssh ends with its input, a socket of the dead process's); the empty
+ * directory stays. */
 #define _GNU_SOURCE
 #include "core/dial.h"
 
@@ -18,8 +30,11 @@
 #include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include "core/http.h"
@@ -217,6 +232,7 @@ int sbx_dial_shared(const char *url, struct sbx_dial **ret, struct sbx_err *err)
 				   SHARED_MAX);
 	if (sbx_dial_new(url, &shared[i], err) < 0)
 		return -1;
+	shared[i]->share = true; /* every connection of the call through one login */
 	shared_url[i] = xstrdup(url);
 	if (!registered && atexit(shared_end) == 0)
 		registered = true;
@@ -241,9 +257,9 @@ void sbx_dial_shared_forget(void)
 	}
 }
 
-char **sbx_dial_argv(const struct sbx_dial *d)
+char **sbx_dial_argv(const struct sbx_dial *d, const char *ctl)
 {
-	char **v = xcalloc(20, sizeof(char *));
+	char **v = xcalloc(26, sizeof(char *));
 	size_t n = 0;
 
 	v[n++] = xstrdup(SBX_DIAL_SSH);
@@ -255,6 +271,17 @@ char **sbx_dial_argv(const struct sbx_dial *d)
 	v[n++] = xstrdup("BatchMode=yes");
 	v[n++] = xstrdup("-o");
 	v[n++] = xstrdup("ConnectTimeout=10");
+	/* one login shared through ctl, or none; never the config's sharing (its socket may be
+	 * one another user made in /tmp, its master may stay long after the call). The master
+	 * ends a second after its last session when sbx_dial_free could not end it */
+	v[n++] = xstrdup("-o");
+	v[n++] = ctl ? xasprintf("ControlPath=%s", ctl) : xstrdup("ControlPath=none");
+	v[n++] = xstrdup("-o");
+	v[n++] = xstrdup(ctl ? "ControlMaster=auto" : "ControlMaster=no");
+	if (ctl) {
+		v[n++] = xstrdup("-o");
+		v[n++] = xstrdup("ControlPersist=1");
+	}
 	if (d->user) {
 		v[n++] = xstrdup("-l");
 		v[n++] = xstrdup(d->user);
@@ -330,6 +357,52 @@ static struct sbx_dial_conn *free_conn(struct sbx_dial *d, struct sbx_err *err)
 	return NULL;
 }
 
+/* whether dir may hold the directory of a control socket: no other user can move an entry of
+ * it aside and put one of theirs in its place (the caller's or root's, and if others may write
+ * in it, sticky, as /tmp is) */
+static bool safe_base(const char *dir)
+{
+	struct stat st;
+
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+		(st.st_uid == geteuid() || st.st_uid == 0) &&
+		(!(st.st_mode & (S_IWGRP | S_IWOTH)) || (st.st_mode & S_ISVTX));
+}
+
+/* the control socket of d's shared login, in a directory of its own: in TMPDIR when that is a
+ * plain absolute path short enough for a socket's address (ssh binds a name 17 bytes longer
+ * first), else in /tmp; made by mkdtemp (so new, the caller's, mode 0700) in a directory where
+ * no other user can swap it for theirs. NULL when d shares nothing, or no directory can be
+ * made (then each connection logs in) */
+static char *ctl_path(struct sbx_dial *d)
+{
+	const char *t = getenv("TMPDIR");
+	bool plain = t && t[0] == '/' && strlen(t) <= 48;
+
+	if (!d->share || d->forward)
+		return NULL;
+	for (const char *p = t; plain && *p; p++)
+		plain = name_char(*p) || *p == '/';
+	const char *base[] = { plain ? t : NULL, "/tmp" };
+	for (size_t i = 0; i < ARRAY_SIZE(base) && !d->ctl_dir; i++) {
+		if (!base[i] || !safe_base(base[i]))
+			continue;
+		char *dir = xasprintf("%s/sbx-ssh-XXXXXX", base[i]);
+		if (mkdtemp(dir)) {
+			d->ctl_dir = dir;
+			break;
+		}
+		sbx_debug("cannot make a directory for ssh's control socket in %s: %s", base[i],
+			  strerror(errno));
+		free(dir);
+	}
+	if (!d->ctl_dir) {
+		d->share = false;
+		return NULL;
+	}
+	return xasprintf("%s/m", d->ctl_dir);
+}
+
 /* starts ssh for connection c, with io as its stdin and stdout (io stays the caller's) */
 static int spawn(struct sbx_dial *d, struct sbx_dial_conn *c, int io, struct sbx_err *err)
 {
@@ -345,7 +418,8 @@ static int spawn(struct sbx_dial *d, struct sbx_dial_conn *c, int io, struct sbx
 		fail(d, "%s", err->msg);
 		return -1;
 	}
-	char **argv = sbx_dial_argv(d);
+	_cleanup_free_ char *ctl = ctl_path(d);
+	char **argv = sbx_dial_argv(d, ctl);
 	child_env(env, ARRAY_SIZE(env));
 	sigemptyset(&none);
 	sigfillset(&all);
@@ -512,6 +586,117 @@ int sbx_dial_check(struct sbx_dial *d, struct sbx_err *err)
 	return sbx_err_set(err, SBX_E_NETWORK, "%s", d->failed);
 }
 
+/* --- the master of a shared login ------------------------------------------------------- */
+
+/* ssh's multiplexing protocol (OpenSSH's PROTOCOL.mux): packets of a 32-bit length and as many
+ * bytes, numbers big-endian; both sides say hello first */
+#define MUX_MSG_HELLO 0x00000001u
+#define MUX_C_ALIVE_CHECK 0x10000004u
+#define MUX_S_ALIVE 0x80000005u
+#define MUX_VERSION 4u
+#define MUX_PACKET_MAX 4096
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static bool read_all(int fd, uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t k = read(fd, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return false;
+		p += k;
+		n -= (size_t)k;
+	}
+	return true;
+}
+
+/* one packet's payload into buf (at least 4 bytes: its type first): its length, or -1 */
+static ssize_t mux_read(int fd, uint8_t *buf)
+{
+	uint8_t h[4];
+	if (!read_all(fd, h, 4))
+		return -1;
+	uint32_t n = get32(h);
+	if (n < 4 || n > MUX_PACKET_MAX || !read_all(fd, buf, n))
+		return -1;
+	return (ssize_t)n;
+}
+
+/* the pid of the master listening on ctl (ours: the socket's owner is this uid), or 0 */
+static pid_t master_pid(const char *ctl)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+	struct timeval tv = { 2, 0 };
+	uint8_t buf[MUX_PACKET_MAX], out[24];
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ssize_t n;
+
+	if (fd < 0 || strlen(ctl) >= sizeof(a.sun_path))
+		return 0;
+	memcpy(a.sun_path, ctl, strlen(ctl) + 1);
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 || cr.uid != geteuid())
+		return 0;
+	/* hello (version 4, no extensions), then an alive check (request 1) */
+	put32(out, 8);
+	put32(out + 4, MUX_MSG_HELLO);
+	put32(out + 8, MUX_VERSION);
+	put32(out + 12, 8);
+	put32(out + 16, MUX_C_ALIVE_CHECK);
+	put32(out + 20, 1);
+	if (sbx_write_all(fd, out, sizeof(out)) < 0)
+		return 0;
+	if ((n = mux_read(fd, buf)) < 8 || get32(buf) != MUX_MSG_HELLO ||
+	    get32(buf + 4) != MUX_VERSION)
+		return 0;
+	if ((n = mux_read(fd, buf)) < 12 || get32(buf) != MUX_S_ALIVE || get32(buf + 4) != 1)
+		return 0;
+	uint32_t pid = get32(buf + 8);
+	return pid > 1 && pid <= INT32_MAX ? (pid_t)pid : 0;
+}
+
+/* ends the master of d's shared login (its sessions are over): by its pid, through a pidfd
+ * (the pid cannot have gone to another process meanwhile); waited for, as it is not a child */
+static void end_master(struct sbx_dial *d)
+{
+	_cleanup_free_ char *ctl = xasprintf("%s/m", d->ctl_dir);
+	struct stat st;
+
+	if (lstat(ctl, &st) < 0)
+		return; /* none ran, or it ended */
+	pid_t pid = master_pid(ctl);
+	int pfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	if (pfd < 0) {
+		sbx_debug("no ssh master answers on %s", ctl);
+		return;
+	}
+	for (int sig = SIGTERM, k = 0; k < 2; k++, sig = SIGKILL) {
+		struct pollfd p = { .fd = pfd, .events = POLLIN };
+		if (syscall(SYS_pidfd_send_signal, pfd, sig, NULL, 0) < 0 ||
+		    poll(&p, 1, k ? 5000 : 2000) == 1)
+			break;
+	}
+	(void)close(pfd);
+	sbx_debug("ssh master to %s ended (pid %d)", d->host, (int)pid);
+}
+
 void sbx_dial_free(struct sbx_dial *d)
 {
 	if (!d)
@@ -530,6 +715,15 @@ void sbx_dial_free(struct sbx_dial *d)
 	for (size_t i = 0; i < SBX_DIAL_MAX_CONNS; i++)
 		if (d->conns[i].fd >= 0)
 			(void)sbx_dial_close(d, d->conns[i].fd);
+	if (d->ctl_dir && d->owner == getpid()) {
+		end_master(d);
+		/* a master removes its socket as it ends; one killed outright leaves it */
+		_cleanup_free_ char *ctl = xasprintf("%s/m", d->ctl_dir);
+		(void)unlink(ctl);
+		if (rmdir(d->ctl_dir) < 0)
+			sbx_debug("cannot remove %s: %s", d->ctl_dir, strerror(errno));
+	}
+	free(d->ctl_dir);
 	if (d->lfd >= 0)
 		(void)close(d->lfd);
 	free(d->connect_to);

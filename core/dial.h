@@ -1,6 +1,7 @@
 /* A Docker Engine reached through ssh, as docker's own client reaches DOCKER_HOST=ssh://…: each
  * connection is `ssh … HOST docker system dial-stdio` talking over one end of a socketpair, and
- * libcurl (or a raw stream) is handed the other end. */
+ * libcurl (or a raw stream) is handed the other end. The connections of one sbx call share one
+ * ssh login (sbx_dial_shared; dial.c says how). */
 #ifndef SBX_CORE_DIAL_H
 #define SBX_CORE_DIAL_H
 
@@ -44,6 +45,10 @@ struct sbx_dial {
 	/* one connection kept for the requests of the call (core/http.h): one ssh serves them */
 	struct sbx_http_session *session;
 	pid_t owner; /* the process that made it (a forked child never ends its ssh processes) */
+	/* one ssh login for all its connections (sbx_dial_shared's dials): ssh's connection
+	 * sharing, through the control socket ctl_dir/m of a directory this dial made */
+	bool share;
+	char *ctl_dir; /* NULL: not made yet, or it could not be (then each connection logs in) */
 	/* the first failure of a connection (ssh ended by itself with a status other than 0, or
 	 * could not be started), worded for the user; empty: none */
 	char failed[512];
@@ -55,7 +60,8 @@ bool sbx_dial_is_ssh(const char *url);
  * ssh could take for an option, or with characters outside a name's, is refused (SBX_E_CONFIG) */
 int sbx_dial_new(const char *url, struct sbx_dial **ret, struct sbx_err *err);
 /* the dial of url for this whole process (sbx call): made on first use, the same one after
- * (so that every request of the call can share its session's connection), ended at exit */
+ * (so that every request of the call can share its session's connection, and all of its
+ * connections one ssh login), ended at exit */
 int sbx_dial_shared(const char *url, struct sbx_dial **ret, struct sbx_err *err);
 /* connections of d (sbx_dial_open) reach TCP port on the remote host's loopback, through ssh's
  * own channel (ssh -W; the remote sshd must allow TCP forwarding), not the engine */
@@ -64,16 +70,17 @@ void sbx_dial_forward(struct sbx_dial *d, int port);
  * alone where it did not (a forked child's copies: the parent's), so that later calls make
  * dials of their own */
 void sbx_dial_shared_forget(void);
-/* ends every connection (its ssh reaped) and frees; NULL is fine */
+/* ends every connection (its ssh reaped) and the master of its shared login, removes the
+ * directory of its control socket, and frees; NULL is fine */
 void sbx_dial_free(struct sbx_dial *d);
 static inline void sbx_dial_freep(struct sbx_dial **d)
 {
 	sbx_dial_free(*d);
 }
 
-/* the argument vector of ssh for one connection, NULL-terminated, malloc'd (each string too);
- * for the unit tests and for messages */
-char **sbx_dial_argv(const struct sbx_dial *d);
+/* the argument vector of ssh for one connection, NULL-terminated, malloc'd (each string too):
+ * sharing one login through the control socket ctl, or nothing (NULL); for the unit tests */
+char **sbx_dial_argv(const struct sbx_dial *d, const char *ctl);
 void sbx_dial_argv_free(char **argv);
 
 /* a new connection: ret_fd is a connected stream socket to the remote engine (close-on-exec;

@@ -19,7 +19,7 @@ skipped=0
 work=$(mktemp -d /tmp/sbx-run.XXXXXX)
 chmod 755 "$work"
 wait_pid=
-trap '[ -z "$wait_pid" ] || kill "$wait_pid" 2>/dev/null; subids_restore; btrfs_unmount; rm -rf "$work"' EXIT
+trap '[ -z "$wait_pid" ] || kill "$wait_pid" 2>/dev/null; subids_restore; tun_restore; btrfs_unmount; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 cp "$sbx_bin" "$work/sbx"
 cp -r "$src" "$work/tests"
@@ -141,6 +141,34 @@ subids_restore() {
 	subid_saved=
 }
 
+# A file with the line '# run.sh: /dev/net/tun for the uid pass' has, for its pass as TEST_UID,
+# read and write on /dev/net/tun (which slirp4netns opens: rootless Podman's network) when that
+# uid has not: an entry for it in the device's ACL, as a Debian host (whose udev makes the device
+# 0666) has it for every user. The ACL is restored exactly afterwards (from getfacl's copy), also
+# when the pass fails or run.sh is interrupted. Without the device the file says why it skips.
+TUN_DEV=/dev/net/tun
+tun_saved=
+tun_grant() {
+	[ -c "$TUN_DEV" ] || return 0
+	# shellcheck disable=SC2016 # $1 is the inner shell's
+	setpriv --reuid="$TEST_UID" --regid="$TEST_UID" --clear-groups \
+		sh -c 'test -r "$1" && test -w "$1"' sh "$TUN_DEV" && return 0
+	command -v setfacl >/dev/null || return 1
+	tun_saved=$(mktemp /tmp/sbx-tun.XXXXXX) || return 1
+	if ! getfacl -p "$TUN_DEV" >"$tun_saved" 2>/dev/null ||
+		! setfacl -m "u:$TEST_UID:rw" "$TUN_DEV"; then
+		rm -f "$tun_saved"
+		tun_saved=
+		return 1
+	fi
+}
+tun_restore() {
+	[ -n "$tun_saved" ] || return 0
+	setfacl --restore="$tun_saved" || setfacl -b "$TUN_DEV"
+	rm -f "$tun_saved"
+	tun_saved=
+}
+
 # A file with the line '# run.sh: a btrfs filesystem for both passes' gets, in both its passes,
 # SBX_TEST_BTRFS: the path of an empty btrfs on a loop device (mode 1777), mounted by run.sh
 # as root (no test can mount one as another uid) and unmounted after the file's second pass,
@@ -195,8 +223,12 @@ run_passes() {
 					printf 'FAIL\t# %s: cannot grant uid %s subordinate ids\n' "$name" "$TEST_UID"
 				fi
 			fi
+			if grep -qx '# run.sh: /dev/net/tun for the uid pass' "$t" && ! tun_grant; then
+				printf 'FAIL\t# %s: cannot grant uid %s %s\n' "$name" "$TEST_UID" "$TUN_DEV"
+			fi
 			run_to_log "$b" "$t" "uid $TEST_UID" "${as_uid[@]}"
 			subids_restore
+			tun_restore
 		fi
 		printf '%s\t%s\n' "$a" "$name as root" "$b" "$name as uid $TEST_UID"
 	else

@@ -7,7 +7,10 @@
 # podman.sh), as root (rootless Podman is t0722's). Also: the user's ssh config is honoured (an
 # alias of it); ssh failing is one line in ssh's words (125); a host or user that ssh would
 # take for an option is refused before ssh runs, with controls (these two for any user: they
-# need no engine); no ssh process outlives a call.
+# need no engine); no ssh process outlives a call. One ssh login per call: an exec's requests
+# and its stream are sessions of one connection (the sshd counts its logins), through a master
+# whose control socket is in a directory of the call's own (0700), never the user's config's;
+# the master ends with the call, or, sbx killed, by itself within seconds.
 # run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317 # lib.sh evals the single-quoted bodies, which call the helpers
 # shellcheck source=tests/lib.sh disable=SC2034 # VERBS_* are read by verbs.sh
@@ -22,10 +25,15 @@ if ! "$SBX" provider ls 2>/dev/null | grep -q "^docker "; then
 	TEST_SKIP_ALL="this sbx has no docker provider"
 fi
 
+# sbx's directories of ssh control sockets: here, in the trash
+export TMPDIR=$TRASH/tmp
+mkdir -p "$TMPDIR"
+
 # the ssh processes of this file's (their command lines name its sshd's port or alias, or a
-# host of the checks below)
+# host of the checks below; a master of sbx's shared logins names its control socket)
 ssh_left() {
 	local p a c re="^/usr/bin/ssh .*(-p ${SSHD_PORT:-none} |${SSHD_ALIAS:-none} |nosuch\.invalid )"
+	re="$re|^ssh: $TMPDIR/sbx-ssh-[^ /]+/m \[mux\]"
 	# builtins only: a scan of every process is quick on a busy machine too
 	for p in /proc/[0-9]*; do
 		{ mapfile -d '' a <"$p/cmdline"; } 2>/dev/null || continue
@@ -34,6 +42,7 @@ ssh_left() {
 	done
 	return 0
 }
+no_ssh_left() { test -z "$(ssh_left)"; }
 
 # --- ssh:// refusals and failures, for any user (no engine needed) -------------------------
 
@@ -120,6 +129,61 @@ test_expect_success 'ssh://: ssh gets the variables it needs (HOME, SSH_AUTH_SOC
 	wait &&
 	test_grep -x "HOME=$HOME" env && test_grep -x "SSH_AUTH_SOCK=$TRASH/agent.sock" env &&
 	test_grep ! T0721_SECRET env && test_grep ! SBX_HOME env
+'
+
+# the logins the sshd accepted so far
+logins() { grep -c "Accepted publickey" "$SSHD_DIR/sshd.log"; }
+
+test_expect_success 'ssh://: one login per call: an exec (its requests, its stream) and a cp share it; control: two ssh, two logins' '
+	a=$(logins) && /usr/bin/ssh -F "$HOME/.ssh/config" -o BatchMode=yes "$SSHD_ALIAS" true &&
+	/usr/bin/ssh -F "$HOME/.ssh/config" -o BatchMode=yes "$SSHD_ALIAS" true &&
+	test_eq $((a + 2)) "$(logins)" "two ssh calls" &&
+	a=$(logins) && sbx exec far true && test_eq $((a + 1)) "$(logins)" "sbx exec" &&
+	printf "stdin" | sbx exec -i far cat >out && test_eq stdin "$(cat out)" &&
+	test_eq $((a + 2)) "$(logins)" "sbx exec -i" &&
+	echo copied >f && sbx cp f far:/tmp/f && sbx cp far:/tmp/f back &&
+	test_eq copied "$(cat back)" && test_eq $((a + 4)) "$(logins)" "two sbx cp" &&
+	test -z "$(ssh_left)" && test -z "$(ls -A "$TMPDIR")"
+'
+
+test_expect_success 'ssh://: the master of a call: its socket in a 0700 directory of the call, gone with it' '
+	{ sbx exec far sleep 3 & } &&
+	wait_until 20 sh -c "ls -d \"$TMPDIR\"/sbx-ssh-*/m" &&
+	d=$(ls -d "$TMPDIR"/sbx-ssh-*) && test_eq 1 "$(echo "$d" | wc -l)" &&
+	test_eq "700 $(id -u)" "$(stat -c "%a %u" "$d")" && test -S "$d/m" &&
+	ssh_left >pids && test -s pids &&
+	for p in $(cat pids); do tr "\0" " " <"/proc/$p/cmdline"; echo; done >cmds &&
+	test_grep "^ssh: $d/m \[mux\]" cmds &&
+	test_grep -F -- "-o ControlPath=$d/m -o ControlMaster=auto -o ControlPersist=1 " cmds &&
+	wait && test -z "$(ssh_left)" && test ! -e "$d"
+'
+
+test_expect_success 'ssh://: a TMPDIR others may write in (not sticky) is not where the control socket goes: /tmp is' '
+	mkdir open && chmod 777 open &&
+	{ TMPDIR=$TRASH/open "$SBX" exec far sleep 2 & } && p=$! &&
+	wait_until 20 sh -c "pgrep -P $p -x ssh" &&
+	for q in $(pgrep -P "$p" -x ssh); do tr "\0" " " <"/proc/$q/cmdline"; echo; done >cmds &&
+	{ wait "$p"; test_eq 0 $? "sbx exec"; } && test -z "$(ls -A open)" &&
+	d=$(sed -n "s|.* -o ControlPath=\(/tmp/sbx-ssh-[A-Za-z0-9]\{6\}\)/m .*|\1|p" cmds | head -n 1) &&
+	test -n "$d" && test ! -e "$d" && test -z "$(ssh_left)"
+'
+
+test_expect_success 'ssh://: the user config sharing (a socket of its choice, a master kept 10 min) is never used' '
+	cp "$HOME/.ssh/config" config.saved &&
+	printf "Host *\n    ControlMaster auto\n    ControlPath %s/cm-%%C\n    ControlPersist 10m\n" \
+		"$TRASH" >>"$HOME/.ssh/config" &&
+	sbx exec far true && printf "in" | sbx exec -i far cat >out &&
+	cp config.saved "$HOME/.ssh/config" &&
+	test_eq in "$(cat out)" && test -z "$(ls "$TRASH" | grep "^cm-")" && test -z "$(ssh_left)"
+'
+
+test_expect_success 'ssh://: sbx killed during an exec: its ssh processes and the master end by themselves' '
+	{ "$SBX" exec far sh -c "sleep 30; :" & } && p=$! &&
+	wait_until 20 sh -c "ls \"$TMPDIR\"/sbx-ssh-*/m && test -n \"\$(pgrep -P $p -x ssh)\"" &&
+	ssh_left >pids && test -s pids &&
+	kill -9 "$p" && { wait "$p"; test_eq 137 $? "sbx killed"; } &&
+	wait_until 15 no_ssh_left &&
+	test -z "$(find "$TMPDIR" -mindepth 2)" && rmdir "$TMPDIR"/sbx-ssh-*
 '
 
 test_expect_success 'ssh://: a refused connection, a refused key: one line in ssh words, 125, nothing made' '

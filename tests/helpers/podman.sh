@@ -4,12 +4,18 @@
 # nothing of the host's podman state is read or touched. As root it runs in a network namespace
 # of its own, as tests/helpers/dockerd.sh's dockerd does (a bridge it makes stays there); as
 # an ordinary user it is rootless (a user namespace of its own, the user's subordinate ids when
-# /etc/subuid has some, else that uid alone; its containers --net none only: no slirp4netns).
-# The file's exit handler removes its containers, stops it by its PID (and a rootless one's
-# pause process), unmounts what it left under DIR and removes its images and storage.
+# /etc/subuid has some, else that uid alone; its containers' network, a bridge in a network
+# namespace of its own that slirp4netns links to this host's, its published ports forwarded by
+# rootlessport, all in that user namespace). The file's exit handler removes its containers,
+# stops it by its PID, then every process left in a rootless one's user namespace (slirp4netns,
+# rootlessport, conmon) and its pause process, by their PIDs, so that its namespaces (the network
+# ones too) go with them; it unmounts what it left under DIR and removes its images and storage.
 #   podman_start DIR   starts it; PODMAN_HOST is its unix:// URL (for DOCKER_HOST),
 #                      PODMAN_ROOTLESS=1 for an ordinary user; 1 (and a reason in PODMAN_WHY)
 #                      where it cannot start here
+#   podman_net_why     prints why a rootless one's containers can have no network here (nothing
+#                      when they can)
+#   podman_userns      prints the inode of a rootless one's user namespace (its pause process's)
 #   pdm ARGS...        the podman command line against the same state (podman load, ps, ...)
 #   podman_stop        what the exit handler runs
 # shellcheck shell=bash disable=SC2034 # PODMAN_WHY and PODMAN_HOST are read by the sourcing file
@@ -78,6 +84,38 @@ podman_start() {
 	return 1
 }
 
+podman_net_why() {
+	if [ ! -x /usr/bin/slirp4netns ]; then
+		echo "slirp4netns is missing (scripts/install-deps installs it)"
+	elif ! { : <>/dev/net/tun; } 2>/dev/null; then
+		echo "/dev/net/tun is not uid $(id -u)'s to open, which slirp4netns needs (tests/run.sh grants it to its uid pass; a Debian host's udev makes it 0666)"
+	fi
+}
+
+# the pause process that holds a rootless service's user namespace
+podman_pause_pid() { cat "$PODMAN_DIR/tmp/pause.pid" 2>/dev/null; }
+
+podman_userns() {
+	local p ns
+	p=$(podman_pause_pid) && [ -n "$p" ] || return 1
+	ns=$(readlink "/proc/$p/ns/user" 2>/dev/null | tr -dc 0-9)
+	# not this shell's own (a pid that went to another process since)
+	[ -n "$ns" ] && [ "$ns" != "$(readlink /proc/$$/ns/user | tr -dc 0-9)" ] && echo "$ns"
+}
+
+# the pids of the processes in user namespace inode $1 (the pause process left out; and the
+# ended ones, which only wait for their parent to reap them)
+podman_in_userns() {
+	local p pause
+	pause=$(podman_pause_pid)
+	for p in /proc/[0-9]*; do
+		[ "${p#/proc/}" != "$pause" ] || continue
+		[ "$(readlink "$p/ns/user" 2>/dev/null | tr -dc 0-9)" = "$1" ] || continue
+		grep -Eq '^State:[[:space:]]+[ZX]' "$p/status" 2>/dev/null || echo "${p#/proc/}"
+	done
+	return 0
+}
+
 # the pids of the processes whose command line names this file's podman state directory
 podman_leftovers() {
 	local p
@@ -90,8 +128,9 @@ podman_leftovers() {
 }
 
 podman_stop() {
-	local i
-	[ -n "${PODMAN_PID:-}" ] || return 0
+	local i ns
+	# once (a test's subshell may have stopped it already: it says so in DIR)
+	[ -n "${PODMAN_PID:-}" ] && [ ! -e "$PODMAN_DIR/stopped" ] || return 0
 	# its containers first (their conmon processes outlive the service otherwise)
 	pdm rm -a -f -t 0 >/dev/null 2>&1 || true
 	kill -TERM "$PODMAN_PID" 2>/dev/null || true
@@ -109,13 +148,22 @@ podman_stop() {
 	podman_leftovers | while read -r i; do kill -KILL "$i" 2>/dev/null || true; done
 	pdm rmi -a -f >/dev/null 2>&1 || true
 	if [ -n "$PODMAN_ROOTLESS" ]; then
-		# files of its subordinate ids, which only its user namespace may remove; then the
-		# pause process that holds that namespace
+		# files of its subordinate ids, which only its user namespace may remove; then what
+		# still runs in that namespace (the rootless network's slirp4netns, a rootlessport,
+		# a conmon), and the pause process that holds it: their network and mount namespaces
+		# go with them
 		pdm unshare rm -rf "$PODMAN_DIR/root" "$PODMAN_DIR/run" >/dev/null 2>&1 || true
-		i=$(cat "$PODMAN_DIR/tmp/pause.pid" 2>/dev/null) || i=
+		ns=$(podman_userns) || ns=
+		if [ -n "$ns" ]; then
+			podman_in_userns "$ns" | while read -r i; do kill -TERM "$i" 2>/dev/null || true; done
+			sleep 0.2
+			podman_in_userns "$ns" | while read -r i; do kill -KILL "$i" 2>/dev/null || true; done
+		fi
+		i=$(podman_pause_pid) || i=
 		[ -z "$i" ] || kill -KILL "$i" 2>/dev/null || true
 	fi
 	# what is still mounted under DIR (a container's shm, a layer)
 	grep -F " $PODMAN_DIR/" /proc/self/mounts | awk '{ print $2 }' | sort -r |
 		while read -r m; do umount -l "$m" 2>/dev/null || true; done
+	: >"$PODMAN_DIR/stopped"
 }

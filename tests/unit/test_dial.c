@@ -6,8 +6,9 @@
 
 #include "tests/unit/harness.h"
 
-/* the words of ssh's argv for url, joined by spaces (the -F of a HOME config left out) */
-static char *argv_of(const char *url)
+/* the words of ssh's argv for url, joined by spaces (the -F of a HOME config left out), for a
+ * connection that shares a login through control socket ctl (NULL: none) */
+static char *argv_ctl(const char *url, const char *ctl)
 {
 	struct sbx_dial *d = NULL;
 	struct sbx_err err = { 0 };
@@ -17,7 +18,7 @@ static char *argv_of(const char *url)
 		return NULL;
 	free(d->config);
 	d->config = NULL;
-	char **v = sbx_dial_argv(d);
+	char **v = sbx_dial_argv(d, ctl);
 	out[0] = 0;
 	for (char **p = v; *p; p++) {
 		if (p != v)
@@ -27,6 +28,11 @@ static char *argv_of(const char *url)
 	sbx_dial_argv_free(v);
 	sbx_dial_free(d);
 	return out;
+}
+
+static char *argv_of(const char *url)
+{
+	return argv_ctl(url, NULL);
 }
 
 static bool refused(const char *url, const char *why)
@@ -49,7 +55,8 @@ static bool is(const char *got, const char *want)
 	return false;
 }
 
-#define SSH "/usr/bin/ssh -o BatchMode=yes -o ConnectTimeout=10 "
+#define SSH \
+	"/usr/bin/ssh -o BatchMode=yes -o ConnectTimeout=10 -o ControlPath=none -o ControlMaster=no "
 
 void test_dial(void)
 {
@@ -71,6 +78,14 @@ void test_dial(void)
 	      "IPv6 with a user and no port");
 	CHECK(is(argv_of("ssh://my-alias"), SSH "-- my-alias docker system dial-stdio"),
 	      "an alias of the ssh config");
+
+	/* one login per call: its control socket in the call's directory, never the config's;
+	 * its master kept a second after the last session at most */
+	CHECK(is(argv_ctl("ssh://me@box:2222", "/tmp/sbx-ssh-a1b2c3/m"),
+		 "/usr/bin/ssh -o BatchMode=yes -o ConnectTimeout=10 "
+		 "-o ControlPath=/tmp/sbx-ssh-a1b2c3/m -o ControlMaster=auto -o ControlPersist=1 "
+		 "-l me -p 2222 -- box docker system dial-stdio"),
+	      "a connection of a shared login");
 
 	/* nothing may become an option of ssh */
 	CHECK(refused("ssh://-oProxyCommand=touch%20x", "not beginning with '-'"), "host '-o…'");
