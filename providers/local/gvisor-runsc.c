@@ -226,7 +226,7 @@ static void write_bundle(const struct local_setup *s, const char *text)
 	close(fd);
 }
 
-/* /dev of runsc's root: the few devices it and its children open */
+/* /dev of runsc's root: the few devices it and its children open, and fd */
 static void make_dev(void)
 {
 	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom" };
@@ -244,6 +244,9 @@ static void make_dev(void)
 		if (mount(h, p, NULL, MS_BIND, NULL) < 0)
 			child_fail("bind /dev");
 	}
+	/* a runsc that is a script is opened by its interpreter as /dev/fd/N */
+	if (symlink("/proc/self/fd", NEW "/dev/fd") < 0)
+		child_fail("create /dev");
 }
 
 static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *args,
