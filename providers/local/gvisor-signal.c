@@ -214,3 +214,33 @@ int local_gvisor_pause(const struct sbx_record *rec, bool pause, struct sbx_err 
 	return sbx_err_set(err, SBX_E_SYSTEM, "cannot %s gVisor sandbox '%s': runsc %s failed: %s",
 			   verb, label, verb, last_line(out, "no message"));
 }
+
+int local_gvisor_stop_all(const struct sbx_record *rec, long long grace_ms, struct sbx_err *err)
+{
+	const char *label = rec->name ? rec->name : rec->id;
+	struct local_runsc r;
+	char out[512], script[320];
+
+	if (local_gvisor_client(rec, &r, err) < 0)
+		return -1;
+	/* every process but gVisor's init and this sh, then a look every 50 ms (every second
+	 * where sleep takes no fraction) for grace_ms: timed inside, so that runsc's client ends
+	 * on its own (one killed leaves a zombie in the sandbox's pid namespace for the host's
+	 * init to reap, which the end of the namespace waits for) */
+	snprintf(script, sizeof(script),
+		 "kill -s TERM -- -1 2>/dev/null; n=%lld; "
+		 "while [ $n -gt 0 ] && kill -s 0 -- -1 2>/dev/null; do "
+		 "if sleep 0.05 2>/dev/null; then n=$((n - 1)); else sleep 1; n=$((n - 20)); fi; "
+		 "done; exit 0",
+		 grace_ms / 50 > 0 ? grace_ms / 50 : 1);
+	char *args[] = { "exec", "--cwd=/", (char *)rec->id, "/bin/sh", "-c", script, NULL };
+	int st = client_call(&r, args, grace_ms + 10000, out, sizeof(out), err);
+	if (st == 0 || st == -2)
+		return 0;
+	if (st == -1)
+		return -1;
+	return sbx_err_set(err, SBX_E_SYSTEM,
+			   "cannot stop the processes of gVisor sandbox '%s' (no /bin/sh to run "
+			   "kill there, or runsc failed)",
+			   label);
+}

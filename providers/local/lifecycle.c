@@ -580,7 +580,8 @@ static int kill_checked(pid_t pid, unsigned long long start, const char *what, c
 	return r;
 }
 
-/* every process ends: SIGTERM (init passes it on), SIGKILL after grace_ms; cgroups removed */
+/* every process ends: SIGTERM (init passes it on; a gVisor sandbox's processes get it inside
+ * gVisor), SIGKILL after grace_ms; cgroups removed */
 static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *err)
 {
 	const char *label = rec->name ? rec->name : rec->id;
@@ -588,7 +589,15 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 
 	if (local_read_pids(rec->dir, &pids) == 0) {
 		bool alive = sbx_proc_alive(pids.init_pid, pids.init_start);
-		if (alive && grace_ms > 0) {
+		if (alive && grace_ms > 0 && local_gvisor(rec)) {
+			/* init would pass it on to gVisor's sentry, gofer and stubs, behind the
+			 * sentry's back: the sandbox's processes are sent it by gVisor, thawed
+			 * first, and waited for (init then ends them all with itself) */
+			struct sbx_err ignored = { 0 };
+			if (local_is_frozen(rec->dir, &pids) == 1)
+				(void)local_sandbox_freeze(rec, &pids, false, &ignored);
+			(void)local_gvisor_stop_all(rec, grace_ms, &ignored);
+		} else if (alive && grace_ms > 0) {
 			int r = signal_checked(pids.init_pid, pids.init_start, SIGTERM, 0, "init",
 					       label, err);
 			if (r < 0)
