@@ -4,7 +4,8 @@
 # inspect reports, gVisor's kernel inside, egress through sbx's proxy allowed and refused (with
 # the log), --net none, previews with and without their token, pause with a process that stands
 # still, the host out of reach, the refusals of what gVisor does not take, --image and
-# volumes, the limits held inside gVisor with the sandbox alive (--memory, --pids-limit,
+# pause --release (SIGTERM sent by gVisor to the processes inside, never by the host to gVisor's
+# own; a paused sandbox's once thawed; what ignores it ends after --grace), volumes, the limits held inside gVisor with the sandbox alive (--memory, --pids-limit,
 # --cpus), a boot that does not finish, a gVisor kernel that ends (the sandbox in error), and
 # no runsc process left after rm. As root and as another uid alike (runsc runs as sandbox root
 # inside the sandbox's user namespace either way). The escape checks against gVisor are
@@ -192,6 +193,34 @@ test_expect_success '--image: the image'"'"'s root (its files, not the host'"'"'
 	sbx resume gi >/dev/null && test_eq made "$(sbx exec gi cat /workspace/m)" &&
 	echo in >in && sbx cp in gi:/workspace/in && test_eq in "$(sbx exec gi cat /workspace/in)" &&
 	sbx rm -f gi >/dev/null
+'
+
+# term.sh: says it is ready, then waits; SIGTERM makes it say so in /workspace/term and end.
+# ign.sh: ignores SIGTERM
+printf '%s\n' 'trap "echo graceful >>/workspace/term; exit 0" TERM' 'echo up >/workspace/ready' \
+	'while :; do sleep 0.05; done' >term.sh
+printf '%s\n' 'trap "" TERM' 'echo up >/workspace/ign-ready' 'while :; do sleep 0.05; done' >ign.sh
+
+test_expect_success 'pause --release: SIGTERM from gVisor to the processes inside (a paused sandbox'"'"'s once thawed), then their end; one that ignores it ends after --grace' '
+	sbx create --name gr --runtime gvisor --net none >/dev/null &&
+	sbx cp term.sh gr:/workspace/ && sbx cp ign.sh gr:/workspace/ &&
+	sbx exec gr sh -c "nohup sh /workspace/term.sh >/dev/null 2>&1 &" &&
+	wait_until 20 sbx exec gr test -e /workspace/ready &&
+	: "control: running, it got no signal" && expect_code 1 sbx exec gr test -e /workspace/term &&
+	i=$(sbx inspect gr | "$TEST_PYTHON" -c "import json, sys; print(json.load(sys.stdin)[\"pid\"])") &&
+	sbx pause --release --grace 20s gr >/dev/null && test_eq released "$(sb_state gr)" &&
+	wait_until 10 test "$(ns_members "$i")" -eq 0 &&
+	test_eq graceful "$(sbx cp gr:/workspace/term - | tar -xO)" &&
+	sbx resume gr >/dev/null && sbx exec gr rm /workspace/ready &&
+	sbx exec gr sh -c "nohup sh /workspace/term.sh >/dev/null 2>&1 &" &&
+	sbx exec gr sh -c "nohup sh /workspace/ign.sh >/dev/null 2>&1 &" &&
+	wait_until 20 sbx exec gr test -e /workspace/ready &&
+	wait_until 20 sbx exec gr test -e /workspace/ign-ready &&
+	i=$(sbx inspect gr | "$TEST_PYTHON" -c "import json, sys; print(json.load(sys.stdin)[\"pid\"])") &&
+	sbx pause gr >/dev/null && sbx pause --release --grace 1s gr >/dev/null &&
+	test_eq released "$(sb_state gr)" && wait_until 10 test "$(ns_members "$i")" -eq 0 &&
+	test_eq "graceful graceful" "$(sbx cp gr:/workspace/term - | tar -xO | xargs)" &&
+	sbx rm -f gr >/dev/null
 '
 
 test_expect_success 'volumes: -v HOST:DEST and :ro' '

@@ -12,7 +12,11 @@
 # control: it does notice a file changed under it); three forks of it, made without repeating
 # --runtime or --net (taken from the snapshot; a contradicting --net refused in one line), each
 # run the processes on and diverge; one killed, the others go on. A gVisor sandbox's pause
-# stops its CPU time (control: it runs when resumed). Refusals in one line (exit 125): the
+# stops its CPU time (control: it runs when resumed), 20 times over with a spinner and a
+# counter: each pause stops both (by the cgroup freezer for root; by gVisor itself for an
+# ordinary user without one: nothing of gVisor's is stopped by a signal, and the sandbox's code
+# stands still while gVisor's kernel keeps its clocks), each resume runs them on, the sandbox
+# running after each. Refusals in one line (exit 125): the
 # default runtime (naming --runtime gvisor; control: a plain pause works), a gVisor sandbox on
 # the proxy's network, and, run by an ordinary user, any (runsc cannot make its own network
 # stack there; control: root's checkpoint above).
@@ -80,15 +84,31 @@ in_ns() {
 }
 # runsc_of ID: runsc's processes that name sandbox ID (its sentry)
 runsc_of() { pgrep -f "^runsc-sandbox .* $1\$" 2>/dev/null | wc -l; }
-# ticks NS: the CPU time (utime + stime) of every process in pid namespace NS
-ticks() {
+# ticks_of PIDS [GUEST]: the CPU time (utime + stime) of the processes PIDS (one list); GUEST
+# set, but gVisor's kernel and gofer (runsc-*): init and the stubs the sandbox's code runs in
+ticks_of() {
 	local p t=0
-	for p in $(in_ns "$1"); do
+	for p in $1; do
+		[ -n "${2:-}" ] && tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | grep -q "^runsc-" &&
+			continue
 		t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null || echo 0)))
 	done
 	echo "$t"
 }
-ticks_move() { test "$(ticks "$1")" != "$2"; }
+# ticks NS [GUEST]: the same of every process in pid namespace NS
+ticks() { ticks_of "$(in_ns "$1")" "${2:-}"; }
+# ticks_move NS T [GUEST]: ticks NS [GUEST] is no longer T
+ticks_move() { test "$(ticks "$1" "${3:-}")" != "$2"; }
+# state_of PID: its state letter (R, S, T: stopped by a signal, t: stopped by its tracer, ...)
+state_of() { sed "s/.*) //" "/proc/$1/stat" 2>/dev/null | cut -d" " -f1; }
+# guest_only INIT, for a paused sandbox: 1 when gVisor paused itself (no cgroup freezer: INIT is
+# then stopped by a signal beside it); its kernel keeps its clocks meanwhile, a tick of CPU time
+# now and then, and what stands still is the sandbox's code. Frozen by its cgroup, everything of
+# the sandbox stands still
+guest_only() {
+	[ "$(state_of "$1")" = T ] && echo 1
+	return 0
+}
 # tamper SB: its counter's file changed under it (again, should the program's own rename have
 # replaced the change before it read it), until the program says its memory and file differ
 tamper() {
@@ -270,10 +290,52 @@ test_expect_success 'pause of a gVisor sandbox: its CPU time stands still, and r
 	sbx exec p1 sh -c "nohup sh -c \"while :; do :; done\" >/dev/null 2>&1 &" &&
 	ns=$(ns_of p1) && t=$(ticks "$ns") && wait_until 20 ticks_move "$ns" "$t" &&
 	sbx pause p1 >/dev/null && test_eq paused "$(sb_state p1)" &&
-	a=$(ticks "$ns") && sleep 0.5 && test_eq "$a" "$(ticks "$ns")" "CPU ticks while paused" &&
-	sbx resume p1 >/dev/null && wait_until 20 ticks_move "$ns" "$a" &&
+	g=$(guest_only "$(field p1 "[\"pid\"]")") &&
+	a=$(ticks "$ns" "$g") && sleep 0.5 &&
+	test_eq "$a" "$(ticks "$ns" "$g")" "CPU ticks while paused" &&
+	sbx resume p1 >/dev/null && wait_until 20 ticks_move "$ns" "$a" "$g" &&
 	sbx rm -f p1 >/dev/null
 '
+
+# counted_past SB N: SB's counter (/tmp/n) is past N
+counted_past() { test "$("$SBX" exec "$1" cat /tmp/n)" -gt "$2"; }
+# sig_stopped PIDS INIT: the processes of PIDS (one list) but INIT in a stop a signal made
+# (state T; a stub gVisor traces waits in state t)
+sig_stopped() {
+	local p
+	for p in $1; do
+		[ "$p" != "$2" ] && [ "$(state_of "$p")" = T ] && echo "$p"
+	done
+	return 0
+}
+
+# root freezes the sandbox's cgroup; an ordinary user without a writable cgroup has gVisor
+# pause itself (runsc pause), with nothing of gVisor's stopped by a signal. While paused, the
+# processes of its pid namespace are those listed once (m)
+TEST_TIMEOUT=240
+test_expect_success '20 rounds of pause and resume of a spinner and a counter: paused, CPU time and count stand still; resumed, both move on (controls)' '
+	sbx create --name pr --runtime gvisor --net none >/dev/null &&
+	sbx exec pr sh -c "nohup sh -c \"while :; do :; done\" >/dev/null 2>&1 &" &&
+	sbx exec pr sh -c "nohup sh -c \"i=0; while :; do i=\\\$((i+1)); echo \\\$i >/tmp/n.tmp; mv /tmp/n.tmp /tmp/n; sleep 0.01; done\" >/dev/null 2>&1 &" &&
+	wait_until 20 sbx exec pr test -s /tmp/n &&
+	ns=$(ns_of pr) && init=$(field pr "[\"pid\"]") &&
+	: "control: running, its CPU time moves and the count goes on" &&
+	t=$(ticks "$ns") && wait_until 20 ticks_move "$ns" "$t" &&
+	c=$(sbx exec pr cat /tmp/n) && wait_until 20 counted_past pr "$c" &&
+	for k in $(seq 20); do
+		sbx pause pr >/dev/null && test_eq paused "$(sb_state pr)" "the state after pause $k" &&
+		m=$(in_ns "$ns") && g=$(guest_only "$init") &&
+		test_eq "" "$(sig_stopped "$m" "$init")" "gVisor processes stopped by a signal ($k)" &&
+		sbx cp pr:/tmp/n c1 && a=$(ticks_of "$m" "$g") && sleep 0.3 &&
+		test_eq "$a" "$(ticks_of "$m" "$g")" "CPU ticks while paused ($k)" &&
+		sbx cp pr:/tmp/n c2 && test_eq "$(cat c1)" "$(cat c2)" "the count while paused ($k)" &&
+		sbx resume pr >/dev/null && test_eq running "$(sb_state pr)" "the state after resume $k" &&
+		wait_until 20 ticks_move "$ns" "$a" "$g" && wait_until 20 counted_past pr "$(cat c1)" ||
+			exit 1
+	done &&
+	sbx rm -f pr >/dev/null
+'
+TEST_TIMEOUT=60
 
 test_expect_success 'the default runtime refuses pause --checkpoint, naming gVisor (one line); plain pause works' '
 	sbx create --name l1 --net none >/dev/null &&

@@ -84,7 +84,7 @@ static int thaw_after(const struct sbx_record *rec, const struct local_pids *pid
 	if (!*thaw)
 		return r;
 	*thaw = false;
-	if (local_freeze(rec->dir, pids, false, &e2) < 0 && r == 0) {
+	if (local_sandbox_freeze(rec, pids, false, &e2) < 0 && r == 0) {
 		*err = e2;
 		return sbx_err_prefix(err, "cannot thaw sandbox '%s' after the commit",
 				      rec->name ? rec->name : rec->id);
@@ -132,7 +132,7 @@ int local_commit(struct sbx_ctx *ctx, const struct sbx_record *rec, struct sbx_l
 	bool thaw = false;
 	if (rec->state == SBX_STATE_RUNNING && local_read_pids(rec->dir, &pids) == 0) {
 		/* frozen while its files are read, as sbx pause freezes it */
-		if (local_freeze(rec->dir, &pids, true, err) < 0)
+		if (local_sandbox_freeze(rec, &pids, true, err) < 0)
 			return sbx_err_prefix(err, "cannot freeze sandbox '%s' to commit it", l);
 		thaw = true;
 	}

@@ -226,7 +226,7 @@ static void write_bundle(const struct local_setup *s, const char *text)
 	close(fd);
 }
 
-/* /dev of runsc's root: the few devices it and its children open */
+/* /dev of runsc's root: the few devices it and its children open, and fd */
 static void make_dev(void)
 {
 	static const char *const nodes[] = { "null", "zero", "full", "random", "urandom" };
@@ -287,8 +287,9 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	syscall(SYS_close_range, 3, ~0U, 0);
 	umask(022);
 	/* a client call needs runsc's state alone, which it reaches through a descriptor: no
-	 * trees, no root of its own */
-	if (r->client) {
+	 * trees, no root of its own (one that saves the state has it at /tmp/state in its root) */
+	bool fd_root = r->client && !r->own_root;
+	if (fd_root) {
 		snprintf(p, sizeof(p), "%s/gvisor/state", r->dir);
 		int st = open(p, O_PATH | O_DIRECTORY | O_NOFOLLOW);
 		if (st < 0 ||
@@ -379,7 +380,7 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 		if (r->die_with_caller && (close(alive[1]) < 0 || poll(&pf, 1, 0) != 0))
 			_exit(125);
 	}
-	if (!r->client) {
+	if (!fd_root) {
 		if (unshare(CLONE_NEWNS) < 0 ||
 		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 			child_fail("make a mount namespace");
@@ -500,15 +501,15 @@ static _noreturn_ void runsc_child(const struct local_runsc *r, char *const *arg
 	const char **argv = xcalloc(na + 8, sizeof(char *));
 	size_t k = 0;
 	argv[k++] = "runsc";
-	argv[k++] = r->client ? "--root=" LOCAL_RUNSC_CLIENT_ROOT : "--root=/tmp/state";
+	argv[k++] = fd_root ? "--root=" LOCAL_RUNSC_CLIENT_ROOT : "--root=/tmp/state";
 	argv[k++] = "--ignore-cgroups";
 	argv[k++] = "--file-access=shared";
 	argv[k++] = r->net_none ? "--network=none" : "--network=host";
 	for (size_t i = 0; i < na; i++)
 		argv[k++] = args[i];
 	argv[k] = NULL;
-	if (chdir(r->client ? "/" : "/tmp") < 0)
-		child_fail(r->client ? "enter /" : "enter /tmp");
+	if (chdir(fd_root ? "/" : "/tmp") < 0)
+		child_fail(fd_root ? "enter /" : "enter /tmp");
 	char *envp[] = { NULL };
 	syscall(SYS_execveat, exe, "", (char *const *)argv, envp, AT_EMPTY_PATH);
 	/* a script: its interpreter opens it as /dev/fd/N, which must stay open across the exec */

@@ -34,7 +34,10 @@
  *  - cgroups: runsc runs with --ignore-cgroups and sits in the sandbox's cgroups (the
  *    supervisor's child, moved into them), so the host's limits bound the sentry and the gofer
  *    as a whole, and pause freezes them (the sandbox's CPU time stands still) exactly as a
- *    local sandbox's; the limits asked for are kept inside gVisor (see "limits" below);
+ *    local sandbox's; the limits asked for are kept inside gVisor (see "limits" below).
+ *    Without a writable cgroup freezer, pause is gVisor's own (runsc pause, pause.c), never
+ *    SIGSTOP to runsc's processes: the sentry does not survive stops of the stubs it traces;
+ *    nor does pause --release have init pass SIGTERM on to them: gVisor sends it inside;
  *  - files: the root is init's (DIR/root with the host's system view bound read-only as a
  *    local sandbox's; an image's overlay; the --disk), served by the gofer with
  *    --file-access=shared, so sbx cp (which writes the same tree through init's mount

@@ -133,9 +133,11 @@ struct local_runsc {
 	/* killed when its caller dies (a checkpoint's runsc: what an sbx killed midway left
 	 * must not go on changing the sandbox after the look that found it) */
 	bool die_with_caller;
-	bool client; /* a call on the running sandbox (exec, kill): runsc's own process stays
+	bool client;   /* a call on the running sandbox (exec, kill): runsc's own process stays
 			  * out of the sandbox's cgroups, in no mount namespace of its own, its
 			  * state at LOCAL_RUNSC_CLIENT_ROOT */
+	bool own_root; /* a client call that saves runsc's state (pause, resume): in a root of
+			* its own all the same, its state at /tmp/state, where run recorded it */
 	int fd[3];
 	/* run and restore (the supervisor's boot): the sandbox's set-up; its root, the bundle
 	 * (at /tmp/sbx/bundle) and what it binds are there too */
@@ -173,5 +175,12 @@ int local_gvisor_signal_in(const struct local_runsc *base, const char *id, pid_t
 int local_gvisor_signal(const struct sbx_record *rec, pid_t inner, int sig, struct sbx_err *err);
 /* sig to every process of the sandbox but gVisor's init */
 int local_gvisor_kill_all(const struct sbx_record *rec, int sig, struct sbx_err *err);
+/* a graceful stop: SIGTERM to every process of the sandbox but gVisor's init, from inside
+ * gVisor, then waits up to grace_ms for them to end (0 also when they did not: what is left
+ * is killed with init); -1 when it could not be sent */
+int local_gvisor_stop_all(const struct sbx_record *rec, long long grace_ms, struct sbx_err *err);
+/* runsc pause (every task inside stops, its CPU time too) or runsc resume of the running
+ * sandbox, a client call waited for (at most 60 s); a sandbox already so counts as done */
+int local_gvisor_pause(const struct sbx_record *rec, bool pause, struct sbx_err *err);
 
 #endif

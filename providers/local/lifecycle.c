@@ -478,7 +478,7 @@ static enum sbx_state look(const struct sbx_record *rec, struct local_pids *pids
 		/* frozen by a snapshot that was killed before it could thaw it */
 		struct sbx_err ignored = { 0 };
 		if (local_snapshot_froze(rec->dir) &&
-		    local_freeze(rec->dir, pids, false, &ignored) == 0)
+		    local_sandbox_freeze(rec, pids, false, &ignored) == 0)
 			return SBX_STATE_RUNNING;
 		return SBX_STATE_PAUSED;
 	}
@@ -580,7 +580,8 @@ static int kill_checked(pid_t pid, unsigned long long start, const char *what, c
 	return r;
 }
 
-/* every process ends: SIGTERM (init passes it on), SIGKILL after grace_ms; cgroups removed */
+/* every process ends: SIGTERM (init passes it on; a gVisor sandbox's processes get it inside
+ * gVisor), SIGKILL after grace_ms; cgroups removed */
 static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *err)
 {
 	const char *label = rec->name ? rec->name : rec->id;
@@ -588,7 +589,15 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 
 	if (local_read_pids(rec->dir, &pids) == 0) {
 		bool alive = sbx_proc_alive(pids.init_pid, pids.init_start);
-		if (alive && grace_ms > 0) {
+		if (alive && grace_ms > 0 && local_gvisor(rec)) {
+			/* init would pass it on to gVisor's sentry, gofer and stubs, behind the
+			 * sentry's back: the sandbox's processes are sent it by gVisor, thawed
+			 * first, and waited for (init then ends them all with itself) */
+			struct sbx_err ignored = { 0 };
+			if (local_is_frozen(rec->dir, &pids) == 1)
+				(void)local_sandbox_freeze(rec, &pids, false, &ignored);
+			(void)local_gvisor_stop_all(rec, grace_ms, &ignored);
+		} else if (alive && grace_ms > 0) {
 			int r = signal_checked(pids.init_pid, pids.init_start, SIGTERM, 0, "init",
 					       label, err);
 			if (r < 0)
@@ -596,7 +605,7 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 			/* frozen processes handle the signal once thawed */
 			if (local_is_frozen(rec->dir, &pids) == 1) {
 				struct sbx_err ignored = { 0 };
-				(void)local_freeze(rec->dir, &pids, false, &ignored);
+				(void)local_sandbox_freeze(rec, &pids, false, &ignored);
 			}
 			int pidfd = sbx_pidfd_open(pids.init_pid);
 			if (pidfd >= 0) {
@@ -605,13 +614,14 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 				close(pidfd);
 			}
 		}
-		/* a v1 freezer holds even killed tasks: kill, then thaw, then wait */
+		/* a v1 freezer holds even killed tasks: kill, then thaw, then wait (a stopped
+		 * process dies of SIGKILL as it is) */
 		if (sbx_proc_alive(pids.init_pid, pids.init_start) &&
-		    local_is_frozen(rec->dir, &pids) == 1) {
+		    local_cgroup_frozen(rec->dir) == 1) {
 			struct sbx_err ignored = { 0 };
 			(void)signal_checked(pids.init_pid, pids.init_start, SIGKILL, 0, "init",
 					     label, &ignored);
-			(void)local_freeze(rec->dir, &pids, false, &ignored);
+			(void)local_cgroup_freeze(rec->dir, false, &ignored);
 		}
 		local_cgroup_thaw_below(rec->dir);
 		/* killing init ends every process of the pid namespace; the supervisor follows */
@@ -735,7 +745,7 @@ static int local_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct
 					   rec->id);
 		/* frozen processes cannot be written out */
 		if (local_is_frozen(rec->dir, &pids) == 1 &&
-		    local_freeze(rec->dir, &pids, false, err) < 0)
+		    local_sandbox_freeze(rec, &pids, false, err) < 0)
 			return -1;
 		if (rt->checkpoint(rec, err) < 0)
 			return -1;
@@ -757,7 +767,7 @@ static int local_pause(struct sbx_ctx *ctx, struct sbx_record *rec, const struct
 	}
 	if (local_read_pids(rec->dir, &pids) < 0)
 		return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running", rec->id);
-	if (local_freeze(rec->dir, &pids, true, err) < 0)
+	if (local_sandbox_freeze(rec, &pids, true, err) < 0)
 		return -1;
 	rec->state = SBX_STATE_PAUSED;
 	return 0;
@@ -771,7 +781,7 @@ static int local_resume(struct sbx_ctx *ctx, struct sbx_record *rec, struct sbx_
 		if (local_read_pids(rec->dir, &pids) < 0)
 			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running",
 					   rec->id);
-		if (local_freeze(rec->dir, &pids, false, err) < 0)
+		if (local_sandbox_freeze(rec, &pids, false, err) < 0)
 			return -1;
 		local_touch_activity(rec->dir);
 		rec->state = SBX_STATE_RUNNING;
@@ -844,7 +854,7 @@ static int local_restore(struct sbx_ctx *ctx, struct sbx_record *rec, const char
 		if (local_read_pids(rec->dir, &pids) < 0)
 			return sbx_err_set(err, SBX_E_STATE, "sandbox '%s' is not running",
 					   rec->id);
-		if (local_freeze(rec->dir, &pids, true, err) < 0)
+		if (local_sandbox_freeze(rec, &pids, true, err) < 0)
 			return -1;
 		rec->state = SBX_STATE_PAUSED;
 	}

@@ -34,10 +34,13 @@
  *   trampoline/ginit.c  a gVisor sandbox's first process (static, no libc), inside gVisor
  *   gvisor-exec.c the CLI (and exec -d's waiter): sbx exec on a gVisor sandbox, through runsc
  *                 exec; its watcher, a child that ends the command when the CLI is killed
- *   gvisor-signal.c the CLI, exec's watcher: signals to processes inside gVisor (jobs.c's kill)
+ *   gvisor-signal.c the CLI, exec's watcher: signals to processes inside gVisor (jobs.c's kill);
+ *                 the CLI and the supervisor: gVisor's own pause (runsc pause, resume)
  *   gvisor-checkpoint.c  memory checkpoints (struct local_runtime_ops): the CLI (pause
  *                 --checkpoint, snapshot --memory, a fork's image, what a checkpoint cut
  *                 short left) and the supervisor's boot (runsc restore)
+ *   pause.c       the CLI and the supervisor (--ttl): a sandbox's processes frozen and thawed,
+ *                 by its cgroup, SIGSTOP (state.c) or gVisor's own pause (gvisor-signal.c)
  * Below the processes, used by any of them (they call no file above):
  *   state.c       the sandbox's pids file, joining its namespaces, its activity clock, its
  *                 image's layers, freezing it without a cgroup
@@ -182,10 +185,19 @@ int local_image_layers(struct sbx_ctx *ctx, const struct sbx_record *rec, char *
 /* the idle deadline (unix ms) of a running sandbox with a TTL, or 0 */
 long long local_idle_deadline(const char *dir, long long ttl_ms);
 /* freezes (pause) or thaws every process of a running sandbox: its cgroup, or SIGSTOP/SIGCONT
- * to every process of its pid namespace when no cgroup freezer is writable */
+ * to every process of its pid namespace when no cgroup freezer is writable. Not for a gVisor
+ * sandbox's processes: the CLI and the supervisor call local_sandbox_freeze */
 int local_freeze(const char *dir, const struct local_pids *pids, bool freeze, struct sbx_err *err);
+/* SIGSTOP (waited for until it stopped) or SIGCONT to the sandbox's init alone: beside a
+ * runtime's own pause, what says the sandbox is paused when no cgroup freezer is writable */
+int local_freeze_init(const struct local_pids *pids, bool freeze, struct sbx_err *err);
 /* 1 when the sandbox's processes are frozen (its cgroup, or a stopped init) */
 int local_is_frozen(const char *dir, const struct local_pids *pids);
+/* pause.c: the processes of running sandbox rec frozen or thawed as its runtime allows (its
+ * cgroup freezer; without one SIGSTOP, or for gVisor runsc pause with init stopped), so that
+ * local_is_frozen tells */
+int local_sandbox_freeze(const struct sbx_record *rec, const struct local_pids *pids, bool freeze,
+			 struct sbx_err *err);
 
 /* cgroups (cgroup.c): the sandbox's directories are listed in DIR/cgroups */
 int local_cgroup_setup(const char *sbdir, const char *id, const struct local_limits *lim,

@@ -335,7 +335,7 @@ static int capture(struct sbx_ctx *ctx, const struct sbx_record *rec, struct cop
 		_cleanup_free_ char *who = xasprintf("%d %llu\n", (int)getpid(), start);
 		if (sbx_write_atomic(note, who, strlen(who), false, err) < 0)
 			return -1;
-		if (local_freeze(rec->dir, &pids, true, err) < 0) {
+		if (local_sandbox_freeze(rec, &pids, true, err) < 0) {
 			(void)unlink(note);
 			return sbx_err_prefix(err, "cannot freeze sandbox '%s' for the snapshot",
 					      rec->id);
@@ -346,7 +346,7 @@ static int capture(struct sbx_ctx *ctx, const struct sbx_record *rec, struct cop
 	int r = run_copy(ctx, j, m, err);
 	if (thaw) {
 		struct sbx_err e2 = { 0 };
-		if (local_freeze(rec->dir, &pids, false, &e2) < 0) {
+		if (local_sandbox_freeze(rec, &pids, false, &e2) < 0) {
 			if (r == 0)
 				*err = e2;
 			r = -1;

@@ -437,8 +437,8 @@ static char thread_state(pid_t pid, long tid)
 
 /* SIGSTOP to each thread of pid not stopped yet, each its own: a traced thread stops only for a
  * signal of its own, and one sent to its process stops only the thread that takes it until
- * the tracer passes it on, which it never does while it is stopped itself (gVisor's ptrace
- * platform runs a sandbox's code in threads its sentry traces). How many still run */
+ * the tracer passes it on, which it never does while it is stopped itself (a debugger inside
+ * the sandbox; a gVisor sandbox's are never stopped so: pause.c). How many still run */
 static size_t stop_threads(pid_t pid)
 {
 	char p[64];
@@ -509,4 +509,37 @@ int local_freeze(const char *dir, const struct local_pids *pids, bool freeze, st
 	if (local_cgroup_can_freeze(dir))
 		return local_cgroup_freeze(dir, freeze, err);
 	return signal_all(pids->init_pid, freeze, err);
+}
+
+int local_freeze_init(const struct local_pids *pids, bool freeze, struct sbx_err *err)
+{
+	_cleanup_close_ int pidfd = sbx_pidfd_open(pids->init_pid);
+
+	if (pidfd < 0 || !sbx_proc_alive(pids->init_pid, pids->init_start))
+		return sbx_err_set(err, SBX_E_STATE, "the sandbox's init is gone");
+	if (sbx_pidfd_signal(pidfd, freeze ? SIGSTOP : SIGCONT) < 0)
+		return sbx_err_errno(err, "cannot %s the sandbox's init",
+				     freeze ? "stop" : "continue");
+	if (!freeze)
+		return 0;
+	/* it stops once it runs again (a loaded host may take its time): bounded by time */
+	long long deadline = sbx_now_ms() + 10000;
+	long wait_ns = 100000;
+	for (;;) {
+		char st = sbx_proc_state(pids->init_pid);
+		if (st == 'T' || st == 't')
+			return 0;
+		if (!st || st == 'Z' || st == 'X')
+			return sbx_err_set(err, SBX_E_STATE, "the sandbox's init ended");
+		if (sbx_now_ms() > deadline)
+			break;
+		struct timespec ts = { 0, wait_ns };
+		nanosleep(&ts, NULL);
+		if (wait_ns < 20000000)
+			wait_ns *= 2;
+	}
+	(void)sbx_pidfd_signal(pidfd, SIGCONT);
+	return sbx_err_set(err, SBX_E_SYSTEM,
+			   "the sandbox's init did not stop within 10 s; it runs on, try "
+			   "'sbx pause' again");
 }

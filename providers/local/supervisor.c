@@ -90,7 +90,7 @@ static long long idle_timeout(const struct local_setup *s, pid_t init, struct lo
 		sbx_record_free(rec);
 		return -1;
 	}
-	if (local_freeze(s->dir, &pids, true, &err) == 0) {
+	if (local_sandbox_freeze(rec, &pids, true, &err) == 0) {
 		rec->state = SBX_STATE_PAUSED;
 		(void)sbx_store_save(&st, rec, true, &err);
 	}
