@@ -145,7 +145,10 @@ registry_push() {
 	local dir=$1 tag=$2 ref=$3 keep=--preserve-digests
 	shift 3
 	case " $* " in *" --format "*) keep= ;; esac # a conversion changes the digests
-	reg_in timeout 60 skopeo --insecure-policy copy -q --all --dest-tls-verify=false $keep "$@" \
+	# skopeo's credentials file of the test's own: the default one, under /run/containers/UID,
+	# cannot even be looked for by an ordinary user once root's podman made /run/containers 0700
+	reg_in env REGISTRY_AUTH_FILE="$TRASH/.skopeo-auth.json" \
+		timeout 60 skopeo --insecure-policy copy -q --all --dest-tls-verify=false $keep "$@" \
 		"oci:$dir:$tag" "docker://$ref"
 }
 
