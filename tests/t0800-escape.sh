@@ -241,9 +241,9 @@ test_expect_success "nothing in a sandbox reaches the sbx binary through /proc/*
 		case \"\$l\" in *mysbx*) exec 3<\$p/exe && echo grabbed >>/workspace/grabbed;; esac
 	done; sleep 0.01; done" &&
 	printf "#!/proc/self/exe\n" >x && chmod 755 x && ./mysbx cp x $esc:/workspace/x &&
-	: "under gVisor /proc/self/exe is the shell that runs the script: it runs it (0), or says
-	   --version is no option of its (2); a local sandbox finds nothing there (127)" &&
-	if [ $mode = gvisor ]; then xcode=0 scode=2; else xcode=127 scode=127; fi &&
+	: "under gVisor runsc exec starts the command itself, and gVisor will not execute
+	   /proc/self/exe for it (126); a local sandbox finds nothing there (127)" &&
+	if [ $mode = gvisor ]; then xcode=126 scode=126; else xcode=127 scode=127; fi &&
 	for i in 1 2 3 4 5; do
 		expect_code $xcode ./mysbx exec $esc /workspace/x --version >xout 2>&1 || exit 1
 		test_grep ! "sbx 0" xout || exit 1
