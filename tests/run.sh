@@ -257,7 +257,8 @@ report_passes() {
 # time waiting on servers it started (fakes, SDKs over npm, engines, ssh) more than working: the
 # waiting lane runs those one after another beside the main lane, on the same machine, and
 # their reports follow the main lane's. Such a file touches nothing outside its trash and
-# processes of its own (no subordinate ids, no btrfs: those stay in the main lane).
+# processes of its own (no subordinate ids, no btrfs: those stay in the main lane); its second
+# pass runs as TEST_UID + 1.
 main_lane=()
 wait_lane=()
 for t in "$work"/tests/t[0-9]*.sh; do
@@ -276,7 +277,10 @@ done
 
 wait_manifest=$(new_log)
 if [ ${#wait_lane[@]} -gt 0 ]; then
-	(for t in "${wait_lane[@]}"; do run_passes "$t"; done >"$wait_manifest") &
+	# its unprivileged passes run as the next uid: the subordinate ids the main lane grants and
+	# takes back for TEST_UID never change what the waiting lane's sandboxes map
+	(TEST_UID=$((TEST_UID + 1)) &&
+		for t in "${wait_lane[@]}"; do run_passes "$t"; done >"$wait_manifest") &
 	wait_pid=$!
 fi
 for t in "${main_lane[@]}"; do

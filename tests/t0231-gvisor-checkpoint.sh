@@ -20,6 +20,7 @@
 # default runtime (naming --runtime gvisor; control: a plain pause works), a gVisor sandbox on
 # the proxy's network, and, run by an ordinary user, any (runsc cannot make its own network
 # stack there; control: root's checkpoint above).
+# run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies (prog)
 # shellcheck source=tests/lib.sh
 . "$(dirname "$0")/lib.sh"
