@@ -73,7 +73,9 @@ test_expect_success 'wait --timeout: 125 with a timeout error; the command runs 
 test_expect_success 'kill -s TERM and the default SIGKILL reach the command process group' '
 	id=$(sbx exec -d jb -c "sleep 100 & sleep 100; wait") &&
 	sbx kill -s TERM jb "$id" && expect_code 143 sbx wait jb "$id" &&
-	id=$(sbx exec -d jb -c "trap \"\" TERM; sleep 100") &&
+	id=$(sbx exec -d jb -c "trap \"\" TERM; touch /tmp/trapped; sleep 100") &&
+	: "the signal once the trap is set (a loaded machine may not have run it yet)" &&
+	wait_until 10 sbx exec jb test -e /tmp/trapped &&
 	sbx kill -s SIGTERM jb "$id" &&
 	test_eq "$(ps_field jb "$id" state)" running &&
 	sbx kill jb "$id" && expect_code 137 sbx wait jb "$id" &&
