@@ -9,6 +9,7 @@
 # docker-registry, plain, with basic auth and with token auth (tests/helpers/tokensrv.py),
 # and tests/helpers/authproxy.py in front of the plain one for the proxy's own bearer flow and
 # for faults (/v2/f/FAULT/REPO/...). Images come from tests/helpers/mkimage.py.
+# run.sh: in the waiting lane
 # shellcheck disable=SC2016,SC2317,SC2034 # lib.sh evals the single-quoted bodies, which use
 # the variables set here
 # shellcheck source=tests/lib.sh
