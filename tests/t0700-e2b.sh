@@ -197,7 +197,7 @@ test_expect_success 'exec: a closed stdout (141) or a signal (128+N) ends the co
 	test_eq y "$(cat y.out)" && test_eq 141 "$(cat rc)" &&
 	expect_code 130 timeout --preserve-status -s INT 1 "$SBX" exec box sleep 30 &&
 	expect_code 143 timeout --preserve-status -s TERM 1 "$SBX" exec box sleep 30 &&
-	wait_until 10 no_fake_procs "$eid"
+	wait_until 30 no_fake_procs "$eid"
 '
 
 test_expect_success 'cp in and out keeps directories, modes and symlinks' '
