@@ -213,9 +213,13 @@ run_passes() {
 		# a file that waits on servers more than it works (a line in it says so) has its two
 		# passes run at the same time
 		if grep -qx '# run.sh: both passes at once' "$t"; then
+			# (waits on these two alone: the waiting lane is a child of the same shell)
+			local pa pb
 			run_to_log "$a" "$t" root &
+			pa=$!
 			run_to_log "$b" "$t" "uid $TEST_UID" "${as_uid[@]}" &
-			wait
+			pb=$!
+			wait "$pa" "$pb"
 		else
 			run_to_log "$a" "$t" root
 			if grep -qx '# run.sh: subordinate ids for the uid pass' "$t"; then

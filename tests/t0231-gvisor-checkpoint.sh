@@ -97,6 +97,20 @@ ticks_of() {
 	echo "$t"
 }
 # ticks NS [GUEST]: the same of every process in pid namespace NS
+# ns_procs NS: what runs in NS, a line each (pid, state, command line), for a failed check's report
+ns_procs() {
+	local p
+	for p in $(in_ns "$1"); do
+		echo "$p $(state_of "$p") $(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null)"
+	done
+}
+# ns_empty NS: nothing is left in pid namespace NS (else what is, on stderr)
+ns_empty() {
+	local left
+	left=$(ns_procs "$1")
+	[ -z "$left" ] && return 0
+	test_mismatch "processes left in $1" "$left"
+}
 ticks() { ticks_of "$(in_ns "$1")" "${2:-}"; }
 # ticks_move NS T [GUEST]: ticks NS [GUEST] is no longer T
 ticks_move() { test "$(ticks "$1" "${3:-}")" != "$2"; }
@@ -128,11 +142,13 @@ if [ "$(id -u)" -eq 0 ]; then
 		sbx exec c1 sh -c "nohup python3 -c \"import os, time; b = os.urandom(64 << 20); open(\\\"/workspace/held64\\\", \\\"w\\\").close(); time.sleep(1e9)\" >/dev/null 2>&1 &" &&
 		wait_until 20 sbx exec c1 test -e /workspace/held64 &&
 		id=$(field c1 "[\"id\"]") && ns=$(ns_of c1) &&
-		test "$(in_ns "$ns" | wc -l)" -ge 2 && test_eq 1 "$(runsc_of "$id")" &&
+		ns_procs "$ns" >before-ps &&
+		{ test "$(wc -l <before-ps)" -ge 2 || test_mismatch "under 2 processes in $ns" "$(cat before-ps)"; } &&
+		test_eq 1 "$(runsc_of "$id")" &&
 		json_of c1 "assert r[\"memory_stats\"][\"usage\"] > 64 << 20, r" &&
 		sbx pause --checkpoint c1 >/dev/null &&
 		json_of c1 "assert r[\"state\"] == \"released\" and r[\"checkpointed\"] is True and r[\"checkpoint_bytes\"] > 4096, r" &&
-		test -z "$(in_ns "$ns")" && test_eq 0 "$(runsc_of "$id")" &&
+		ns_empty "$ns" && test_eq 0 "$(runsc_of "$id")" &&
 		json_of c1 "assert r[\"memory_stats\"][\"usage\"] is None, r" &&
 		expect_code 125 sbx exec c1 true 2>err && expect_one_error_line err "is released; run .sbx resume c1." &&
 		sbx cp c1:/workspace/n before && a=$(cut -d" " -f1 before) && sleep 0.5 &&

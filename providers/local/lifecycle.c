@@ -629,8 +629,9 @@ static int stop_all(struct sbx_record *rec, long long grace_ms, struct sbx_err *
 			return -1;
 		sbx_test_hook("rm-killed");
 		/* init's parent, the supervisor, reaps it and leaves on its own: killed first, it
-		 * would leave init a zombie for the host's PID 1, which may never reap it */
-		if (signal_checked(pids.sup_pid, pids.sup_start, 0, 2000, "supervisor", label,
+		 * would leave init a zombie for the host's PID 1, which may never reap it (the
+		 * wait ends as it leaves; a loaded machine may take seconds) */
+		if (signal_checked(pids.sup_pid, pids.sup_start, 0, 10000, "supervisor", label,
 				   err) < 0)
 			return -1;
 		if (kill_checked(pids.sup_pid, pids.sup_start, "supervisor", label, err) < 0)
