@@ -386,10 +386,16 @@ static char **wrap(const struct sbx_exec_opts *o, const char *workdir, bool reda
 	} else if (o->timeout_ms > 0) {
 		/* the watchdog exits 0 once it fired, 1 when ended first. It ends the command's
 		 * whole tree (the shells images have cannot make a process group without a
-		 * terminal): the tree is stopped, looked at again, then TERM, and KILL 2 s on */
+		 * terminal): the tree is stopped, looked at again, then TERM, and KILL 2 s on.
+		 * Ended first, it ends its sleep too: by KILL (a TERM that came before the exec
+		 * would meet the shell's own handler in the child, and be lost), and even when
+		 * told between the sleep's fork and z's assignment (its trap then notes it) */
 		strbuf_addf(script,
 			    "\"$@\" <&0 & p=$!\n"
-			    "( trap 'kill $z 2>/dev/null; exit 1' TERM; sleep %lld.%03lld & z=$!\n"
+			    "( z= c=\n"
+			    "  trap 'if [ -n \"$z\" ]; then kill -KILL $z 2>/dev/null; exit 1; fi; c=1' TERM\n"
+			    "  sleep %lld.%03lld & z=$!\n"
+			    "  [ -z \"$c\" ] || { kill -KILL $z 2>/dev/null; exit 1; }\n"
 			    "  wait $z; trap '' TERM\n"
 			    "  tree() { t=\" $* \" n=0; while [ $n != ${#t} ]; do n=${#t}\n"
 			    "    for s in /proc/[0-9]*/stat; do read -r l <$s || continue\n"

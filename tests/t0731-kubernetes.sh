@@ -195,6 +195,11 @@ test_expect_success '--timeout ends the command and every process it started (12
 	pod_ps box >ps && test_grep ! -E "^sleep 20" ps
 '
 
+test_expect_success '--timeout not reached: nothing of its watchdog stays (30 commands that end at once)' '
+	for i in $(seq 30); do expect_code 0 sbx exec --timeout 21s box -- true || return 1; done &&
+	sleep 0.5 && pod_ps box >ps && test_grep ! -E "^sleep 21" ps
+'
+
 test_expect_success '--timeout: 124 even when something the command left holds its streams open' '
 	fault "{\"match\": \"GET /api/v1/namespaces/default/pods/[^/]+/exec\", \"kind\": \"exec_hold\", \"times\": 1}" &&
 	expect_code 124 sbx exec --timeout 1s box -- sh -c "sleep 30; :" 2>e &&
