@@ -393,7 +393,8 @@ static char **wrap(const struct sbx_exec_opts *o, const char *workdir, bool reda
 		strbuf_addf(script,
 			    "\"$@\" <&0 & p=$!\n"
 			    "( z= c=\n"
-			    "  trap 'if [ -n \"$z\" ]; then kill -KILL $z 2>/dev/null; exit 1; fi; c=1' TERM\n"
+			    "  trap 'if [ -n \"$z\" ]; then kill -KILL $z 2>/dev/null; exit 1; fi\n"
+			    "    c=1' TERM\n"
 			    "  sleep %lld.%03lld & z=$!\n"
 			    "  [ -z \"$c\" ] || { kill -KILL $z 2>/dev/null; exit 1; }\n"
 			    "  wait $z; trap '' TERM\n"
