@@ -157,6 +157,7 @@ static void serve_one(const struct fwd_spec *s, const char *token, int host_port
 		len += (size_t)r;
 		hl = local_http_head_len(head, len, was);
 	}
+	head[len] = 0;
 	_cleanup_free_ char *loc = NULL;
 	switch (local_preview_token(head, hl, token, &loc)) {
 	case LOCAL_TOKEN_OK:
@@ -176,6 +177,8 @@ static void serve_one(const struct fwd_spec *s, const char *token, int host_port
 			      "sbx: this preview needs its token: open the URL 'sbx preview' "
 			      "printed, or send the header X-Sbx-Preview-Token\n");
 	}
+	if (s->serve)
+		return s->serve(s->arg, c, head, hl, len);
 	/* the client's bytes so far (its head, perhaps more) go first; a way that answers
 	 * nothing is looked up once more (a container started again publishes anew) */
 	char why[300] = "";
@@ -224,6 +227,8 @@ static void serve(const struct fwd_spec *s, const char *token, int host_port, in
 		if (child == 0) {
 			(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 			close(lfd);
+			if (s->conn_max_s > 0)
+				alarm((unsigned)s->conn_max_s);
 			serve_one(s, token, host_port, c);
 			_exit(0);
 		}

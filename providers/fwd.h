@@ -3,8 +3,9 @@
  * lets in a client that has the preview's token (the URL's sbx_token, then a cookie, or an
  * X-Sbx-Preview-Token header: providers/local/net.h's rules) and then splices the connection
  * to what the provider's dial gives (a port published on this host, an ssh channel), both
- * ways. Each connection in a child of its own (16 at once, its head in 30 s, idle 5 minutes at
- * most); the process ends with preview --rm, with rm (fwd_stop_all), or once the record is gone.
+ * ways, or hands it to the provider's own serve (a request relayed through an API). Each
+ * connection in a child of its own (16 at once, its head in 30 s, idle 5 minutes at most); the
+ * process ends with preview --rm, with rm (fwd_stop_all), or once the record is gone.
  * Its state (pid, start time, ports, token) is a file in the sandbox's directory. */
 #ifndef SBX_PROVIDERS_FWD_H
 #define SBX_PROVIDERS_FWD_H
@@ -28,6 +29,11 @@ struct fwd_spec {
 	int (*dial)(void *arg, bool again, int *ret_fd, char *why, size_t n);
 	/* after the connection: fd closed, and what dial started for it ended */
 	void (*hangup)(void *arg, int fd);
+	/* or, in place of dial and hangup: in a connection's child, once the client showed the
+	 * token, serves client c itself; head holds the len bytes read so far (NUL-terminated),
+	 * the request head their first hl */
+	void (*serve)(void *arg, int c, const char *head, size_t hl, size_t len);
+	int conn_max_s; /* a connection's whole time, at most (0: bounded by idleness alone) */
 	void *arg;
 };
 

@@ -1,74 +1,22 @@
-/* Kubernetes previews: a small forwarding process of sbx's (forked by sbx preview, detached)
- * listens on 127.0.0.1, lets in a client that has sbx's own token (the URL's sbx_token, then a
- * cookie, or an X-Sbx-Preview-Token header) and forwards each request to the pod's proxy
- * subresource (.../pods/POD:PORT/proxy/PATH) with the kubeconfig's credentials, which never
- * leave this process. One request per connection, 16 connections at a time, each bounded in
- * size and time; the process ends with preview --rm, with rm, or once the record is gone. */
+/* Kubernetes previews: sbx's forwarding process (providers/fwd.c: 127.0.0.1, sbx's own token
+ * in front) hands each connection that has the token to serve(), which forwards its request to
+ * the pod's proxy subresource (.../pods/POD:PORT/proxy/PATH) with the kubeconfig's
+ * credentials, which never leave that process. One request per connection, each bounded in
+ * size and time. */
 #define _GNU_SOURCE
 #include "providers/kubernetes.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/log.h"
-#include "core/proc.h"
+#include "providers/fwd.h"
 #include "providers/local/net.h"
 
 #define BODY_MAX (1LL << 40) /* streamed: a bound only against nonsense */
-#define IO_TIMEOUT_S 30
-#define CHECK_MS 5000
-#define CONNS_MAX 16   /* connections served at once */
-#define CONN_MAX_S 120 /* the most one connection may take */
+#define CONN_MAX_S 120	     /* the most one connection may take */
 
-static char *state_path(const struct sbx_record *rec, int port)
-{
-	return xasprintf("%s/kube-preview-%d.json", rec->dir, port);
-}
-
-static json_t *state_load(const struct sbx_record *rec, int port)
-{
-	_cleanup_free_ char *p = state_path(rec, port);
-	size_t n = 0;
-	_cleanup_free_ char *t = sbx_read_file(p, 65536, &n);
-	json_error_t je;
-	json_t *j = t ? json_loadb(t, n, 0, &je) : NULL;
-	long long pid = sbx_json_int(j, "pid", 0), start = sbx_json_int(j, "start", 0);
-	if (j && (pid <= 0 || !sbx_proc_alive((pid_t)pid, (unsigned long long)start))) {
-		json_decref(j);
-		(void)unlink(p);
-		return NULL;
-	}
-	return j;
-}
-
-/* the object sbx preview prints */
-static json_t *preview_json(const json_t *st)
-{
-	int hp = (int)sbx_json_int(st, "host_port", 0);
-	const char *tok = sbx_json_str(st, "token");
-	_cleanup_free_ char *url = xasprintf("http://127.0.0.1:%d/?sbx_token=%s", hp, tok);
-	return json_pack("{s:s, s:I, s:i, s:b, s:b, s:s, s:n}", "url", url, "port",
-			 sbx_json_int(st, "port", 0), "host_port", hp, "public", 0, "auth", 1,
-			 "token", tok, "upstream");
-}
-
-static void stop(const json_t *st)
-{
-	long long pid = sbx_json_int(st, "pid", 0), start = sbx_json_int(st, "start", 0);
-	if (pid > 0 && sbx_proc_alive((pid_t)pid, (unsigned long long)start))
-		(void)kill((pid_t)pid, SIGTERM);
-}
-
-/* --- the forwarding process --------------------------------------------------------------- */
+/* --- a connection, in the forwarding process ------------------------------------------------ */
 
 static void answer(int c, int code, const char *reason, const char *extra, const char *ctype,
 		   const char *body, size_t n)
@@ -283,39 +231,20 @@ static bool relay_body(const char *p, size_t n, void *arg)
 	return sbx_write_all(r->c, p, n) == 0;
 }
 
-static void serve_one(struct kube *k, const char *pod, int port, const char *token, int c)
-{
-	char head[LOCAL_HEAD_MAX + 1];
-	size_t len = 0, hl = 0;
+struct kpreview {
+	struct kube *k;
+	const char *pod;
+	int port;
+};
 
-	while (!hl) {
-		if (len == LOCAL_HEAD_MAX)
-			return text(c, 431, "Request Header Fields Too Large",
-				    "sbx: head too long\n");
-		ssize_t r = read(c, head + len, LOCAL_HEAD_MAX - len);
-		if (r <= 0)
-			return;
-		size_t was = len;
-		len += (size_t)r;
-		hl = local_http_head_len(head, len, was);
-	}
-	head[len] = 0;
-	_cleanup_free_ char *loc = NULL;
-	switch (local_preview_token(head, hl, token, &loc)) {
-	case LOCAL_TOKEN_OK:
-		break;
-	case LOCAL_TOKEN_REDIRECT: {
-		_cleanup_free_ char *hdr = xasprintf(
-			"Location: %s\r\nSet-Cookie: sbx_preview_token_%d=%s; HttpOnly; Path=/; "
-			"SameSite=Lax\r\n",
-			loc, port, token);
-		return answer(c, 302, "Found", hdr, "text/plain", "sbx: signed in\n", 15);
-	}
-	case LOCAL_TOKEN_BAD:
-		return text(c, 400, "Bad Request", "sbx: this preview takes HTTP/1.x requests\n");
-	default:
-		return text(c, 401, "Unauthorized", "sbx: this preview needs its token\n");
-	}
+/* a client with the token: its request to the pod's proxy */
+static void serve(void *arg, int c, const char *head, size_t hl, size_t len)
+{
+	const struct kpreview *kp = arg;
+	struct kube *k = kp->k;
+	const char *pod = kp->pod;
+	int port = kp->port;
+
 	struct local_http_req q;
 	if (local_http_head_parse(head, hl, &q) < 0 || !q.target_len || head[q.target_off] != '/')
 		return text(c, 400, "Bad Request", "sbx: malformed request\n");
@@ -393,190 +322,33 @@ static void serve_one(struct kube *k, const char *pod, int port, const char *tok
 		free(own[i]);
 }
 
-/* each connection in a child of its own (at most CONNS_MAX at once, each ended after
- * CONN_MAX_S), so that a slow client holds up no other */
-static void serve(struct kube *k, const char *pod, int port, const char *token, int lfd,
-		  const char *record)
-{
-	struct timeval tv = { IO_TIMEOUT_S, 0 };
-	int live = 0;
-
-	for (;;) {
-		while (live > 0 && waitpid(-1, NULL, WNOHANG) > 0)
-			live--;
-		struct pollfd p = { .fd = lfd, .events = live < CONNS_MAX ? POLLIN : 0 };
-		int r = poll(&p, 1, live < CONNS_MAX ? CHECK_MS : 100);
-		if (access(record, F_OK) < 0)
-			_exit(0); /* the sandbox was removed */
-		if (r <= 0 || live >= CONNS_MAX)
-			continue;
-		int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (c < 0)
-			continue;
-		(void)setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		(void)setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		pid_t child = fork();
-		if (child == 0) {
-			(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-			close(lfd);
-			alarm(CONN_MAX_S);
-			serve_one(k, pod, port, token, c);
-			_exit(0);
-		}
-		if (child > 0)
-			live++;
-		close(c);
-	}
-}
-
-/* the forwarder, detached: its pid and start time through the pipe */
-static int spawn(struct kube *k, const struct sbx_record *rec, int port, const char *token, int lfd,
-		 pid_t *ret_pid, struct sbx_err *err)
-{
-	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) < 0)
-		return sbx_err_errno(err, "cannot make a pipe");
-	_cleanup_free_ char *record = xasprintf("%s/sandbox.json", rec->dir);
-	pid_t a = fork();
-	if (a < 0)
-		return sbx_err_errno(err, "cannot fork");
-	if (a == 0) {
-		(void)setsid();
-		pid_t b = fork();
-		if (b != 0)
-			_exit(b < 0);
-		pid_t me = getpid();
-		(void)!write(pfd[1], &me, sizeof(me));
-		int nul = open("/dev/null", O_RDWR);
-		if (nul >= 0) {
-			(void)dup2(nul, 0);
-			(void)dup2(nul, 1);
-			(void)dup2(nul, 2);
-		}
-		if (dup2(lfd, 3) < 0)
-			_exit(1);
-		(void)close_range(4, ~0U, 0); /* the record's lock, the pipe, the caller's */
-		struct sigaction sa = { .sa_handler = SIG_IGN };
-		(void)sigaction(SIGPIPE, &sa, NULL);
-		(void)sigaction(SIGHUP, &sa, NULL);
-		sa.sa_handler = SIG_DFL;
-		(void)sigaction(SIGTERM, &sa, NULL);
-		(void)sigaction(SIGINT, &sa, NULL);
-		serve(k, kube_pod(rec), port, token, 3, record);
-		_exit(0);
-	}
-	close(pfd[1]);
-	int st;
-	while (waitpid(a, &st, 0) < 0 && errno == EINTR)
-		;
-	pid_t pid = 0;
-	ssize_t n = read(pfd[0], &pid, sizeof(pid));
-	close(pfd[0]);
-	if (n != sizeof(pid) || pid <= 0)
-		return sbx_err_set(err, SBX_E_SYSTEM, "the preview's forwarder did not start");
-	*ret_pid = pid;
-	return 0;
-}
-
-static int open_preview(const struct sbx_record *rec, int port, json_t **ret, struct sbx_err *err)
-{
-	_cleanup_(kube_close) struct kube k = { 0 };
-	_cleanup_close_ int lfd = -1;
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof(sa);
-	char token[LOCAL_TOKEN_LEN + 1];
-
-	if (kube_open(&k, rec, err) < 0)
-		return -1;
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(lfd, 16) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&sa, &sl) < 0)
-		return sbx_err_errno(err, "cannot listen on 127.0.0.1 for the preview");
-	remote_random_hex(token, LOCAL_TOKEN_LEN);
-	pid_t pid = 0;
-	if (spawn(&k, rec, port, token, lfd, &pid, err) < 0)
-		return -1;
-	unsigned long long start = 0;
-	(void)sbx_proc_starttime(pid, &start);
-	_cleanup_json_ json_t *st = json_pack(
-		"{s:i, s:i, s:I, s:I, s:s}", "port", port, "host_port", (int)ntohs(sa.sin_port),
-		"pid", (json_int_t)pid, "start", (json_int_t)start, "token", token);
-	_cleanup_free_ char *s = json_dumps(st, JSON_COMPACT);
-	_cleanup_free_ char *p = state_path(rec, port);
-	if (sbx_write_atomic(p, s, strlen(s), false, err) < 0) {
-		stop(st);
-		return -1;
-	}
-	*ret = preview_json(st);
-	return 0;
-}
-
-static size_t ports_of(const struct sbx_record *rec, int *ports, size_t max);
-
 int kube_preview(struct sbx_ctx *ctx, const struct sbx_record *rec,
 		 const struct sbx_preview_opts *o, json_t **ret, struct sbx_err *err)
 {
+	(void)ctx;
 	if (remote_need_id("Kubernetes", rec, err) < 0)
 		return -1;
 	if (!o->port) {
-		json_t *a = json_array();
-		int ports[256];
-		size_t n = ports_of(rec, ports, ARRAY_SIZE(ports));
-		for (size_t i = 0; i < n; i++) {
-			_cleanup_json_ json_t *st = state_load(rec, ports[i]);
-			if (st)
-				json_array_append_new(a, preview_json(st));
-		}
-		*ret = a;
+		*ret = fwd_list(rec, "kube");
 		return 0;
 	}
-	_cleanup_json_ json_t *st = state_load(rec, o->port);
-	if (o->rm) {
-		if (!st)
-			return sbx_err_set(err, SBX_E_NOTFOUND,
-					   "sandbox '%s' has no preview of port %d",
-					   remote_label(rec), o->port);
-		stop(st);
-		_cleanup_free_ char *p = state_path(rec, o->port);
-		(void)unlink(p);
-		return 0;
-	}
+	if (o->rm)
+		return fwd_close(rec, "kube", o->port, err);
 	if (remote_check_running("Kubernetes", rec, err) < 0)
 		return -1;
-	if (st) {
-		*ret = preview_json(st);
-		return 0;
-	}
-	return open_preview(rec, o->port, ret, err);
-}
-
-/* the ports with a preview's state file, at most max */
-static size_t ports_of(const struct sbx_record *rec, int *ports, size_t max)
-{
-	DIR *d = rec->dir ? opendir(rec->dir) : NULL;
-	struct dirent *e;
-	size_t n = 0;
-	while (d && n < max && (e = readdir(d))) {
-		long long port;
-		if (!startswith(e->d_name, "kube-preview-"))
-			continue;
-		_cleanup_free_ char *s = xstrndup(e->d_name + 13, strcspn(e->d_name + 13, "."));
-		if (sbx_parse_int(s, 1, 65535, &port) == 0)
-			ports[n++] = (int)port;
-	}
-	if (d)
-		closedir(d);
-	return n;
+	_cleanup_(kube_close) struct kube k = { 0 };
+	if (kube_open(&k, rec, err) < 0)
+		return -1;
+	struct kpreview kp = { .k = &k, .pod = kube_pod(rec), .port = o->port };
+	struct fwd_spec s = { .kind = "kube",
+			      .port = o->port,
+			      .serve = serve,
+			      .conn_max_s = CONN_MAX_S,
+			      .arg = &kp };
+	return fwd_open(rec, &s, ret, err);
 }
 
 void kube_previews_stop(const struct sbx_record *rec)
 {
-	int ports[256];
-	size_t n = ports_of(rec, ports, ARRAY_SIZE(ports));
-	for (size_t i = 0; i < n; i++) {
-		_cleanup_json_ json_t *st = state_load(rec, ports[i]);
-		if (st)
-			stop(st);
-	}
+	fwd_stop_all(rec, "kube");
 }
