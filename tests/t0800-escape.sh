@@ -24,7 +24,10 @@ test_skip_unless USERNS cc busybox bsdtar
 export TMUX_TMPDIR="$TRASH"
 sock="sbx-t0800-$$"
 tm() { tmux -L "$sock" "$@"; }
-screen() { tm capture-pane -p -t esc; }
+# the terminal's tmux session: one per round (killing a server's last session ends the server,
+# and a new session asked of it meanwhile finds it gone)
+ses=esc
+screen() { tm capture-pane -p -t "$ses"; }
 wait_screen() { # PATTERN
 	local i
 	for i in $(seq 100); do screen | grep -q -- "$1" && return 0; sleep 0.1; done
@@ -377,11 +380,11 @@ fi
 
 for rt in local gvisor; do
 if [ $rt = gvisor ]; then
-	term=termg ropt="--runtime gvisor" in_rt=" (--runtime gvisor)"
+	term=termg ropt="--runtime gvisor" in_rt=" (--runtime gvisor)" ses=escg
 	: "gVisor shows the descriptors runsc exec was given as host:[N]"
 	fdkind=host:
 else
-	term=term ropt='' in_rt='' fdkind=pipe:
+	term=term ropt='' in_rt='' fdkind=pipe: ses=esc
 fi
 if ! test_have_prereq tmux; then
 	test_skip "terminals without -t$in_rt" 'tmux is not installed'
@@ -402,11 +405,11 @@ test_expect_success "without -t no terminal fd enters: a process left behind rea
 	echo started
 	EOS
 	sbx cp leave.sh $term:/workspace/leave.sh &&
-	tm kill-session -t esc 2>/dev/null; tm new-session -d -s esc -x 150 -y 40 "bash --norc --noprofile" &&
+	tm new-session -d -s $ses -x 150 -y 40 "bash --norc --noprofile" &&
 	: "bash sleeps after sbx returns: what is typed meanwhile waits in the terminal for any reader" &&
-	tm send-keys -t esc "\"$SBX\" exec -i $term sh /workspace/leave.sh; echo rc=\$?; sleep 3" Enter &&
+	tm send-keys -t $ses "\"$SBX\" exec -i $term sh /workspace/leave.sh; echo rc=\$?; sleep 3" Enter &&
 	wait_screen "rc=0" &&
-	tm send-keys -t esc "echo typed-after-return-SBX" Enter &&
+	tm send-keys -t $ses "echo typed-after-return-SBX" Enter &&
 	sleep 3.5 &&
 	sbx exec $term cat /workspace/fds >fds && cat fds &&
 	test_grep ! /dev/pts fds && test_grep "0 ->.*$fdkind" fds && test_grep "1 ->.*$fdkind" fds &&
@@ -414,9 +417,9 @@ test_expect_success "without -t no terminal fd enters: a process left behind rea
 	screen | test_grep ! LATE-SBX-WRITE &&
 	: "control: the same on the host, in a session of its own, steals and writes" &&
 	rm -f stolen-host &&
-	tm send-keys -t esc "clear; ls -l /proc/self/fd/ >hostfds; setsid sh -c \"exec 3<&0; (sleep 1; head -n 1 <&3 >$TRASH/stolen-host) & (sleep 1; echo LATE-HOST-WRITE) &\"; echo rc2=\$?; sleep 3" Enter &&
+	tm send-keys -t $ses "clear; ls -l /proc/self/fd/ >hostfds; setsid sh -c \"exec 3<&0; (sleep 1; head -n 1 <&3 >$TRASH/stolen-host) & (sleep 1; echo LATE-HOST-WRITE) &\"; echo rc2=\$?; sleep 3" Enter &&
 	wait_screen "rc2=0" &&
-	tm send-keys -t esc "echo typed-after-return-HOST" Enter &&
+	tm send-keys -t $ses "echo typed-after-return-HOST" Enter &&
 	wait_screen "LATE-HOST-WRITE" &&
 	for i in $(seq 40); do grep -q typed-after-return-HOST stolen-host 2>/dev/null && break; sleep 0.1; done &&
 	test_grep typed-after-return-HOST stolen-host && test_grep /dev/pts hostfds
@@ -430,7 +433,7 @@ else
 	order='screen | grep -x -A2 out-1 | tr "\n" " " | test_grep "out-1 err-2 out-3"'
 fi
 test_expect_success "without -t, output through the relay keeps its status (and order, but for gVisor's two streams); pipes still pass straight$in_rt" '
-	tm send-keys -t esc "clear; \"$SBX\" exec $term sh -c \"echo out-1; echo err-2 >&2; echo out-3; exit 7\"; echo rc3=\$?" Enter &&
+	tm send-keys -t $ses "clear; \"$SBX\" exec $term sh -c \"echo out-1; echo err-2 >&2; echo out-3; exit 7\"; echo rc3=\$?" Enter &&
 	wait_screen "rc3=7" && eval "$order" &&
 	sbx exec $term sh -c "readlink /proc/self/fd/1" | test_grep "^$fdkind"
 '
