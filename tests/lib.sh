@@ -260,6 +260,30 @@ pid_alive() {
 	[ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
 }
 
+# gone PID: the process no longer runs
+gone() { ! pid_alive "$1"; }
+
+# interrupt SIG CMD...: runs CMD (two background sleeps, "started", then a wait) with its
+# output into a fifo a reader drains; once it started (and, SB set, both sleeps run in SB, as
+# the file's n_sleeps SB N counts them), sends SIG to CMD, then waits (bounded) for the reader
+# to see the end of the output. CMD's status goes into rc
+interrupt() {
+	local sig=$1 reader pid
+	shift
+	rm -f fifo out && mkfifo fifo || return 1
+	cat fifo >out &
+	reader=$!
+	"$@" >fifo 2>err &
+	pid=$!
+	wait_until 20 test_grep started out || return 1
+	if [ -n "${SB:-}" ]; then wait_until 20 n_sleeps "$SB" 2 || return 1; fi
+	kill "-$sig" "$pid"
+	wait "$pid"
+	rc=$?
+	wait_until 10 gone "$reader" || return 1
+	wait "$reader"
+}
+
 # sandbox_pids ID: the init and supervisor pids the sandbox's pids file names (none if absent)
 sandbox_pids() {
 	local f="$SBX_HOME/sandboxes/$1/pids"

@@ -13,28 +13,6 @@ sleeps() {
 		grep -c '^sleep$'
 }
 n_sleeps() { test "$(sleeps "$1")" = "$2"; }
-gone() { ! pid_alive "$1"; }
-
-# interrupt SIG CMD...: runs CMD (two background sleeps, "started", then a wait) with its
-# output into a fifo a reader drains; once it started (and, SB set, both sleeps run in SB),
-# sends SIG to CMD, then waits (bounded) for the reader to see the end of the output.
-# CMD's status goes into rc.
-interrupt() {
-	local sig=$1 reader pid
-	shift
-	rm -f fifo out && mkfifo fifo || return 1
-	cat fifo >out &
-	reader=$!
-	"$@" >fifo 2>err &
-	pid=$!
-	wait_until 10 test_grep started out || return 1
-	if [ -n "${SB:-}" ]; then wait_until 10 n_sleeps "$SB" 2 || return 1; fi
-	kill "-$sig" "$pid"
-	wait "$pid"
-	rc=$?
-	wait_until 5 gone "$reader" || return 1
-	wait "$reader"
-}
 
 CMD='sleep 1000 & sleep 1000 & echo started; wait'
 

@@ -14,7 +14,7 @@ RUNSC=${SBX_RUNSC:-/usr/bin/runsc}
 [ -x "$RUNSC" ] || TEST_SKIP_ALL="no runsc (scripts/install-deps installs it)"
 
 # sleeps SB: how many sleep processes run in SB, from gVisor's /proc (not its init, a sleeper
-# itself, and not zombies: that init reaps nothing)
+# itself, and not a zombie its init has yet to reap)
 sleeps() {
 	"$SBX" exec "$1" sh -c 'cat /proc/[0-9]*/stat 2>/dev/null' |
 		awk '$1 != 1 && $2 == "(sleep)" && $3 != "Z"' | wc -l
@@ -22,27 +22,7 @@ sleeps() {
 n_sleeps() { test "$(sleeps "$1")" = "$2"; }
 # state SB PID: the state of process PID in gVisor ("" when there is none)
 state() { "$SBX" exec "$1" sh -c "cut -d' ' -f3 /proc/$2/stat 2>/dev/null; exit 0"; }
-gone() { ! pid_alive "$1"; }
 
-# interrupt SIG CMD...: runs CMD (two background sleeps, "started", then a wait) with its output
-# into a fifo a reader drains; once it started and both sleeps run in SB, sends SIG to CMD, then
-# waits (bounded) for the reader to see the end of the output. CMD's status goes into rc
-interrupt() {
-	local sig=$1 reader pid
-	shift
-	rm -f fifo out && mkfifo fifo || return 1
-	cat fifo >out &
-	reader=$!
-	"$@" >fifo 2>err &
-	pid=$!
-	wait_until 20 test_grep started out || return 1
-	wait_until 20 n_sleeps "$SB" 2 || return 1
-	kill "-$sig" "$pid"
-	wait "$pid"
-	rc=$?
-	wait_until 10 gone "$reader" || return 1
-	wait "$reader"
-}
 CMD='sleep 1000 & sleep 1000 & echo started; wait'
 pystat='import os, stat, sys; print(oct(stat.S_IMODE(os.lstat(sys.argv[1]).st_mode))[2:])'
 
