@@ -322,6 +322,16 @@ test_expect_success 'gVisor'"'"'s kernel gone: inspect says error and why, exec 
 	sbx rm -f gd >/dev/null && expect_code 125 sbx inspect gd 2>/dev/null
 '
 
+test_expect_success 'a boot whose gVisor kernel cannot be recorded fails in one line (125), not a sandbox that would look running when it died; control: recorded, it boots' '
+	sbx create --runtime gvisor --name grec >/dev/null && d=$(sb_dir grec)/gvisor &&
+	sbx pause --release grec >/dev/null && rm -f "$d/sentry" && mkdir "$d/sentry" &&
+	expect_code 125 sbx resume grec 2>err &&
+	expect_one_error_line err "cannot resume .grec.: .*gvisor/sentry" &&
+	test_eq stopped "$(sb_state grec)" &&
+	rmdir "$d/sentry" && sbx resume grec >/dev/null && test_eq running "$(sb_state grec)" &&
+	test -s "$d/sentry" && sbx rm -f grec >/dev/null
+'
+
 test_expect_success 'rm: no runsc process left' '
 	i1=$(json_assert j "print(r[\"extra\"][\"init_pid\"])") &&
 	sbx inspect g2 >j2 && i2=$(json_assert j2 "print(r[\"extra\"][\"init_pid\"])") &&

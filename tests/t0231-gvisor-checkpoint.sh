@@ -287,6 +287,16 @@ if [ "$(id -u)" -eq 0 ]; then
 		test -z "$(sbx ls -q)"
 	'
 
+	test_expect_success 'a restore whose gVisor kernel cannot be recorded: 125 in one line, the image spent (never restored twice); the next resume boots on the files' '
+		sbx create --name c3 --runtime gvisor --net none >/dev/null && start c3 &&
+		sbx pause --checkpoint c3 >/dev/null && json_of c3 "assert r[\"checkpointed\"] is True, r" &&
+		d=$SBX_HOME/sandboxes/$(field c3 "[\"id\"]")/gvisor && rm -f "$d/sentry" && mkdir "$d/sentry" &&
+		expect_code 125 sbx resume c3 2>err && expect_one_error_line err "cannot resume .c3.: .*gvisor/sentry" &&
+		json_of c3 "assert r[\"state\"] != \"running\" and r[\"checkpointed\"] is False, r" &&
+		rmdir "$d/sentry" && sbx resume c3 >/dev/null && test_eq running "$(sb_state c3)" &&
+		json_of c3 "assert r[\"checkpointed\"] is False, r" && sbx rm -f c3 >/dev/null
+	'
+
 	test_expect_success 'a gVisor sandbox on the proxy network is refused (one line)' '
 		sbx create --name c2 --runtime gvisor >/dev/null &&
 		expect_code 125 sbx pause --checkpoint c2 2>err && test_eq 1 "$(wc -l <err)" &&

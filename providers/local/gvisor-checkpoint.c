@@ -471,13 +471,16 @@ static int gvisor_restore(const struct local_boot *b, char *msg, size_t len)
 		return -1;
 	}
 	char why[1024];
-	if (local_gvisor_start(b->setup, b->init, "restore", logfd, why, sizeof(why)) == 0) {
-		/* it ran: the image is spent */
+	int r = local_gvisor_start(b->setup, b->init, "restore", logfd, why, sizeof(why));
+	if (r != -1) {
+		/* it ran: the image is spent (even should the boot fail after it) */
 		sbx_test_hook("restore-ran");
 		_cleanup_free_ char *np = note_path(dir);
 		(void)unlink(np);
 		(void)sbx_rm_rf(aside);
-		return 0;
+		if (r < 0)
+			snprintf(msg, len, "%s", why);
+		return r < 0 ? -1 : 0;
 	}
 	if (n.present && !n.written) {
 		/* an image whose writing was cut short, and that does not restore: it goes */

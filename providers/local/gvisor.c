@@ -471,8 +471,9 @@ static int wait_for(pid_t pid, long long ms)
 }
 
 /* the sandbox's gVisor kernel: runsc's sandbox process, in init's pid namespace, recorded in
- * DIR/gvisor/sentry ("PID START") for the state to be looked at */
-static void record_sentry(const char *dir, pid_t init)
+ * DIR/gvisor/sentry ("PID START") for the state to be looked at; -1 with msg when it cannot
+ * be written (unrecorded, a dead kernel would pass for a running sandbox) */
+static int record_sentry(const char *dir, pid_t init, char *msg, size_t msglen)
 {
 	_cleanup_free_ pid_t *v = NULL;
 	size_t n = local_ns_members(init, &v);
@@ -489,9 +490,13 @@ static void record_sentry(const char *dir, pid_t init)
 		_cleanup_free_ char *f = xasprintf("%s/gvisor/sentry", dir);
 		_cleanup_free_ char *text = xasprintf("%d %llu\n", (int)v[i], start);
 		struct sbx_err err = { 0 };
-		(void)sbx_write_atomic(f, text, strlen(text), false, &err);
-		return;
+		if (sbx_write_atomic(f, text, strlen(text), false, &err) < 0) {
+			snprintf(msg, msglen, "%s", err.msg);
+			return -1;
+		}
+		return 0;
 	}
+	return 0;
 }
 
 bool local_gvisor_gone(const struct sbx_record *rec, char *why, size_t len)
@@ -588,8 +593,7 @@ int local_gvisor_start(const struct local_setup *s, pid_t init, const char *imag
 			 nl ? nl + 1 : (n ? out : "no message"));
 		return -1;
 	}
-	record_sentry(s->dir, init);
-	return 0;
+	return record_sentry(s->dir, init, msg, len) < 0 ? -2 : 0;
 }
 
 int local_gvisor_boot(const struct local_setup *s, pid_t init, char *msg, size_t len)
@@ -608,7 +612,7 @@ int local_gvisor_boot(const struct local_setup *s, pid_t init, char *msg, size_t
 		snprintf(msg, len, "cannot create '%s': %s", logp, strerror(errno));
 		return -1;
 	}
-	return local_gvisor_start(s, init, NULL, logfd, msg, len);
+	return local_gvisor_start(s, init, NULL, logfd, msg, len) < 0 ? -1 : 0;
 }
 
 int local_gvisor_reboot(const struct sbx_record *rec, pid_t init, char *msg, size_t len)

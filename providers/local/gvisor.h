@@ -30,7 +30,8 @@ int local_gvisor_prepare(const struct sbx_record *rec, uid_t uid, gid_t gid, con
  * seconds (60); -1 with msg on failure */
 int local_gvisor_boot(const struct local_setup *s, pid_t init, char *msg, size_t len);
 /* runsc run, or restore from the image in DIR/gvisor/checkpoint/IMAGE, for sandbox s (its
- * messages to logfd), waited for as the boot is; then its gVisor kernel recorded; -1 with msg */
+ * messages to logfd), waited for as the boot is; then its gVisor kernel recorded; -1 with msg
+ * when runsc failed, -2 with msg when it ran but its kernel could not be recorded */
 int local_gvisor_start(const struct local_setup *s, pid_t init, const char *image, int logfd,
 		       char *msg, size_t len);
 /* the processes sbx-ginit killed for --memory since the sandbox's last boot */
