@@ -204,6 +204,17 @@ test_expect_success 'exec -u: a name, a number, a group, from the sandbox'"'"'s 
 	fi
 '
 
+test_expect_success 'a runsc run that fails: create says runsc'"'"'s last line, past a long log, in one line (125); control: the real runsc boots' '
+	mkdir -p fbin &&
+	printf "#!/bin/sh\ncase \" \$* \" in *\" run \"*) i=0; while [ \$i -lt 60 ]; do echo \"noise line \$i of a long log\"; i=\$((i + 1)); done >&2; echo \"the-real-reason\" >&2; exit 1 ;; esac\nexec %s \"\$@\"\n" "$RUNSC" >fbin/runsc &&
+	chmod 755 fbin/runsc &&
+	expect_code 125 env SBX_RUNSC="$PWD/fbin/runsc" "$SBX" create --name gf --runtime gvisor 2>err &&
+	expect_one_error_line err "runsc run failed: the-real-reason" &&
+	test ! -e "$SBX_HOME/names/gf" &&
+	sbx create --name gf --runtime gvisor >/dev/null && expect_code 0 sbx exec gf true &&
+	sbx rm -f gf >/dev/null
+'
+
 test_expect_success 'runsc in a directory of PATH, kept for the sandbox'"'"'s life (controls: no PATH has it; a relative one)' '
 	mkdir -p rbin empty &&
 	printf "#!/bin/sh\ncase \" \$* \" in *\" exec \"*) echo runsc-from-path >&2 ;; esac\nexec %s \"\$@\"\n" "$RUNSC" >rbin/runsc &&

@@ -330,20 +330,6 @@ static void tidy(const char *dir)
 		(void)unlink(img);
 }
 
-/* the last line runsc wrote to logfd */
-static void log_tail(int logfd, char *buf, size_t len, const char *none)
-{
-	char out[1024];
-	ssize_t got = pread(logfd, out, sizeof(out) - 1, 0);
-	size_t n = got > 0 ? (size_t)got : 0;
-
-	out[n] = 0;
-	while (n && out[n - 1] == '\n')
-		out[--n] = 0;
-	char *nl = strrchr(out, '\n');
-	snprintf(buf, len, "%s", nl ? nl + 1 : (n ? out : none));
-}
-
 /* --- checkpoint --------------------------------------------------------------------------- */
 
 /* runsc checkpoint failed: gVisor ends the processes of a sandbox once it was handed the
@@ -418,7 +404,7 @@ static int checkpoint(const struct sbx_record *rec, struct sbx_err *err)
 	int ws = local_runsc_wait(pid);
 	if (ws != 0) {
 		char why[1024];
-		log_tail(logfd, why, sizeof(why), "runsc checkpoint failed");
+		local_runsc_log_tail(logfd, why, sizeof(why), "runsc checkpoint failed");
 		return checkpoint_failed(rec, pids.init_pid, why, err);
 	}
 	/* the sentry and the gofer end once the image is written: nothing of runsc's stays, and

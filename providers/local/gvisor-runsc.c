@@ -553,3 +553,20 @@ int local_runsc_wait(pid_t pid)
 			return -1;
 	}
 }
+
+void local_runsc_log_tail(int logfd, char *buf, size_t len, const char *none)
+{
+	char out[1024];
+	struct stat st;
+	off_t at = fstat(logfd, &st) == 0 && st.st_size > (off_t)sizeof(out) - 1
+		? st.st_size - (off_t)(sizeof(out) - 1)
+		: 0;
+	ssize_t got = pread(logfd, out, sizeof(out) - 1, at);
+	size_t n = got > 0 ? (size_t)got : 0;
+
+	out[n] = 0;
+	while (n && out[n - 1] == '\n')
+		out[--n] = 0;
+	char *nl = strrchr(out, '\n');
+	snprintf(buf, len, "%s", nl ? nl + 1 : (n ? out : none));
+}

@@ -582,15 +582,9 @@ int local_gvisor_start(const struct local_setup *s, pid_t init, const char *imag
 		return -1;
 	}
 	if (st != 0) {
-		char out[1024];
-		ssize_t got = pread(logfd, out, sizeof(out) - 1, 0);
-		size_t n = got > 0 ? (size_t)got : 0;
-		out[n] = 0;
-		while (n && out[n - 1] == '\n')
-			out[--n] = 0;
-		char *nl = strrchr(out, '\n');
-		snprintf(msg, len, "runsc %s failed: %s", what,
-			 nl ? nl + 1 : (n ? out : "no message"));
+		char last[1024];
+		local_runsc_log_tail(logfd, last, sizeof(last), "no message");
+		snprintf(msg, len, "runsc %s failed: %s", what, last);
 		return -1;
 	}
 	return record_sentry(s->dir, init, msg, len) < 0 ? -2 : 0;

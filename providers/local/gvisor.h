@@ -150,6 +150,9 @@ pid_t local_runsc_spawn(const struct local_runsc *r, char *const *args, struct s
 #define LOCAL_RUNSC_CLIENT_ROOT "/proc/self/fd/3"
 /* waits for it: its exit status (as waitpid's), -1 on error */
 int local_runsc_wait(pid_t pid);
+/* runsc's last message: the last line of what logfd holds (read from its last KiB), else
+ * none; into buf */
+void local_runsc_log_tail(int logfd, char *buf, size_t len, const char *none);
 /* the runsc binary, resolved once per sandbox: at its first boot, $SBX_RUNSC (absolute) or the
  * first runsc in an absolute directory of $PATH, as its real path, recorded in
  * DIR/gvisor/runsc.path (local_runsc_record), which every later call of any sbx process reads,
