@@ -96,21 +96,28 @@ ticks_of() {
 	done
 	echo "$t"
 }
-# ticks NS [GUEST]: the same of every process in pid namespace NS
-# ns_procs NS: what runs in NS, a line each (pid, state, command line), for a failed check's report
+# ns_procs NS: what runs in pid namespace NS, a line each: pid, start time (stat's field 22),
+# command line
 ns_procs() {
 	local p
 	for p in $(in_ns "$1"); do
-		echo "$p $(state_of "$p") $(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null)"
+		echo "$p $(start_of "$p") $(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null)"
 	done
 }
-# ns_empty NS: nothing is left in pid namespace NS (else what is, on stderr)
-ns_empty() {
-	local left
-	left=$(ns_procs "$1")
+start_of() { sed "s/.*) //" "/proc/$1/stat" 2>/dev/null | cut -d" " -f20; }
+# all_gone FILE: none of the processes ns_procs listed in FILE runs any more (the same pid and
+# start time: a namespace's number is given again once it ended, to what the machine starts
+# next), else which do, on stderr
+all_gone() {
+	local p st rest left=''
+	while read -r p st rest; do
+		[ -n "$st" ] && [ "$(start_of "$p")" = "$st" ] && left="$left$p $st $rest
+"
+	done <"$1"
 	[ -z "$left" ] && return 0
-	test_mismatch "processes left in $1" "$left"
+	test_mismatch "processes left of those in $1" "$left"
 }
+# ticks NS [GUEST]: the same of every process in pid namespace NS
 ticks() { ticks_of "$(in_ns "$1")" "${2:-}"; }
 # ticks_move NS T [GUEST]: ticks NS [GUEST] is no longer T
 ticks_move() { test "$(ticks "$1" "${3:-}")" != "$2"; }
@@ -148,7 +155,7 @@ if [ "$(id -u)" -eq 0 ]; then
 		json_of c1 "assert r[\"memory_stats\"][\"usage\"] > 64 << 20, r" &&
 		sbx pause --checkpoint c1 >/dev/null &&
 		json_of c1 "assert r[\"state\"] == \"released\" and r[\"checkpointed\"] is True and r[\"checkpoint_bytes\"] > 4096, r" &&
-		ns_empty "$ns" && test_eq 0 "$(runsc_of "$id")" &&
+		all_gone before-ps && test_eq 0 "$(runsc_of "$id")" &&
 		json_of c1 "assert r[\"memory_stats\"][\"usage\"] is None, r" &&
 		expect_code 125 sbx exec c1 true 2>err && expect_one_error_line err "is released; run .sbx resume c1." &&
 		sbx cp c1:/workspace/n before && a=$(cut -d" " -f1 before) && sleep 0.5 &&
